@@ -1,0 +1,74 @@
+// The SQLite store (DESIGN.md s4): schema with migrations, WAL, one transaction per
+// trial, so that a killed run loses at most the trial in flight.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/records.h"
+
+struct sqlite3;
+
+namespace attntune {
+
+/// The schema version this build writes (migrations bring older files up to it).
+constexpr int kSchemaVersion = 1;
+
+struct DbInfo {
+  std::string path;
+  int schema_version = 0;
+  int64_t devices = 0, problems = 0, configs = 0, builds = 0, runs = 0, trials = 0, samples = 0,
+          metrics = 0;
+  std::vector<std::pair<std::string, int64_t>> trials_by_status;  // ("ok", 12), ...
+};
+
+struct TrialFilter {
+  std::optional<int64_t> device_id;
+  std::optional<std::string> variant;
+  bool ok_only = false;
+};
+
+class Database {
+ public:
+  /// Opens (creating if absent) and migrates `path` (":memory:" for tests). A file that
+  /// is not a SQLite database, or has a newer schema -> UserError naming the path.
+  static std::unique_ptr<Database> Open(const std::string& path);
+  ~Database();
+
+  const std::string& Path() const { return path_; }
+
+  // Upserts return the row id of the existing or new row (unique keys per table).
+  int64_t PutDevice(const DeviceRecord& device);    // key: fingerprint_json
+  int64_t PutProblem(const ProblemRecord& problem);  // key: every field
+  int64_t PutConfig(const ConfigRecord& config);    // key: variant, implementation, params
+  int64_t PutBuild(const BuildRecord& build);       // key: version, kernel_hash
+
+  int64_t BeginRun(const std::string& args_json, int64_t device_id, const std::string& now);
+  void FinishRun(int64_t run_id, const std::string& now);
+
+  /// A stored trial for (device, problem, config, build) that a re-run may reuse: status
+  /// ok, invalid or wrong_result (deterministic outcomes); launch_failed and timeout are
+  /// retried. Returns the newest such trial.
+  std::optional<TrialRow> FindReusable(int64_t device_id, int64_t problem_id, int64_t config_id,
+                                       int64_t build_id);
+
+  /// Stores a trial with its samples and metrics in one transaction; returns its id.
+  int64_t InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id, int64_t config_id,
+                      int64_t build_id, const TrialResult& result);
+
+  std::vector<TrialRow> Trials(const TrialFilter& filter) const;
+  std::vector<double> Samples(int64_t trial_id) const;
+  std::vector<DeviceRecord> Devices() const;
+  std::vector<RunRecord> Runs() const;
+  DbInfo Info() const;
+
+ private:
+  Database(std::string path, sqlite3* db);
+  std::string path_;
+  sqlite3* db_;
+};
+
+}  // namespace attntune

@@ -1,0 +1,32 @@
+// Reading and writing safetensors files (8-byte little-endian header length, JSON
+// header, raw little-endian data). attntune uses F32 and I32 tensors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace attntune {
+
+struct StTensor {
+  std::string dtype;           // "F32", "I32", ...
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;  // raw little-endian data
+
+  std::vector<float> AsF32() const;    // CHECKs dtype == "F32"
+  std::vector<int32_t> AsI32() const;  // CHECKs dtype == "I32"
+};
+
+using StFile = std::map<std::string, StTensor>;
+
+/// Reads a safetensors file; a missing file, truncated data or malformed header ->
+/// UserError naming the path.
+StFile ReadSafetensors(const std::string& path);
+
+/// Writes tensors (sorted by name) to `path`; I/O failure -> UserError.
+void WriteSafetensors(const std::string& path, const StFile& tensors);
+
+StTensor MakeF32(const std::vector<int64_t>& shape, const std::vector<float>& data);
+
+}  // namespace attntune

@@ -1,0 +1,43 @@
+// Problem shapes (DESIGN.md s1): Q[B,Hq,Lq,d], K,V[B,Hkv,Lk,d], row-major.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace attntune {
+
+struct Shape {
+  int64_t B = 1;
+  int64_t Hq = 1;
+  int64_t Hkv = 1;
+  int64_t Lq = 1;
+  int64_t Lk = 1;
+  int64_t d = 64;
+  bool causal = true;
+
+  /// GQA group size g = Hq / Hkv; query head h reads KV head h / g.
+  int64_t Group() const { return Hq / Hkv; }
+  /// Absolute position p(i) = Lk - Lq + i of query row i.
+  int64_t QueryPos(int64_t i) const { return Lk - Lq + i; }
+  int64_t QElems() const { return B * Hq * Lq * d; }
+  int64_t KvElems() const { return B * Hkv * Lk * d; }
+  /// "B=1,Hq=16,Hkv=8,Lq=4096,Lk=4096,d=128" (L=... when Lq == Lk).
+  std::string ToString() const;
+  bool operator==(const Shape& o) const {
+    return B == o.B && Hq == o.Hq && Hkv == o.Hkv && Lq == o.Lq && Lk == o.Lk && d == o.d &&
+           causal == o.causal;
+  }
+};
+
+/// Throws UserError (naming `what`, e.g. "--shape") unless every extent is positive,
+/// Hq is divisible by Hkv and Lq <= Lk.
+void ValidateShape(const Shape& shape, const std::string& what);
+
+/// Parses "B=1,Hq=16,Hkv=8,L=4096,d=128" (L sets Lq and Lk; Lq=, Lk=, causal=0|1
+/// also accepted; B defaults to 1). Throws UserError naming `what` on bad input.
+Shape ParseShape(const std::string& text, const std::string& what);
+
+/// Parses a positive integer; throws UserError "<what>: '<text>' is not a positive integer".
+int64_t ParsePositiveInt(const std::string& text, const std::string& what);
+
+}  // namespace attntune

@@ -1,0 +1,36 @@
+// Host tensors of one attention problem, fp32, row-major as DESIGN.md s1 names them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/spec/shape.h"
+
+namespace attntune {
+
+struct Tensors {
+  Shape shape;
+  std::vector<float> q;  // [B,Hq,Lq,d]
+  std::vector<float> k;  // [B,Hkv,Lk,d]
+  std::vector<float> v;  // [B,Hkv,Lk,d]
+
+  const float* Q(int64_t b, int64_t h, int64_t i) const {
+    return q.data() + ((b * shape.Hq + h) * shape.Lq + i) * shape.d;
+  }
+  const float* K(int64_t b, int64_t h, int64_t j) const {
+    return k.data() + ((b * shape.Hkv + h) * shape.Lk + j) * shape.d;
+  }
+  const float* V(int64_t b, int64_t h, int64_t j) const {
+    return v.data() + ((b * shape.Hkv + h) * shape.Lk + j) * shape.d;
+  }
+};
+
+/// Standard-normal q, k, v drawn from `seed` (same seed, same tensors, any machine).
+Tensors GaussianTensors(const Shape& shape, uint64_t seed);
+
+/// Index of element (b, h, i, c) in an output O[B,Hq,Lq,d].
+inline int64_t OutIndex(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t c) {
+  return ((b * s.Hq + h) * s.Lq + i) * s.d + c;
+}
+
+}  // namespace attntune

@@ -1,0 +1,27 @@
+// Device fingerprints (DESIGN.md s4) and the CUDA availability probe.
+#pragma once
+
+#include <string>
+
+namespace attntune {
+
+struct DeviceInfo {
+  std::string kind;              // "cpu" or "cuda"
+  std::string name;              // "Intel(R) Xeon(R) Processor @ 2.80GHz"
+  std::string fingerprint_json;  // canonical JSON of every identifying field
+};
+
+/// The CPU the Kokkos kernels run on: model, ISA flags (avx2, avx512f, fma, ...),
+/// logical cores, Kokkos version and backend.
+DeviceInfo CpuDevice();
+
+struct CudaProbe {
+  bool usable = false;
+  int device_count = 0;
+  std::string reason;  // why not usable: "no usable CUDA driver (cudaErrorInsufficientDriver, 35)"
+};
+
+/// Asks the CUDA runtime for devices (this build without CUDA: not usable, says so).
+CudaProbe ProbeCuda();
+
+}  // namespace attntune

@@ -1,0 +1,25 @@
+// Timers behind one narrow interface (STYLE.md): CPU wall clock here; CUDA events and
+// CUPTI activity records in profiler/cuda.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace attntune {
+
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual std::string Name() const = 0;
+  /// Runs `fn` once and returns its duration in milliseconds (fn synchronises).
+  virtual double TimeMs(const std::function<void()>& fn) = 0;
+};
+
+/// steady_clock around the call.
+class CpuTimer : public Timer {
+ public:
+  std::string Name() const override { return "cpu-steady-clock"; }
+  double TimeMs(const std::function<void()>& fn) override;
+};
+
+}  // namespace attntune

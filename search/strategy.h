@@ -1,0 +1,42 @@
+// Search strategies: ask for the next point, tell what it cost. Seeded and
+// deterministic; a failed evaluation costs budget like any other.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/space.h"
+
+namespace attntune {
+
+struct Evaluation {
+  Point point;
+  bool ok = false;       // false: invalid, wrong result, failed
+  double objective = 0;  // lower is better; meaningful when ok
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string Name() const = 0;
+  /// The next point to evaluate, or nullopt when the strategy has nothing left.
+  /// Never returns a point that violates the space's constraints, nor one already asked.
+  virtual std::optional<Point> Next() = 0;
+  /// The result of a point returned by Next().
+  virtual void Tell(const Evaluation& evaluation) = 0;
+};
+
+/// Known names: "exhaustive", "random". Unknown -> UserError naming `what`.
+std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& space,
+                                       uint64_t seed, const std::string& what);
+std::vector<std::string> StrategyNames();
+
+/// Runs `strategy` for at most `budget` evaluations of `evaluate`; returns them in order.
+std::vector<Evaluation> RunSearch(Strategy& strategy, int64_t budget,
+                                  const std::function<Evaluation(const Point&)>& evaluate);
+
+}  // namespace attntune
