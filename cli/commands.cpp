@@ -1,1 +1,377 @@
-// placeholder: implemented in this submission
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "build_info.h"
+#include "db/database.h"
+#include "kernels/kokkos/runtime.h"
+#include "kernels/spec/check.h"
+#include "kernels/spec/safetensors.h"
+#include "profiler/device.h"
+#include "profiler/timer.h"
+#include "search/strategy.h"
+#include "tuner/session.h"
+
+namespace attntune {
+
+namespace {
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) items.push_back(item);
+  return items;
+}
+
+std::vector<int64_t> ParseSeqLens(const std::string& text) {
+  std::vector<int64_t> lens;
+  for (const auto& item : SplitList(text)) lens.push_back(ParsePositiveInt(item, "--seq-lens"));
+  if (lens.empty()) throw UserError("--seq-lens: no sequence length given (e.g. 1024,4096)");
+  return lens;
+}
+
+// "cpu" runs the Kokkos kernels; "cuda:N" needs a usable CUDA device.
+void RequireCpuDevice(const std::string& device) {
+  if (device == "cpu") return;
+  if (device.rfind("cuda", 0) == 0) {
+    const std::string index = device.size() > 5 && device[4] == ':' ? device.substr(5) : "";
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos)
+      throw UserError("--device: '" + device + "' is not a device (expected cpu or cuda:N)");
+    const CudaProbe probe = ProbeCuda();
+    if (!probe.usable) throw UserError("--device " + device + ": " + probe.reason);
+    if (std::stoll(index) >= probe.device_count)
+      throw UserError("--device " + device + ": only " + std::to_string(probe.device_count) +
+                      " CUDA device(s) present");
+    throw UserError("--device " + device +
+                    ": this attntune has no CUDA kernels yet; use --device cpu");
+  }
+  throw UserError("--device: '" + device + "' is not a device (expected cpu or cuda:N)");
+}
+
+// Progress: one rewritten line on a terminal, plain lines otherwise.
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(isatty(fileno(stderr)) != 0) {}
+  ~ProgressPrinter() { Finish(); }
+  void operator()(const ProgressEvent& ev) {
+    char line[256];
+    std::snprintf(line, sizeof line, "[%lld/%lld] %-16s eval %lld/%lld  %-28s %s", 
+                  static_cast<long long>(ev.problem_index), static_cast<long long>(ev.problem_count),
+                  ev.problem.c_str(), static_cast<long long>(ev.eval_index),
+                  static_cast<long long>(ev.budget), ev.config.c_str(), ev.status.c_str());
+    std::string text = line;
+    if (ev.status == "ok") {
+      char t[64];
+      std::snprintf(t, sizeof t, " %.3f ms", ev.median_ms);
+      text += t;
+    }
+    if (ev.reused) text += " (stored)";
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", text.c_str());
+      pending_ = true;
+    } else {
+      std::fprintf(stderr, "%s\n", text.c_str());
+    }
+    std::fflush(stderr);
+  }
+  void Finish() {
+    if (pending_) std::fputc('\n', stderr);
+    pending_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool pending_ = false;
+};
+
+void RegisterDevices(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("devices", "List the devices attntune can tune on");
+  cmd->callback([rc] {
+    const DeviceInfo cpu = CpuDevice();
+    std::printf("cpu: %s\n  fingerprint: %s\n", cpu.name.c_str(), cpu.fingerprint_json.c_str());
+    const CudaProbe probe = ProbeCuda();
+    if (probe.usable) {
+      std::printf("cuda: %d device(s) found (no CUDA kernels in this build yet)\n",
+                  probe.device_count);
+    } else {
+      std::printf("cuda: none usable: %s\n", probe.reason.c_str());
+    }
+    *rc = 0;
+  });
+}
+
+struct TuneArgs {
+  TuneOptions options;
+  std::string device = "cpu";
+  std::string variants = "dense,swa";
+  std::string seq_lens = "512,1024,2048";
+};
+
+void RegisterTune(CLI::App& app, int* rc) {
+  auto args = std::make_shared<TuneArgs>();
+  auto* cmd = app.add_subcommand("tune", "Tune the variants for a model's attention geometry");
+  TuneOptions& o = args->options;
+  cmd->add_option("--model", o.model, "Embedded model name or a Hugging Face config.json")
+      ->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
+  cmd->add_option("--seq-lens", args->seq_lens, "Comma-separated sequence lengths")
+      ->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
+  cmd->add_option("--budget", o.budget, "Evaluations per (variant, sequence length)")
+      ->capture_default_str();
+  cmd->add_option("--strategy", o.strategy, "Search strategy (exhaustive, random)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
+  cmd->add_option("--tolerance", o.evaluate.tolerance,
+                  "Max relative error against the fp64 reference")
+      ->capture_default_str();
+  cmd->add_option("--max-seconds", o.evaluate.policy.max_seconds,
+                  "Time cap of the repetitions of one candidate")
+      ->capture_default_str();
+  cmd->add_option("--db", o.db_path, "SQLite database (default: <out>/attntune.db)");
+  cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
+  cmd->callback([args, rc] {
+    RequireCpuDevice(args->device);
+    TuneOptions options = args->options;
+    options.variants = SplitList(args->variants);
+    options.seq_lens = ParseSeqLens(args->seq_lens);
+    if (options.batch <= 0) throw UserError("--batch: must be a positive integer");
+    options.args_json = nlohmann::json{{"model", options.model},
+                                       {"device", args->device},
+                                       {"variants", options.variants},
+                                       {"seq_lens", options.seq_lens},
+                                       {"budget", options.budget},
+                                       {"strategy", options.strategy},
+                                       {"seed", options.seed}}
+                            .dump();
+    const DeviceInfo device = CpuDevice();
+    std::fprintf(stderr, "attntune: tuning %s on %s (%s)\n", options.model.c_str(),
+                 device.name.c_str(), KokkosDescription().c_str());
+    CpuTimer timer;
+    ProgressPrinter printer;
+    const TuneSummary s = RunTune(options, device, timer, [&](const ProgressEvent& ev) { printer(ev); });
+    printer.Finish();
+    std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
+                static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
+                static_cast<long long>(s.reused), static_cast<long long>(s.failed));
+    std::printf("  database: %s\n  header:   %s\n  json:     %s\n  report:   %s\n",
+                s.db_path.c_str(), s.outputs.header.c_str(), s.outputs.json.c_str(),
+                s.outputs.report.c_str());
+    *rc = 0;
+  });
+}
+
+struct BenchArgs {
+  std::string variant;
+  std::string impl;
+  std::string params;
+  std::string shape = "B=1,Hq=16,Hkv=8,L=1024,d=128";
+  uint64_t seed = 1;
+  bool json = false;
+  double max_seconds = 3.0;
+};
+
+void RegisterBench(CLI::App& app, int* rc) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Check and time one variant on one shape");
+  cmd->add_option("--variant", args->variant, "Variant id")->required();
+  cmd->add_option("--impl", args->impl, "Implementation (default: the variant's first)");
+  cmd->add_option("--params", args->params, "key=value,... (e.g. w=1024,sink=4)");
+  cmd->add_option("--shape", args->shape, "B=..,Hq=..,Hkv=..,L=..,d=..")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the Gaussian inputs")->capture_default_str();
+  cmd->add_option("--max-seconds", args->max_seconds, "Time cap of the repetitions")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args, rc] {
+    const Variant& variant = FindVariant(args->variant, "--variant");
+    const Implementation* impl = args->impl.empty()
+                                     ? &variant.implementations.front()
+                                     : variant.FindImplementation(args->impl);
+    if (!impl) throw UserError("--impl: unknown implementation '" + args->impl + "' of " + variant.id);
+    const Shape shape = ParseShape(args->shape, "--shape");
+    ValidateShape(shape, "--shape");
+    const Params params =
+        ResolveParams(variant, impl, shape, ParseParams(args->params, "--params"), "--params");
+    ProblemContext problem(shape, args->seed);
+    CpuTimer timer;
+    EvaluateOptions options;
+    options.policy.max_seconds = args->max_seconds;
+    const Evaluated ev = EvaluateCandidate(problem, variant, *impl, params, timer, options);
+    const TrialResult& r = ev.result;
+    nlohmann::json j;
+    j["schema"] = 1;
+    j["variant"] = variant.id;
+    j["implementation"] = impl->id;
+    j["params"] = nlohmann::json::parse(CanonicalParamsJson(variant, *impl, params));
+    j["shape"] = shape.ToString();
+    j["device"] = CpuDevice().name;
+    j["status"] = ToString(r.status);
+    if (!r.message.empty()) j["message"] = r.message;
+    for (const auto& [name, value] : r.metrics) j[name] = value;
+    if (r.status == TrialStatus::kOk) {
+      j["median_ms"] = r.median_ms;
+      j["p10_ms"] = r.p10_ms;
+      j["p90_ms"] = r.p90_ms;
+      j["cv"] = r.cv;
+      j["samples"] = r.samples_ms.size();
+    }
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const auto& k : ev.kernels) kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"ms", k.ms}});
+    j["kernels"] = kernels;
+    if (args->json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("%s %s %s on %s: %s\n", variant.id.c_str(), impl->id.c_str(),
+                  ParamsToString(params).c_str(), shape.ToString().c_str(), ToString(r.status));
+      if (r.status == TrialStatus::kOk) {
+        std::printf("  median %.3f ms (p10 %.3f, p90 %.3f, cv %.3f, %zu samples)\n", r.median_ms,
+                    r.p10_ms, r.p90_ms, r.cv, r.samples_ms.size());
+        std::printf("  %.2f GFLOP/s useful, %.0f pairs (%.4f of dense), rel_err %.3g, mass_recall %.4f\n",
+                    r.metrics.at("gflops"), r.metrics.at("pairs"), r.metrics.at("pair_ratio"),
+                    r.metrics.at("rel_err"), r.metrics.at("mass_recall"));
+      } else {
+        std::printf("  %s\n", r.message.c_str());
+      }
+      for (const auto& k : ev.kernels) std::printf("  kernel %s (%s) %.3f ms\n", k.name.c_str(), k.kind.c_str(), k.ms);
+    }
+    *rc = r.status == TrialStatus::kOk ? 0 : 1;
+  });
+}
+
+struct RunArgs {
+  std::string variant;
+  std::string impl;
+  std::string params;
+  std::string in;
+  std::string out;
+  bool non_causal = false;
+};
+
+const StTensor& RequireTensor(const StFile& file, const std::string& name, const std::string& path,
+                              size_t rank) {
+  auto it = file.find(name);
+  if (it == file.end()) throw UserError(path + ": missing tensor '" + name + "'");
+  if (it->second.dtype != "F32")
+    throw UserError(path + ": tensor '" + name + "' is " + it->second.dtype + ", expected F32");
+  if (it->second.shape.size() != rank)
+    throw UserError(path + ": tensor '" + name + "' has rank " +
+                    std::to_string(it->second.shape.size()) + ", expected " + std::to_string(rank));
+  return it->second;
+}
+
+void RegisterRun(CLI::App& app, int* rc) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Run one variant on the tensors of a safetensors file");
+  cmd->add_option("--variant", args->variant, "Variant id")->required();
+  cmd->add_option("--impl", args->impl, "Implementation (default: the variant's first)");
+  cmd->add_option("--params", args->params, "key=value,... (e.g. w=256,sink=4)");
+  cmd->add_option("--in", args->in, "safetensors file with q [B,Hq,Lq,d], k, v [B,Hkv,Lk,d]")->required();
+  cmd->add_option("--out", args->out, "safetensors file to write o [B,Hq,Lq,d] to")->required();
+  cmd->add_flag("--non-causal", args->non_causal, "Every query sees every key");
+  cmd->callback([args, rc] {
+    const Variant& variant = FindVariant(args->variant, "--variant");
+    const Implementation* impl = args->impl.empty()
+                                     ? &variant.implementations.front()
+                                     : variant.FindImplementation(args->impl);
+    if (!impl) throw UserError("--impl: unknown implementation '" + args->impl + "' of " + variant.id);
+    const Params given = ParseParams(args->params, "--params");
+    const StFile file = ReadSafetensors(args->in);
+    const StTensor& q = RequireTensor(file, "q", args->in, 4);
+    const StTensor& k = RequireTensor(file, "k", args->in, 4);
+    const StTensor& v = RequireTensor(file, "v", args->in, 4);
+    if (k.shape != v.shape) throw UserError(args->in + ": tensors 'k' and 'v' differ in shape");
+    if (q.shape[0] != k.shape[0] || q.shape[3] != k.shape[3])
+      throw UserError(args->in + ": 'q' and 'k' differ in batch or head dim");
+    Tensors t;
+    t.shape = Shape{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3],
+                    !args->non_causal};
+    ValidateShape(t.shape, args->in);
+    const Params params = ResolveParams(variant, impl, t.shape, given, "--params");
+    t.q = q.AsF32();
+    t.k = k.AsF32();
+    t.v = v.AsF32();
+    std::vector<float> o(static_cast<size_t>(t.shape.QElems()));
+    impl->run(t, params, o.data());
+    WriteSafetensors(args->out, {{"o", MakeF32(q.shape, o)}});
+    *rc = 0;
+  });
+}
+
+std::unique_ptr<Database> OpenExisting(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+  } else {
+    throw UserError("--db: '" + path + "' does not exist");
+  }
+  return Database::Open(path);
+}
+
+void RegisterEmitReportDb(CLI::App& app, int* rc) {
+  auto emit_db = std::make_shared<std::string>();
+  auto emit_out = std::make_shared<std::string>("attntune_out");
+  auto* emit = app.add_subcommand("emit", "Write attntune_config.h, .json and report.html from a database");
+  emit->add_option("--db", *emit_db, "SQLite database")->required();
+  emit->add_option("--out", *emit_out, "Output folder")->capture_default_str();
+  emit->callback([emit_db, emit_out, rc] {
+    auto db = OpenExisting(*emit_db);
+    const OutputPaths p = EmitOutputs(*db, *emit_out);
+    std::printf("  header: %s\n  json:   %s\n  report: %s\n", p.header.c_str(), p.json.c_str(),
+                p.report.c_str());
+    *rc = 0;
+  });
+
+  auto report_db = std::make_shared<std::string>();
+  auto report_out = std::make_shared<std::string>("report.html");
+  auto* report = app.add_subcommand("report", "Write the HTML report of a database");
+  report->add_option("--db", *report_db, "SQLite database")->required();
+  report->add_option("--out", *report_out, "HTML file")->capture_default_str();
+  report->callback([report_db, report_out, rc] {
+    auto db = OpenExisting(*report_db);
+    WriteTextFile(*report_out, RenderHtmlReport(LoadReportInput(*db)));
+    std::printf("  report: %s\n", report_out->c_str());
+    *rc = 0;
+  });
+
+  auto* dbcmd = app.add_subcommand("db", "Inspect a database");
+  dbcmd->require_subcommand(1);
+  auto info_db = std::make_shared<std::string>();
+  auto* info = dbcmd->add_subcommand("info", "Counts of what a database holds");
+  info->add_option("--db", *info_db, "SQLite database")->required();
+  info->callback([info_db, rc] {
+    auto db = OpenExisting(*info_db);
+    const DbInfo i = db->Info();
+    std::printf("database: %s\nschema version: %d\n", i.path.c_str(), i.schema_version);
+    std::printf("devices %lld, problems %lld, configs %lld, builds %lld, runs %lld\n",
+                static_cast<long long>(i.devices), static_cast<long long>(i.problems),
+                static_cast<long long>(i.configs), static_cast<long long>(i.builds),
+                static_cast<long long>(i.runs));
+    std::printf("trials %lld (samples %lld, metrics %lld)\n", static_cast<long long>(i.trials),
+                static_cast<long long>(i.samples), static_cast<long long>(i.metrics));
+    for (const auto& [status, n] : i.trials_by_status)
+      std::printf("  %-15s %lld\n", status.c_str(), static_cast<long long>(n));
+    *rc = 0;
+  });
+}
+
+}  // namespace
+
+void RegisterCommands(CLI::App& app, int* rc) {
+  RegisterDevices(app, rc);
+  RegisterTune(app, rc);
+  RegisterBench(app, rc);
+  RegisterRun(app, rc);
+  RegisterEmitReportDb(app, rc);
+}
+
+}  // namespace attntune

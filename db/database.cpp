@@ -1,1 +1,534 @@
-// placeholder: implemented in this submission
+#include "db/database.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include "build_info.h"
+#include "kernels/spec/check.h"
+
+namespace attntune {
+
+namespace {
+
+// Written into the header's application_id so that another program's SQLite file is
+// told apart from ours: "ATNT" in ASCII.
+constexpr int32_t kApplicationId = 0x41544E54;
+
+// A writer waits this long for another attntune process's transaction (one trial is
+// short) before giving up with SQLITE_BUSY.
+constexpr int kBusyTimeoutMs = 10000;
+
+// Migration i brings schema version i to i + 1. Append only: a step, once released, is
+// never edited, since files in the wild already carry its result.
+const char* const kMigrations[] = {
+    // 0 -> 1: the data model of DESIGN.md s4. Pareto membership is derived, never stored.
+    R"sql(
+CREATE TABLE meta(
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL);
+CREATE TABLE device(
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  fingerprint_json TEXT NOT NULL UNIQUE);
+CREATE TABLE problem(
+  id INTEGER PRIMARY KEY,
+  B INTEGER NOT NULL, Hq INTEGER NOT NULL, Hkv INTEGER NOT NULL, d INTEGER NOT NULL,
+  Lq INTEGER NOT NULL, Lk INTEGER NOT NULL,
+  causal INTEGER NOT NULL CHECK(causal IN (0, 1)),
+  dtype TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  UNIQUE(B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase));
+CREATE TABLE config(
+  id INTEGER PRIMARY KEY,
+  variant TEXT NOT NULL,
+  implementation TEXT NOT NULL,
+  params_json TEXT NOT NULL,
+  UNIQUE(variant, implementation, params_json));
+CREATE TABLE build(
+  id INTEGER PRIMARY KEY,
+  version TEXT NOT NULL,
+  kernel_hash TEXT NOT NULL,
+  UNIQUE(version, kernel_hash));
+CREATE TABLE run(
+  id INTEGER PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  finished_at TEXT,
+  args_json TEXT NOT NULL,
+  device_id INTEGER NOT NULL REFERENCES device(id));
+CREATE TABLE trial(
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES run(id),
+  device_id INTEGER NOT NULL REFERENCES device(id),
+  problem_id INTEGER NOT NULL REFERENCES problem(id),
+  config_id INTEGER NOT NULL REFERENCES config(id),
+  build_id INTEGER NOT NULL REFERENCES build(id),
+  status TEXT NOT NULL CHECK(status IN
+    ('ok', 'invalid', 'compile_failed', 'launch_failed', 'wrong_result', 'timeout')),
+  message TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL,
+  median_ms REAL, p10_ms REAL, p90_ms REAL, cv REAL,
+  CHECK(status = 'ok' OR
+        (median_ms IS NULL AND p10_ms IS NULL AND p90_ms IS NULL AND cv IS NULL)));
+CREATE INDEX trial_reuse ON trial(device_id, problem_id, config_id, build_id, status);
+CREATE INDEX trial_run ON trial(run_id);
+CREATE TABLE sample(
+  trial_id INTEGER NOT NULL REFERENCES trial(id),
+  idx INTEGER NOT NULL,
+  ms REAL,
+  PRIMARY KEY(trial_id, idx)) WITHOUT ROWID;
+CREATE TABLE metric(
+  trial_id INTEGER NOT NULL REFERENCES trial(id),
+  name TEXT NOT NULL,
+  value REAL,
+  PRIMARY KEY(trial_id, name)) WITHOUT ROWID;
+)sql",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
+              "one migration step per schema version");
+
+bool IsDamaged(int rc) {
+  int primary = rc & 0xff;
+  return primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT;
+}
+
+// A damaged or foreign file is the user's input, so UserError; anything else SQLite
+// reports during operation (disk full, I/O error) is a runtime_error.
+[[noreturn]] void Fail(sqlite3* db, const std::string& path, int rc, const std::string& what) {
+  std::string reason = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if (IsDamaged(rc)) throw UserError(path + ": not an attntune database (" + reason + ")");
+  throw std::runtime_error(path + ": " + what + ": " + reason);
+}
+
+// A prepared statement with bound parameters; finalised on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path) {
+    int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) Fail(db_, path_, rc, "preparing a query");
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& Bind(int i, int64_t v) { return Check(sqlite3_bind_int64(stmt_, i, v)); }
+  Stmt& Bind(int i, const std::string& v) {
+    return Check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
+                                   SQLITE_TRANSIENT));
+  }
+  // NaN is stored as NULL (SQLite has no NaN); +-inf are ordinary REALs.
+  Stmt& Bind(int i, double v) {
+    return Check(std::isnan(v) ? sqlite3_bind_null(stmt_, i) : sqlite3_bind_double(stmt_, i, v));
+  }
+  Stmt& BindNull(int i) { return Check(sqlite3_bind_null(stmt_, i)); }
+  template <typename T>
+  Stmt& Bind(int i, const std::optional<T>& v) {
+    return v ? Bind(i, *v) : BindNull(i);
+  }
+
+  /// True when a row is ready, false when done; throws on error.
+  bool Step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    Fail(db_, path_, rc, "query failed");
+  }
+  /// Runs a statement that returns no rows.
+  void Run() {
+    Step();
+    Reset();
+  }
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) const {
+    return IsNull(col) ? std::numeric_limits<double>::quiet_NaN()
+                       : sqlite3_column_double(stmt_, col);
+  }
+  std::string Text(int col) const {
+    const unsigned char* text = sqlite3_column_text(stmt_, col);
+    return text ? std::string(reinterpret_cast<const char*>(text),
+                              static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+                : std::string();
+  }
+
+ private:
+  Stmt& Check(int rc) {
+    if (rc != SQLITE_OK) Fail(db_, path_, rc, "binding a parameter");
+    return *this;
+  }
+  sqlite3* db_;
+  const std::string& path_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void Exec(sqlite3* db, const std::string& path, const char* sql) {
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) Fail(db, path, rc, "executing SQL");
+}
+
+int64_t QueryInt(sqlite3* db, const std::string& path, const char* sql) {
+  Stmt stmt(db, path, sql);
+  CHECK_MSG(stmt.Step(), sql);
+  return stmt.Int(0);
+}
+
+// A write transaction, rolled back unless committed. BEGIN IMMEDIATE takes the write
+// lock up front, so that two attntune processes on one file queue (busy timeout) rather
+// than fail on lock upgrade halfway through.
+class Transaction {
+ public:
+  Transaction(sqlite3* db, const std::string& path) : db_(db), path_(path) {
+    Exec(db_, path_, "BEGIN IMMEDIATE");
+  }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void Commit() {
+    Exec(db_, path_, "COMMIT");
+    done_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  const std::string& path_;
+  bool done_ = false;
+};
+
+// A truncated copy: the header promises more pages than the file holds. Skipped while a
+// WAL file holds frames (after a crash), since pages may then live only in the WAL. A
+// page garbled in place is found when it is read (Fail turns SQLITE_CORRUPT into
+// UserError); PRAGMA quick_check would find it now but reads the whole file, about 0.5 s
+// per 60 MB on every open.
+void CheckSize(sqlite3* db, const std::string& path) {
+  if (path.empty() || path == ":memory:") return;
+  std::error_code error;
+  auto wal_size = std::filesystem::file_size(path + "-wal", error);
+  if (!error && wal_size > 0) return;
+  auto size = std::filesystem::file_size(path, error);
+  if (error) return;  // not created yet
+  int64_t expected =
+      QueryInt(db, path, "PRAGMA page_count") * QueryInt(db, path, "PRAGMA page_size");
+  if (static_cast<int64_t>(size) < expected)
+    throw UserError(path + ": not an attntune database (file is truncated: expected " +
+                    std::to_string(expected) + " bytes, found " + std::to_string(size) + ")");
+}
+
+// Refuses a file that is not ours or is damaged, before anything is written to it.
+void CheckFile(sqlite3* db, const std::string& path) {
+  // The first read of the header and schema: a text file or a garbled header fails here.
+  int64_t version = QueryInt(db, path, "PRAGMA user_version");
+  int64_t app_id = QueryInt(db, path, "PRAGMA application_id");
+  int64_t tables = QueryInt(
+      db, path, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
+  bool fresh = version == 0 && app_id == 0 && tables == 0;
+  if (!fresh && app_id != kApplicationId)
+    throw UserError(path + ": not an attntune database (no attntune schema)");
+  if (version > kSchemaVersion)
+    throw UserError(path + ": schema version " + std::to_string(version) +
+                    " is newer than this attntune (supports " + std::to_string(kSchemaVersion) +
+                    "); upgrade attntune");
+  CheckSize(db, path);
+}
+
+void Migrate(sqlite3* db, const std::string& path) {
+  for (;;) {
+    Transaction txn(db, path);
+    // Read under the write lock: another process may have migrated the file meanwhile.
+    int64_t version = QueryInt(db, path, "PRAGMA user_version");
+    if (version >= kSchemaVersion) return;
+    Exec(db, path, kMigrations[static_cast<size_t>(version)]);
+    if (version == 0) {
+      Stmt meta(db, path,
+                "INSERT INTO meta(key, value) VALUES ('created_by', ?1), "
+                "('created_at', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))");
+      meta.Bind(1, std::string("attntune " ATTNTUNE_VERSION)).Run();
+      Exec(db, path, ("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
+    }
+    // PRAGMA takes no bound parameters; the value is our own integer.
+    Exec(db, path, ("PRAGMA user_version = " + std::to_string(version + 1)).c_str());
+    txn.Commit();
+  }
+}
+
+// Columns of a trial joined with its device, problem, config and build; ReadTrialRow
+// reads them in this order.
+constexpr const char* kTrialSelect = R"sql(
+SELECT t.id, t.run_id, t.status, t.message, t.started_at, t.finished_at,
+       t.median_ms, t.p10_ms, t.p90_ms, t.cv,
+       (SELECT count(*) FROM sample s WHERE s.trial_id = t.id),
+       d.id, d.kind, d.name, d.fingerprint_json,
+       p.id, p.B, p.Hq, p.Hkv, p.d, p.Lq, p.Lk, p.causal, p.dtype, p.phase,
+       c.id, c.variant, c.implementation, c.params_json,
+       b.id, b.version, b.kernel_hash
+FROM trial t
+JOIN device d ON d.id = t.device_id
+JOIN problem p ON p.id = t.problem_id
+JOIN config c ON c.id = t.config_id
+JOIN build b ON b.id = t.build_id
+)sql";
+
+TrialRow ReadTrialRow(const Stmt& s) {
+  TrialRow row;
+  row.id = s.Int(0);
+  row.run_id = s.Int(1);
+  TrialResult& r = row.result;
+  r.status = TrialStatusFromString(s.Text(2));
+  r.message = s.Text(3);
+  r.started_at = s.Text(4);
+  r.finished_at = s.Text(5);
+  if (r.status == TrialStatus::kOk) {  // NULL here was a NaN statistic
+    r.median_ms = s.Real(6);
+    r.p10_ms = s.Real(7);
+    r.p90_ms = s.Real(8);
+    r.cv = s.Real(9);
+  }
+  row.sample_count = s.Int(10);
+  row.device = {s.Int(11), s.Text(12), s.Text(13), s.Text(14)};
+  ProblemRecord& p = row.problem;
+  p.id = s.Int(15);
+  p.shape.B = s.Int(16);
+  p.shape.Hq = s.Int(17);
+  p.shape.Hkv = s.Int(18);
+  p.shape.d = s.Int(19);
+  p.shape.Lq = s.Int(20);
+  p.shape.Lk = s.Int(21);
+  p.shape.causal = s.Int(22) != 0;
+  p.dtype = s.Text(23);
+  p.phase = s.Text(24);
+  row.config = {s.Int(25), s.Text(26), s.Text(27), s.Text(28)};
+  row.build = {s.Int(29), s.Text(30), s.Text(31)};
+  return row;
+}
+
+void LoadMetrics(sqlite3* db, const std::string& path, std::vector<TrialRow>& rows) {
+  Stmt stmt(db, path, "SELECT name, value FROM metric WHERE trial_id = ?1");
+  for (TrialRow& row : rows) {
+    stmt.Bind(1, row.id);
+    while (stmt.Step()) row.result.metrics[stmt.Text(0)] = stmt.Real(1);
+    stmt.Reset();
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Database> Database::Open(const std::string& path) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string reason = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
+    sqlite3_close_v2(raw);
+    throw UserError(path + ": cannot open database (" + reason + ")");
+  }
+  // Owned from here, so that a throw below closes the connection.
+  std::unique_ptr<Database> db(new Database(path, raw));
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
+  CheckFile(raw, path);
+  Exec(raw, path, "PRAGMA foreign_keys = ON");
+  if (path != ":memory:" && !path.empty()) {
+    // WAL: a killed process loses at most its uncommitted transaction, and readers (a
+    // report) never block the tuner. synchronous=NORMAL keeps every committed trial
+    // across a crash or kill of the process; only a power loss or OS crash may roll back
+    // the last commits, which is out of scope.
+    Stmt wal(raw, path, "PRAGMA journal_mode = WAL");
+    wal.Step();
+    Exec(raw, path, "PRAGMA synchronous = NORMAL");
+  }
+  Migrate(raw, path);
+  return db;
+}
+
+Database::Database(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+int64_t Database::PutDevice(const DeviceRecord& device) {
+  Stmt insert(db_, path_,
+              "INSERT INTO device(kind, name, fingerprint_json) VALUES (?1, ?2, ?3) "
+              "ON CONFLICT DO NOTHING");
+  insert.Bind(1, device.kind).Bind(2, device.name).Bind(3, device.fingerprint_json).Run();
+  Stmt select(db_, path_, "SELECT id FROM device WHERE fingerprint_json = ?1");
+  select.Bind(1, device.fingerprint_json);
+  CHECK(select.Step());
+  return select.Int(0);
+}
+
+int64_t Database::PutProblem(const ProblemRecord& problem) {
+  const char* const kInsert =
+      "INSERT INTO problem(B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING";
+  const char* const kSelect =
+      "SELECT id FROM problem WHERE B = ?1 AND Hq = ?2 AND Hkv = ?3 AND d = ?4 AND Lq = ?5 "
+      "AND Lk = ?6 AND causal = ?7 AND dtype = ?8 AND phase = ?9";
+  Stmt insert(db_, path_, kInsert);
+  Stmt select(db_, path_, kSelect);
+  for (Stmt* s : {&insert, &select}) {
+    const Shape& sh = problem.shape;
+    s->Bind(1, sh.B).Bind(2, sh.Hq).Bind(3, sh.Hkv).Bind(4, sh.d).Bind(5, sh.Lq).Bind(6, sh.Lk);
+    s->Bind(7, int64_t{sh.causal ? 1 : 0}).Bind(8, problem.dtype).Bind(9, problem.phase);
+  }
+  insert.Run();
+  CHECK(select.Step());
+  return select.Int(0);
+}
+
+int64_t Database::PutConfig(const ConfigRecord& config) {
+  Stmt insert(db_, path_,
+              "INSERT INTO config(variant, implementation, params_json) VALUES (?1, ?2, ?3) "
+              "ON CONFLICT DO NOTHING");
+  insert.Bind(1, config.variant).Bind(2, config.implementation).Bind(3, config.params_json).Run();
+  Stmt select(db_, path_,
+              "SELECT id FROM config WHERE variant = ?1 AND implementation = ?2 AND "
+              "params_json = ?3");
+  select.Bind(1, config.variant).Bind(2, config.implementation).Bind(3, config.params_json);
+  CHECK(select.Step());
+  return select.Int(0);
+}
+
+int64_t Database::PutBuild(const BuildRecord& build) {
+  Stmt insert(db_, path_,
+              "INSERT INTO build(version, kernel_hash) VALUES (?1, ?2) ON CONFLICT DO NOTHING");
+  insert.Bind(1, build.version).Bind(2, build.kernel_hash).Run();
+  Stmt select(db_, path_, "SELECT id FROM build WHERE version = ?1 AND kernel_hash = ?2");
+  select.Bind(1, build.version).Bind(2, build.kernel_hash);
+  CHECK(select.Step());
+  return select.Int(0);
+}
+
+int64_t Database::BeginRun(const std::string& args_json, int64_t device_id,
+                           const std::string& now) {
+  Stmt insert(db_, path_, "INSERT INTO run(started_at, args_json, device_id) VALUES (?1, ?2, ?3)");
+  insert.Bind(1, now).Bind(2, args_json).Bind(3, device_id).Run();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Database::FinishRun(int64_t run_id, const std::string& now) {
+  Stmt update(db_, path_, "UPDATE run SET finished_at = ?1 WHERE id = ?2");
+  update.Bind(1, now).Bind(2, run_id).Run();
+  CHECK_MSG(sqlite3_changes(db_) == 1, "FinishRun: no run " + std::to_string(run_id));
+}
+
+std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t problem_id,
+                                               int64_t config_id, int64_t build_id) {
+  // ok, invalid and wrong_result are deterministic for a given build; a launch failure
+  // or timeout may be transient, so it is retried.
+  std::string sql = std::string(kTrialSelect) +
+                    "WHERE t.device_id = ?1 AND t.problem_id = ?2 AND t.config_id = ?3 AND "
+                    "t.build_id = ?4 AND t.status IN ('ok', 'invalid', 'wrong_result') "
+                    "ORDER BY t.id DESC LIMIT 1";
+  Stmt stmt(db_, path_, sql.c_str());
+  stmt.Bind(1, device_id).Bind(2, problem_id).Bind(3, config_id).Bind(4, build_id);
+  if (!stmt.Step()) return std::nullopt;
+  std::vector<TrialRow> rows{ReadTrialRow(stmt)};
+  LoadMetrics(db_, path_, rows);
+  return std::move(rows.front());
+}
+
+int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id,
+                              int64_t config_id, int64_t build_id, const TrialResult& result) {
+  Transaction txn(db_, path_);
+  Stmt trial(db_, path_,
+             "INSERT INTO trial(run_id, device_id, problem_id, config_id, build_id, status, "
+             "message, started_at, finished_at, median_ms, p10_ms, p90_ms, cv) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+  trial.Bind(1, run_id).Bind(2, device_id).Bind(3, problem_id).Bind(4, config_id);
+  trial.Bind(5, build_id).Bind(6, std::string(ToString(result.status))).Bind(7, result.message);
+  trial.Bind(8, result.started_at).Bind(9, result.finished_at);
+  if (result.status == TrialStatus::kOk) {  // statistics describe successful timings only
+    trial.Bind(10, result.median_ms).Bind(11, result.p10_ms).Bind(12, result.p90_ms);
+    trial.Bind(13, result.cv);
+  }
+  trial.Run();
+  int64_t trial_id = sqlite3_last_insert_rowid(db_);
+
+  Stmt sample(db_, path_, "INSERT INTO sample(trial_id, idx, ms) VALUES (?1, ?2, ?3)");
+  for (size_t i = 0; i < result.samples_ms.size(); ++i)
+    sample.Bind(1, trial_id).Bind(2, static_cast<int64_t>(i)).Bind(3, result.samples_ms[i]).Run();
+  Stmt metric(db_, path_, "INSERT INTO metric(trial_id, name, value) VALUES (?1, ?2, ?3)");
+  for (const auto& [name, value] : result.metrics)
+    metric.Bind(1, trial_id).Bind(2, name).Bind(3, value).Run();
+  txn.Commit();
+  return trial_id;
+}
+
+std::vector<TrialRow> Database::Trials(const TrialFilter& filter) const {
+  std::string sql = std::string(kTrialSelect) +
+                    "WHERE (?1 IS NULL OR t.device_id = ?1) AND (?2 IS NULL OR c.variant = ?2) "
+                    "AND (?3 = 0 OR t.status = 'ok') ORDER BY t.id";
+  Stmt stmt(db_, path_, sql.c_str());
+  stmt.Bind(1, filter.device_id).Bind(2, filter.variant);
+  stmt.Bind(3, int64_t{filter.ok_only ? 1 : 0});
+  std::vector<TrialRow> rows;
+  while (stmt.Step()) rows.push_back(ReadTrialRow(stmt));
+  LoadMetrics(db_, path_, rows);
+  return rows;
+}
+
+std::vector<double> Database::Samples(int64_t trial_id) const {
+  Stmt stmt(db_, path_, "SELECT ms FROM sample WHERE trial_id = ?1 ORDER BY idx");
+  stmt.Bind(1, trial_id);
+  std::vector<double> samples;
+  while (stmt.Step()) samples.push_back(stmt.Real(0));
+  return samples;
+}
+
+std::vector<DeviceRecord> Database::Devices() const {
+  Stmt stmt(db_, path_, "SELECT id, kind, name, fingerprint_json FROM device ORDER BY id");
+  std::vector<DeviceRecord> devices;
+  while (stmt.Step()) devices.push_back({stmt.Int(0), stmt.Text(1), stmt.Text(2), stmt.Text(3)});
+  return devices;
+}
+
+std::vector<RunRecord> Database::Runs() const {
+  Stmt stmt(db_, path_,
+            "SELECT id, started_at, finished_at, args_json, device_id FROM run ORDER BY id");
+  std::vector<RunRecord> runs;
+  while (stmt.Step())
+    runs.push_back({stmt.Int(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4)});
+  return runs;
+}
+
+DbInfo Database::Info() const {
+  DbInfo info;
+  info.path = path_;
+  info.schema_version = static_cast<int>(QueryInt(db_, path_, "PRAGMA user_version"));
+  const std::pair<const char*, int64_t*> kCounts[] = {
+      {"SELECT count(*) FROM device", &info.devices},
+      {"SELECT count(*) FROM problem", &info.problems},
+      {"SELECT count(*) FROM config", &info.configs},
+      {"SELECT count(*) FROM build", &info.builds},
+      {"SELECT count(*) FROM run", &info.runs},
+      {"SELECT count(*) FROM trial", &info.trials},
+      {"SELECT count(*) FROM sample", &info.samples},
+      {"SELECT count(*) FROM metric", &info.metrics},
+  };
+  for (const auto& [sql, count] : kCounts) *count = QueryInt(db_, path_, sql);
+
+  // In TrialStatus order, statuses with no trial left out.
+  std::map<std::string, int64_t> by_status;
+  Stmt stmt(db_, path_, "SELECT status, count(*) FROM trial GROUP BY status");
+  while (stmt.Step()) by_status[stmt.Text(0)] = stmt.Int(1);
+  for (int s = static_cast<int>(TrialStatus::kOk); s <= static_cast<int>(TrialStatus::kTimeout);
+       ++s) {
+    const char* name = ToString(static_cast<TrialStatus>(s));
+    if (auto it = by_status.find(name); it != by_status.end()) info.trials_by_status.push_back(*it);
+  }
+  return info;
+}
+
+}  // namespace attntune

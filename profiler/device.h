@@ -18,7 +18,8 @@ DeviceInfo CpuDevice();
 struct CudaProbe {
   bool usable = false;
   int device_count = 0;
-  std::string reason;  // why not usable: "no usable CUDA driver (cudaErrorInsufficientDriver, 35)"
+  std::string reason;  // why not usable: "no usable CUDA driver (cudaGetDeviceCount:
+                       // cudaErrorInsufficientDriver, 35)"
 };
 
 /// Asks the CUDA runtime for devices (this build without CUDA: not usable, says so).

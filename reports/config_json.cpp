@@ -1,1 +1,47 @@
-// placeholder: implemented in this submission
+// RenderConfigJson: attntune_config.json, the content of attntune_config.h as JSON.
+#include "reports/report_util.h"
+#include "reports/reports.h"
+
+namespace attntune {
+
+namespace {
+// Bumped whenever a key changes meaning or goes away; new keys keep the version.
+constexpr int kConfigJsonSchema = 1;
+}  // namespace
+
+std::string RenderConfigJson(const ReportInput& input) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceRecord& d : report_util::ReportDevices(input)) {
+    devices.push_back({{"name", d.name},
+                       {"kind", d.kind},
+                       {"fingerprint", report_util::FingerprintValue(d.fingerprint_json)}});
+  }
+  nlohmann::json entries = nlohmann::json::array();
+  for (const BestEntry& e : BestEntries(input)) {
+    const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
+    entries.push_back({{"device", e.device_name},
+                       {"variant", e.variant},
+                       {"implementation", e.implementation},
+                       {"params", split.variant},
+                       {"tunables", split.tunables},
+                       {"head_dim", e.head_dim},
+                       {"seq_len", e.seq_len},
+                       {"median_ms", e.median_ms},
+                       {"rel_err", e.rel_err},
+                       {"mass_recall", e.mass_recall}});
+  }
+  nlohmann::ordered_json doc;
+  doc["schema"] = kConfigJsonSchema;
+  doc["tool"] = "attntune";
+  doc["tool_version"] = input.tool_version;
+  doc["generated_at"] = input.generated_at;
+  doc["database"] = input.db_path;
+  doc["trials"] = input.trials.size();
+  doc["devices"] = devices;
+  doc["entries"] = entries;
+  doc["allocations"] = nlohmann::ordered_json::array();  // FA/SWA allocations: a later issue
+  // Invalid UTF-8 (a device name, say) becomes U+FFFD instead of throwing.
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace attntune

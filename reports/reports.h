@@ -17,6 +17,8 @@ struct ReportInput {
   std::vector<TrialRow> trials;  // every status; reporters pick what they need
 };
 
+// Params keys that start with an uppercase letter (Br, Bc, ...) are tunables; others: variant's.
+
 /// One tuned entry: the fastest ok config of a (device, variant, variant params, d, L).
 struct BestEntry {
   std::string device_name;

@@ -1,1 +1,154 @@
-// placeholder: implemented in this submission
+#include "search/strategy.h"
+
+#include <random>
+#include <unordered_set>
+#include <utility>
+
+#include "kernels/spec/check.h"
+
+namespace attntune {
+namespace {
+
+// Every point in row-major order, skipping the constrained ones.
+class Exhaustive : public Strategy {
+ public:
+  explicit Exhaustive(const Space& space) : space_(space), size_(space.Size()) {}
+  std::string Name() const override { return "exhaustive"; }
+
+  std::optional<Point> Next() override {
+    while (next_ < size_) {
+      Point p = space_.FromIndex(next_++);
+      if (space_.Violation(p).empty()) return p;
+    }
+    return std::nullopt;
+  }
+
+  void Tell(const Evaluation& /*evaluation*/) override {}
+
+ private:
+  const Space space_;  // a copy: the strategy may outlive the caller's space
+  const int64_t size_;
+  int64_t next_ = 0;
+};
+
+// Uniformly random feasible points without replacement. Small spaces are enumerated
+// and shuffled lazily; large ones are sampled by index, rejecting repeats and
+// constrained points.
+class Random : public Strategy {
+ public:
+  Random(const Space& space, uint64_t seed) : space_(space), size_(space.Size()), rng_(seed) {}
+  std::string Name() const override { return "random"; }
+
+  std::optional<Point> Next() override {
+    return size_ <= kEnumerateLimit ? NextEnumerated() : NextSampled();
+  }
+
+  void Tell(const Evaluation& /*evaluation*/) override {}
+
+ private:
+  // Up to this many points the feasible set is listed once (one constraint check each).
+  static constexpr int64_t kEnumerateLimit = int64_t{1} << 16;
+  // Consecutive rejected draws after which a large space counts as exhausted: a space
+  // whose unasked feasible share is below ~1/65536 ends early.
+  static constexpr int kMaxAttempts = 1 << 16;
+
+  // Uniform in [0, n), by rejection so that no value is favoured; written out (rather
+  // than std::uniform_int_distribution) so a seed gives the same points on every
+  // standard library.
+  uint64_t Below(uint64_t n) {
+    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
+    for (;;) {
+      const uint64_t r = rng_();
+      if (r >= threshold) return r % n;
+    }
+  }
+
+  std::optional<Point> NextEnumerated() {
+    if (!listed_) {
+      for (int64_t i = 0; i < size_; ++i) {
+        if (space_.Violation(space_.FromIndex(i)).empty()) feasible_.push_back(i);
+      }
+      listed_ = true;
+    }
+    // One step of a Fisher-Yates shuffle per call.
+    if (taken_ == feasible_.size()) return std::nullopt;
+    const size_t pick = taken_ + static_cast<size_t>(Below(feasible_.size() - taken_));
+    std::swap(feasible_[taken_], feasible_[pick]);
+    return space_.FromIndex(feasible_[taken_++]);
+  }
+
+  std::optional<Point> NextSampled() {
+    for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+      const int64_t index = static_cast<int64_t>(Below(static_cast<uint64_t>(size_)));
+      if (asked_.count(index)) continue;
+      Point p = space_.FromIndex(index);
+      if (!space_.Violation(p).empty()) continue;
+      asked_.insert(index);
+      return p;
+    }
+    return std::nullopt;
+  }
+
+  const Space space_;  // a copy: the strategy may outlive the caller's space
+  const int64_t size_;
+  std::mt19937_64 rng_;
+  bool listed_ = false;
+  std::vector<int64_t> feasible_;
+  size_t taken_ = 0;
+  std::unordered_set<int64_t> asked_;
+};
+
+struct StrategyRow {
+  const char* name;
+  std::unique_ptr<Strategy> (*make)(const Space& space, uint64_t seed);
+};
+
+// The table of strategies (STYLE.md: one explicit table).
+const StrategyRow kStrategies[] = {
+    {"exhaustive",
+     [](const Space& space, uint64_t) -> std::unique_ptr<Strategy> {
+       return std::make_unique<Exhaustive>(space);
+     }},
+    {"random",
+     [](const Space& space, uint64_t seed) -> std::unique_ptr<Strategy> {
+       return std::make_unique<Random>(space, seed);
+     }},
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& space,
+                                       uint64_t seed, const std::string& what) {
+  for (const StrategyRow& row : kStrategies) {
+    if (name == row.name) return row.make(space, seed);
+  }
+  std::string known;
+  for (const std::string& n : StrategyNames()) known += (known.empty() ? "" : ", ") + n;
+  throw UserError(what + ": unknown strategy '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> StrategyNames() {
+  std::vector<std::string> names;
+  for (const StrategyRow& row : kStrategies) names.push_back(row.name);
+  return names;
+}
+
+std::vector<Evaluation> RunSearch(Strategy& strategy, int64_t budget,
+                                  const std::function<Evaluation(const Point&)>& evaluate) {
+  CHECK(budget >= 0);
+  std::vector<Evaluation> evaluations;
+  while (static_cast<int64_t>(evaluations.size()) < budget) {
+    std::optional<Point> point = strategy.Next();
+    if (!point) break;
+    Evaluation evaluation = evaluate(*point);
+    // The evaluated point is the asked one, whether or not `evaluate` filled it in.
+    CHECK_MSG(evaluation.point.empty() || evaluation.point == *point,
+              "evaluate returned a different point than it was given");
+    evaluation.point = *point;
+    strategy.Tell(evaluation);
+    evaluations.push_back(std::move(evaluation));
+  }
+  return evaluations;
+}
+
+}  // namespace attntune

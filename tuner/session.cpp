@@ -1,1 +1,162 @@
-// placeholder: implemented in this submission
+#include "tuner/session.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "build_info.h"
+#include "kernels/spec/check.h"
+#include "profiler/nvtx.h"
+#include "search/strategy.h"
+
+namespace attntune {
+
+namespace {
+
+// The search space of one (variant, implementation): the variant's parameters and the
+// implementation's tunables, each over its declared grid (or its default when the
+// declaration has no grid). Lists of implementations become one more dimension later.
+Space BuildSpace(const Variant& variant, const Implementation& impl) {
+  Space space;
+  auto add = [&](const ParamDecl& decl) {
+    std::vector<std::string> values = decl.grid;
+    if (values.empty()) values.push_back(decl.default_value);
+    space.AddDimension(decl.name, values);
+  };
+  for (const auto& decl : variant.params) add(decl);
+  for (const auto& decl : impl.tunables) add(decl);
+  return space;
+}
+
+}  // namespace
+
+void WriteTextFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
+    out << text;
+    out.flush();
+    if (!out) throw UserError(path + ": write failed (" + std::strerror(errno) + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+ReportInput LoadReportInput(const Database& db) {
+  ReportInput input;
+  input.tool_version = ATTNTUNE_VERSION;
+  input.generated_at = UtcNow();
+  input.db_path = db.Path();
+  input.devices = db.Devices();
+  input.trials = db.Trials(TrialFilter{});
+  return input;
+}
+
+OutputPaths EmitOutputs(const Database& db, const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw UserError(out_dir + ": cannot create output folder (" + ec.message() + ")");
+  const ReportInput input = LoadReportInput(db);
+  OutputPaths paths;
+  paths.header = (std::filesystem::path(out_dir) / "attntune_config.h").string();
+  paths.json = (std::filesystem::path(out_dir) / "attntune_config.json").string();
+  paths.report = (std::filesystem::path(out_dir) / "report.html").string();
+  WriteTextFile(paths.header, RenderConfigHeader(input));
+  WriteTextFile(paths.json, RenderConfigJson(input));
+  WriteTextFile(paths.report, RenderHtmlReport(input));
+  return paths;
+}
+
+TuneSummary RunTune(const TuneOptions& options, const DeviceInfo& device, Timer& timer,
+                    const ProgressFn& progress) {
+  // Validate everything before touching the database.
+  const ModelGeometry model = LoadModel(options.model, "--model");
+  std::vector<const Variant*> variants;
+  for (const auto& id : options.variants) variants.push_back(&FindVariant(id, "--variants"));
+  if (variants.empty()) throw UserError("--variants: no variant given");
+  if (options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
+  if (options.budget <= 0) throw UserError("--budget: must be a positive integer");
+  {
+    Space probe;  // validates the strategy name before anything is stored
+    probe.AddDimension("x", {"0"});
+    (void)MakeStrategy(options.strategy, probe, options.seed, "--strategy");
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.out_dir, ec);
+  if (ec) throw UserError(options.out_dir + ": cannot create output folder (" + ec.message() + ")");
+
+  TuneSummary summary;
+  summary.db_path = options.db_path.empty()
+                        ? (std::filesystem::path(options.out_dir) / "attntune.db").string()
+                        : options.db_path;
+  auto db = Database::Open(summary.db_path);
+  const int64_t device_id = db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
+  const int64_t build_id = db->PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
+  const int64_t run_id = db->BeginRun(options.args_json, device_id, UtcNow());
+
+  const int64_t problem_count =
+      static_cast<int64_t>(variants.size() * options.seq_lens.size());
+  int64_t problem_index = 0;
+  for (int64_t L : options.seq_lens) {
+    Shape shape;
+    shape.B = options.batch;
+    shape.Hq = model.q_heads;
+    shape.Hkv = model.kv_heads;
+    shape.Lq = shape.Lk = L;
+    shape.d = model.head_dim;
+    ValidateShape(shape, "--model");
+    const int64_t problem_id = db->PutProblem({0, shape, "fp32", "prefill"});
+    // Inputs depend on the shape and the seed only, so every variant sees the same ones.
+    ProblemContext context(shape, options.seed ^ static_cast<uint64_t>(L));
+
+    for (const Variant* variant : variants) {
+      ++problem_index;
+      const std::string problem_name = variant->id + " L=" + std::to_string(L);
+      NvtxRange problem_range("tune " + problem_name);
+      // One implementation per variant today; the implementation becomes a search
+      // dimension when a variant has more than one.
+      const Implementation& impl = variant->implementations.front();
+      Space space = BuildSpace(*variant, impl);
+      auto strategy = MakeStrategy(options.strategy, space, options.seed, "--strategy");
+      int64_t eval_index = 0;
+
+      RunSearch(*strategy, options.budget, [&](const Point& point) {
+        ++eval_index;
+        const Params params = space.Values(point);
+        const int64_t config_id = db->PutConfig(
+            {0, variant->id, impl.id, CanonicalParamsJson(*variant, impl, params)});
+        ProgressEvent ev{problem_index, problem_count, problem_name, eval_index,
+                         options.budget, ParamsToString(params), "", 0.0, false};
+        TrialResult result;
+        if (auto stored = db->FindReusable(device_id, problem_id, config_id, build_id)) {
+          result = stored->result;
+          ev.reused = true;
+          ++summary.reused;
+        } else {
+          NvtxRange candidate_range("candidate " + ev.config);
+          result = EvaluateCandidate(context, *variant, impl, params, timer, options.evaluate).result;
+          db->InsertTrial(run_id, device_id, problem_id, config_id, build_id, result);
+          ++summary.measured;
+        }
+        ++summary.evaluations;
+        if (result.status != TrialStatus::kOk) ++summary.failed;
+        ev.status = ToString(result.status);
+        ev.median_ms = result.median_ms;
+        if (progress) progress(ev);
+        return Evaluation{point, result.status == TrialStatus::kOk, result.median_ms};
+      });
+    }
+  }
+  db->FinishRun(run_id, UtcNow());
+  {
+    NvtxRange range("emit");
+    summary.outputs = EmitOutputs(*db, options.out_dir);
+  }
+  return summary;
+}
+
+}  // namespace attntune

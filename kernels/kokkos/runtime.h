@@ -13,7 +13,7 @@ class KokkosRuntime {
   KokkosRuntime& operator=(const KokkosRuntime&) = delete;
 };
 
-/// "Kokkos 3.4.01, Serial" (the backend the kernels run on).
+/// "Kokkos 3.4.01 (Serial)": the version and the backend the kernels run on.
 std::string KokkosDescription();
 
 }  // namespace attntune

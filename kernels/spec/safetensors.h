@@ -28,5 +28,6 @@ StFile ReadSafetensors(const std::string& path);
 void WriteSafetensors(const std::string& path, const StFile& tensors);
 
 StTensor MakeF32(const std::vector<int64_t>& shape, const std::vector<float>& data);
+StTensor MakeI32(const std::vector<int64_t>& shape, const std::vector<int32_t>& data);
 
 }  // namespace attntune

@@ -1,0 +1,12 @@
+// The attntune subcommands. Each returns the process exit code; user errors are thrown
+// as UserError and turned into one line and exit code 2 by main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace attntune {
+
+/// Registers every subcommand on `app`; the callbacks store their exit code in `*rc`.
+void RegisterCommands(CLI::App& app, int* rc);
+
+}  // namespace attntune

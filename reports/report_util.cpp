@@ -1,0 +1,56 @@
+#include "reports/report_util.h"
+
+#include <utility>
+
+#include "kernels/spec/check.h"
+
+namespace attntune {
+namespace report_util {
+
+bool IsTunableName(const std::string& key) { return !key.empty() && key[0] >= 'A' && key[0] <= 'Z'; }
+
+SplitParams SplitParamsJson(const std::string& params_json) {
+  SplitParams split;
+  if (params_json.empty()) return split;
+  const nlohmann::json parsed = nlohmann::json::parse(params_json, nullptr, false);
+  CHECK_MSG(parsed.is_object(), "config params are not a JSON object: " + params_json);
+  for (const auto& [key, value] : parsed.items())
+    (IsTunableName(key) ? split.tunables : split.variant)[key] = value;
+  return split;
+}
+
+std::string ParamsText(const nlohmann::json& object) {
+  std::string text;
+  for (const auto& [key, value] : object.items()) {
+    if (!text.empty()) text += ',';
+    text += key + '=' + (value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return text;
+}
+
+double MetricOr(const TrialResult& result, const std::string& key, double fallback) {
+  const auto it = result.metrics.find(key);
+  return it == result.metrics.end() ? fallback : it->second;
+}
+
+std::vector<DeviceRecord> ReportDevices(const ReportInput& input) {
+  std::vector<DeviceRecord> devices;
+  auto add = [&devices](const DeviceRecord& d) {
+    for (const DeviceRecord& seen : devices)
+      if (seen.name == d.name && seen.fingerprint_json == d.fingerprint_json) return;
+    devices.push_back(d);
+  };
+  for (const DeviceRecord& d : input.devices) add(d);
+  for (const TrialRow& t : input.trials) add(t.device);
+  return devices;
+}
+
+nlohmann::json FingerprintValue(const std::string& fingerprint_json) {
+  if (fingerprint_json.empty()) return nlohmann::json::object();
+  nlohmann::json parsed = nlohmann::json::parse(fingerprint_json, nullptr, false);
+  if (parsed.is_discarded()) return fingerprint_json;
+  return parsed;
+}
+
+}  // namespace report_util
+}  // namespace attntune

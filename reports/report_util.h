@@ -1,0 +1,40 @@
+// Helpers shared by the reporters; internal to reports/ (not installed, not public).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/reports.h"
+
+namespace attntune {
+namespace report_util {
+
+/// A config's params split by the naming convention of reports.h: tunables (keys that
+/// start with an uppercase letter) and the variant's own parameters (all other keys).
+struct SplitParams {
+  nlohmann::json variant = nlohmann::json::object();
+  nlohmann::json tunables = nlohmann::json::object();
+};
+
+bool IsTunableName(const std::string& key);
+
+/// CHECKs that `params_json` is a JSON object (the database stores canonical JSON).
+SplitParams SplitParamsJson(const std::string& params_json);
+
+/// "sink=0,w=256": keys in JSON (sorted) order, strings unquoted, other values as JSON.
+std::string ParamsText(const nlohmann::json& object);
+
+/// metrics[key] when present, else `fallback`.
+double MetricOr(const TrialResult& result, const std::string& key, double fallback);
+
+/// input.devices, then any device seen only in trials (by name and fingerprint).
+std::vector<DeviceRecord> ReportDevices(const ReportInput& input);
+
+/// The fingerprint as a JSON value: the parsed object, or the raw text when it is not
+/// JSON (an empty fingerprint is an empty object).
+nlohmann::json FingerprintValue(const std::string& fingerprint_json);
+
+}  // namespace report_util
+}  // namespace attntune

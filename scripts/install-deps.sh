@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what attntune needs on a fresh Debian bookworm machine: the build tool
+# chain and libraries (Debian packages), and with --test what the tests use
+# (headless Chromium; numpy and safetensors for the independent fp64 checks).
+set -euo pipefail
+
+want_tests=0
+[ "${1:-}" = "--test" ] && want_tests=1
+
+packages=(g++ cmake make pkg-config libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
+          libtrilinos-kokkos-dev libjs-chart.js libeigen3-dev zlib1g-dev catch2)
+[ "$want_tests" = 1 ] && packages+=(chromium python3)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+fi
+
+if [ "$want_tests" = 1 ]; then
+  if ! python3 -c "import numpy, safetensors" 2>/dev/null; then
+    echo "install-deps: installing numpy and safetensors from PyPI"
+    python3 -m pip install --quiet --disable-pip-version-check numpy safetensors
+  fi
+fi

@@ -1,0 +1,77 @@
+"""Bad input: one clear line on stderr and exit code 2 (DESIGN.md s7)."""
+import os
+import tempfile
+
+from clitest import run, expect, finish, FIXTURES
+
+
+def expect_error(args, line):
+    p = run(*args)
+    err = p.stderr.strip().splitlines()
+    expect(p.returncode == 2 and err == [line] and p.stdout == "",
+           f"attntune {' '.join(args)} -> {line!r}\n  got exit {p.returncode}, stderr {p.stderr!r}, "
+           f"stdout {p.stdout!r}")
+
+
+tmp = tempfile.mkdtemp()
+corrupt = os.path.join(tmp, "corrupt.db")
+with open(corrupt, "w") as f:
+    f.write("this is not a database, just some text that a user pointed --db at\n" * 50)
+truncated = os.path.join(tmp, "q.safetensors")
+with open(truncated, "wb") as f:
+    f.write(b"\x40\x00\x00\x00\x00\x00\x00\x00{\"q\":")
+
+expect_error(["tune", "--variants", "dense,nosuch", "--out", tmp],
+             "attntune: error: --variants: unknown variant 'nosuch' (known: dense, swa)")
+expect_error(["tune", "--seq-lens", "1024,4k", "--out", tmp],
+             "attntune: error: --seq-lens: '4k' is not a positive integer")
+expect_error(["tune", "--seq-lens", "0", "--out", tmp],
+             "attntune: error: --seq-lens: '0' is not a positive integer")
+expect_error(["tune", "--model", os.path.join(FIXTURES, "models/bad_heads/config.json"), "--out", tmp],
+             f"attntune: error: {os.path.join(FIXTURES, 'models/bad_heads/config.json')}: "
+             "num_attention_heads 6 is not divisible by num_key_value_heads 4")
+expect_error(["tune", "--model", "no-such-model", "--out", tmp],
+             "attntune: error: --model: 'no-such-model' is neither a known model (qwen3-1.7b, "
+             "qwen3-8b, llama-3.1-8b, mistral-7b-v0.3, qwen2.5-0.5b, gemma-2-2b) nor a readable "
+             "config.json")
+expect_error(["tune", "--strategy", "magic", "--out", tmp],
+             "attntune: error: --strategy: unknown strategy 'magic' (known: exhaustive, random)")
+expect_error(["tune", "--device", "tpu", "--out", tmp],
+             "attntune: error: --device: 'tpu' is not a device (expected cpu or cuda:N)")
+expect_error(["tune", "--db", corrupt, "--seq-lens", "64", "--out", tmp],
+             f"attntune: error: {corrupt}: not an attntune database (file is not a database)")
+expect_error(["db", "info", "--db", corrupt],
+             f"attntune: error: {corrupt}: not an attntune database (file is not a database)")
+expect_error(["db", "info", "--db", os.path.join(tmp, "absent.db")],
+             f"attntune: error: --db: '{os.path.join(tmp, 'absent.db')}' does not exist")
+expect_error(["bench", "--variant", "dense", "--shape", "B=1,Hq=6,Hkv=4,L=64,d=64"],
+             "attntune: error: --shape: Hq=6 is not divisible by Hkv=4")
+expect_error(["bench", "--variant", "swa", "--params", "w=0", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
+             "attntune: error: --params: w=0 is out of range (w >= 1)")
+expect_error(["bench", "--variant", "swa", "--params", "w=abc", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
+             "attntune: error: --params: w='abc' is not an integer")
+expect_error(["run", "--variant", "dense", "--in", os.path.join(tmp, "missing.safetensors"),
+              "--out", os.path.join(tmp, "o.safetensors")],
+             f"attntune: error: {os.path.join(tmp, 'missing.safetensors')}: cannot open "
+             "(No such file or directory)")
+expect_error(["run", "--variant", "nosuch", "--in", truncated, "--out", os.path.join(tmp, "o.safetensors")],
+             "attntune: error: --variant: unknown variant 'nosuch' (known: dense, swa)")
+
+# No GPU here: a CUDA device is refused with the reason; the CPU is unaffected.
+if os.environ.get("ATTNTUNE_HAVE_CUDA") == "ON":
+    reason = "no usable CUDA driver (cudaGetDeviceCount: cudaErrorInsufficientDriver, 35)"
+else:
+    reason = "this attntune was built without CUDA support"
+if os.environ.get("ATTNTUNE_EXPECT_NO_GPU", "1") == "1":
+    expect_error(["tune", "--device", "cuda:0", "--out", tmp], f"attntune: error: --device cuda:0: {reason}")
+    p = run("devices", check=0)
+    expect(f"cuda: none usable: {reason}" in p.stdout, "devices says why there is no CUDA device")
+
+# --help and --version succeed and say what attntune is.
+p = run("--help", check=0)
+expect("tune" in p.stdout and "bench" in p.stdout and "devices" in p.stdout, "--help lists the subcommands")
+p = run("--version", check=0)
+expect(p.stdout.startswith("attntune "), "--version prints the version")
+p = run("devices", check=0)
+expect(p.stdout.startswith("cpu: "), "devices names the CPU")
+finish()

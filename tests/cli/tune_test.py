@@ -1,0 +1,92 @@
+"""attntune tune end to end on a tiny model: the four outputs, the re-run that reuses
+every stored trial, and a run killed with SIGKILL that resumes losing at most one trial."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import tempfile
+import time
+
+from clitest import ATTNTUNE, FIXTURES, run, expect, fail, finish
+
+tiny = os.path.join(FIXTURES, "models/tiny/config.json")
+tmp = tempfile.mkdtemp()
+out = os.path.join(tmp, "out")
+args = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,257",
+        "--budget", "4", "--strategy", "random", "--seed", "3", "--max-seconds", "0.2", "--out", out]
+
+t0 = time.monotonic()
+p = run(*args, check=0)
+first = time.monotonic() - t0
+print(p.stdout, p.stderr)
+db_path = os.path.join(out, "attntune.db")
+for name in ["attntune.db", "attntune_config.h", "attntune_config.json", "report.html"]:
+    expect(os.path.getsize(os.path.join(out, name)) > 0, f"tune wrote {name}")
+    expect(os.path.join(out, name) in p.stdout or name == "attntune.db" and db_path in p.stdout,
+           f"tune says where {name} is")
+expect("16 evaluations (16 measured, 0 from the database" in p.stdout, "first run measured all 16")
+
+
+def trials(path):
+    con = sqlite3.connect(path)
+    rows = con.execute("SELECT problem_id, config_id, status FROM trial").fetchall()
+    con.close()
+    return rows
+
+
+rows = trials(db_path)
+expect(len(rows) == 16 and all(r[2] == "ok" for r in rows), f"16 ok trials stored: {rows}")
+
+# The header compiles on its own and knows the tuned shapes.
+hdr = os.path.join(out, "attntune_config.h")
+c = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", hdr],
+                   capture_output=True, text=True)
+expect(c.returncode == 0, f"attntune_config.h compiles alone: {c.stderr}")
+text = open(hdr).read()
+expect("attntune" in text and db_path in text, "header carries provenance (tool, database)")
+
+cfg = json.load(open(os.path.join(out, "attntune_config.json")))
+expect(cfg.get("schema") == 1, "JSON has schema 1")
+variants = {e["variant"] for e in cfg["entries"]}
+expect(variants == {"dense", "swa"}, f"JSON entries cover dense and swa: {variants}")
+html = open(os.path.join(out, "report.html")).read()
+expect("Chart.js" in html and "<table" in html, "report has Chart.js and a table")
+
+# Same arguments again: every trial comes from the database, nothing new is stored.
+t0 = time.monotonic()
+p = run(*args, check=0)
+second = time.monotonic() - t0
+expect("16 evaluations (0 measured, 16 from the database" in p.stdout, f"re-run reused all: {p.stdout}")
+expect(len(trials(db_path)) == 16, "re-run stored no duplicates")
+expect(first >= 10 * second, f"re-run at least 10x faster: first {first:.2f}s, second {second:.2f}s")
+
+# Kill mid-tune with SIGKILL, then resume.
+out2 = os.path.join(tmp, "killed")
+db2 = os.path.join(out2, "attntune.db")
+kargs = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "700,900",
+         "--budget", "4", "--seed", "5", "--max-seconds", "0.3", "--out", out2]
+proc = subprocess.Popen([ATTNTUNE, *kargs], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        stdin=subprocess.DEVNULL)
+stored = 0
+deadline = time.monotonic() + 300
+while time.monotonic() < deadline and proc.poll() is None:
+    try:
+        stored = len(trials(db2)) if os.path.exists(db2) else 0
+    except sqlite3.Error:
+        stored = 0
+    if stored >= 3:
+        proc.send_signal(signal.SIGKILL)
+        break
+    time.sleep(0.02)
+proc.wait()
+expect(proc.returncode == -signal.SIGKILL, f"tune was killed mid-run (returncode {proc.returncode})")
+before = len(trials(db2))
+expect(3 <= before < 16, f"killed run kept its committed trials ({before})")
+p = run(*kargs, check=0)
+after = trials(db2)
+keys = {(r[0], r[1]) for r in after}
+expect(len(after) == 16 and len(keys) == 16, f"resume completed with no duplicates ({len(after)} rows)")
+expect(f"({16 - before} measured, {before} from the database" in p.stdout,
+       f"resume reused the {before} stored trials: {p.stdout}")
+finish()

@@ -1,0 +1,159 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/spec/check.h"
+#include "profiler/timer.h"
+#include "tuner/evaluate.h"
+#include "tuner/model.h"
+
+using namespace attntune;
+
+namespace {
+
+// A timer that only counts calls, so the tests do not depend on the clock.
+class CountingTimer : public Timer {
+ public:
+  std::string Name() const override { return "counting"; }
+  double TimeMs(const std::function<void()>& fn) override {
+    fn();
+    ++calls;
+    return 1.0;
+  }
+  int calls = 0;
+};
+
+Shape SmallShape() {
+  Shape s;
+  s.B = 1;
+  s.Hq = 4;
+  s.Hkv = 2;
+  s.Lq = s.Lk = 45;
+  s.d = 64;
+  return s;
+}
+
+// The real dense implementation with its output damaged after the fact.
+Implementation Damaged(std::function<void(const Shape&, float*)> damage) {
+  Implementation impl = FindVariant("dense", "test").implementations.front();
+  auto real = impl.run;
+  impl.run = [real, damage](const Tensors& t, const Params& p, float* out) {
+    real(t, p, out);
+    damage(t.shape, out);
+  };
+  return impl;
+}
+
+}  // namespace
+
+TEST_CASE("ParseHfConfig reads the geometry of published configs") {
+  // Llama 3.1 8B: head_dim from hidden_size / heads.
+  auto llama = ParseHfConfig(
+      R"({"hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":8})",
+      "llama.json");
+  CHECK(llama.layers == 32);
+  CHECK(llama.q_heads == 32);
+  CHECK(llama.kv_heads == 8);
+  CHECK(llama.head_dim == 128);
+  // Qwen3 1.7B: explicit head_dim.
+  auto qwen = ParseHfConfig(
+      R"({"hidden_size":2048,"head_dim":128,"num_hidden_layers":28,"num_attention_heads":16,"num_key_value_heads":8})",
+      "qwen.json");
+  CHECK(qwen.head_dim == 128);
+  CHECK(qwen.kv_heads == 8);
+  // Gemma 3: the language model under text_config.
+  auto gemma = ParseHfConfig(
+      R"({"text_config":{"head_dim":256,"num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4}})",
+      "gemma.json");
+  CHECK(gemma.layers == 34);
+  CHECK(gemma.head_dim == 256);
+  // No num_key_value_heads: multi-head attention.
+  auto mha = ParseHfConfig(R"({"hidden_size":768,"num_hidden_layers":12,"num_attention_heads":12})",
+                           "mha.json");
+  CHECK(mha.kv_heads == 12);
+  CHECK(mha.head_dim == 64);
+}
+
+TEST_CASE("ParseHfConfig rejects configs it cannot read") {
+  CHECK_THROWS_WITH(ParseHfConfig("{", "c.json"), "c.json: not valid JSON (byte 1)");
+  CHECK_THROWS_WITH(ParseHfConfig(R"({"num_hidden_layers":2})", "c.json"),
+                    "c.json: missing 'num_attention_heads'");
+  CHECK_THROWS_WITH(
+      ParseHfConfig(R"({"num_hidden_layers":2,"num_attention_heads":"8","head_dim":64})", "c.json"),
+      "c.json: 'num_attention_heads' must be a positive integer, got \"8\"");
+  CHECK_THROWS_WITH(
+      ParseHfConfig(R"({"num_hidden_layers":2,"num_attention_heads":6,"num_key_value_heads":4,"head_dim":64})",
+                    "c.json"),
+      "c.json: num_attention_heads 6 is not divisible by num_key_value_heads 4");
+  CHECK_THROWS_AS(LoadModel("no-such-model", "--model"), UserError);
+  CHECK(LoadModel("qwen3-1.7b", "--model").q_heads == 16);
+}
+
+TEST_CASE("EvaluateCandidate measures a correct candidate") {
+  ProblemContext problem(SmallShape(), 7);
+  const Variant& swa = FindVariant("swa", "test");
+  const Implementation& impl = swa.implementations.front();
+  Params params = ResolveParams(swa, &impl, SmallShape(), {{"w", "8"}, {"sink", "2"}}, "test");
+  CountingTimer timer;
+  EvaluateOptions options;
+  options.policy.min_reps = 3;
+  const Evaluated ev = EvaluateCandidate(problem, swa, impl, params, timer, options);
+  REQUIRE(ev.result.status == TrialStatus::kOk);
+  CHECK(ev.result.samples_ms.size() >= 3);
+  CHECK(ev.result.metrics.at("check_err") < 1e-5);
+  // A window of 8 of 45 keys keeps less than all of dense's mass and differs from it.
+  CHECK(ev.result.metrics.at("mass_recall") < 1.0);
+  CHECK(ev.result.metrics.at("mass_recall") > 0.0);
+  CHECK(ev.result.metrics.at("rel_err") > 1e-3);
+  CHECK(ev.result.metrics.at("pair_ratio") < 1.0);
+  CHECK(ev.kernels.size() >= 1);
+}
+
+TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a time") {
+  const Variant& dense = FindVariant("dense", "test");
+  CountingTimer timer;
+  EvaluateOptions options;
+  SECTION("a row left unwritten") {
+    ProblemContext problem(SmallShape(), 7);
+    // Skip the last row of the last head: NaN poison stays there.
+    Implementation impl = dense.implementations.front();
+    auto real = impl.run;
+    impl.run = [real](const Tensors& t, const Params& p, float* out) {
+      std::vector<float> full(static_cast<size_t>(t.shape.QElems()));
+      real(t, p, full.data());
+      const int64_t row = t.shape.QElems() - t.shape.d;
+      std::copy(full.begin(), full.begin() + row, out);
+    };
+    const Params params = ResolveParams(dense, &impl, SmallShape(), {}, "test");
+    const Evaluated ev = EvaluateCandidate(problem, dense, impl, params, timer, options);
+    CHECK(ev.result.status == TrialStatus::kWrongResult);
+    CHECK(ev.result.samples_ms.empty());
+    CHECK(timer.calls == 0);
+  }
+  SECTION("one element slightly off") {
+    ProblemContext problem(SmallShape(), 7);
+    Implementation impl = Damaged([](const Shape&, float* out) { out[17] += 0.01f; });
+    const Params params = ResolveParams(dense, &impl, SmallShape(), {}, "test");
+    const Evaluated ev = EvaluateCandidate(problem, dense, impl, params, timer, options);
+    CHECK(ev.result.status == TrialStatus::kWrongResult);
+    CHECK(ev.result.message.find("exceeds") != std::string::npos);
+  }
+  SECTION("a kernel that throws is launch_failed") {
+    ProblemContext problem(SmallShape(), 7);
+    Implementation impl = dense.implementations.front();
+    impl.run = [](const Tensors&, const Params&, float*) { throw std::runtime_error("boom"); };
+    const Params params = ResolveParams(dense, &impl, SmallShape(), {}, "test");
+    const Evaluated ev = EvaluateCandidate(problem, dense, impl, params, timer, options);
+    CHECK(ev.result.status == TrialStatus::kLaunchFailed);
+    CHECK(ev.result.message == "boom");
+  }
+}
+
+TEST_CASE("ProblemContext builds inputs and references once") {
+  ProblemContext problem(SmallShape(), 7);
+  const auto* first = &problem.Dense();
+  const auto* again = &problem.TruthOf(FindVariant("dense", "test"), {{"Br", "16"}});
+  CHECK(first == again);  // tunables do not change the truth
+  CHECK(problem.Dense().pairs == 4 * 45 * 46 / 2);
+}

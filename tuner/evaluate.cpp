@@ -1,0 +1,139 @@
+#include "tuner/evaluate.h"
+
+#include <cmath>
+#include <ctime>
+#include <exception>
+#include <limits>
+
+#include "kernels/spec/check.h"
+#include "profiler/nvtx.h"
+
+namespace attntune {
+
+ProblemContext::ProblemContext(const Shape& shape, uint64_t seed) : shape_(shape), seed_(seed) {}
+
+ProblemContext::ProblemContext(Tensors tensors)
+    : shape_(tensors.shape), tensors_(std::make_unique<Tensors>(std::move(tensors))) {}
+
+const Tensors& ProblemContext::Inputs() {
+  if (!tensors_) tensors_ = std::make_unique<Tensors>(GaussianTensors(shape_, seed_));
+  return *tensors_;
+}
+
+Params VariantParams(const Variant& variant, const Params& params) {
+  Params own;
+  for (const auto& decl : variant.params) {
+    auto it = params.find(decl.name);
+    if (it != params.end()) own[decl.name] = it->second;
+  }
+  return own;
+}
+
+const ProblemContext::Truth& ProblemContext::Dense() {
+  return TruthOf(FindVariant("dense", "internal"), {});
+}
+
+const ProblemContext::Truth& ProblemContext::TruthOf(const Variant& variant, const Params& params) {
+  const Params own = VariantParams(variant, params);
+  const std::string key = variant.id + "|" + ParamsToString(own);
+  auto it = truths_.find(key);
+  if (it != truths_.end()) return it->second;
+
+  NvtxRange range("reference " + key);
+  const Tensors& in = Inputs();
+  Truth truth;
+  auto sets = variant.key_sets(in, own);
+  truth.reference = ReferenceAttention(in, *sets);
+  truth.pairs = AttendedPairs(variant, in, own);
+  if (variant.id == "dense") {
+    // By definition dense keeps all of its own mass; skip an O(L^2 d) pass.
+    truth.mass_recall = 1.0;
+    truth.ref_rel_err = 0.0;
+  } else {
+    const Truth& dense = Dense();
+    truth.mass_recall = MassRecall(in, *sets);
+    truth.ref_rel_err = RelErr(truth.reference, dense.reference);
+  }
+  return truths_.emplace(key, std::move(truth)).first->second;
+}
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
+                            const Implementation& impl, const Params& params, Timer& timer,
+                            const EvaluateOptions& options) {
+  Evaluated ev;
+  TrialResult& r = ev.result;
+  r.started_at = UtcNow();
+  const Shape& shape = problem.GetShape();
+
+  if (std::string why = CheckParams(variant, impl, shape, params); !why.empty()) {
+    r.status = TrialStatus::kInvalid;
+    r.message = why;
+    r.finished_at = UtcNow();
+    return ev;
+  }
+
+  const Tensors& in = problem.Inputs();
+  const ProblemContext::Truth& truth = problem.TruthOf(variant, params);
+  const ProblemContext::Truth& dense = problem.Dense();
+  std::vector<float> out(static_cast<size_t>(shape.QElems()));
+
+  // Correctness gate: poisoned output, one run, compare with the reference.
+  std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+  try {
+    NvtxRange range("check " + variant.id + "/" + impl.id);
+    KernelCapture capture;
+    impl.run(in, params, out.data());
+    ev.kernels = capture.Events();
+  } catch (const std::exception& e) {
+    r.status = TrialStatus::kLaunchFailed;
+    r.message = e.what();
+    r.finished_at = UtcNow();
+    return ev;
+  }
+  const double check_err = RelErr(out.data(), truth.reference);
+  r.metrics["check_err"] = check_err;
+  if (!(check_err <= options.tolerance)) {
+    char msg[128];
+    std::snprintf(msg, sizeof msg, "relative error %.3g against the fp64 reference exceeds %.3g",
+                  check_err, options.tolerance);
+    r.status = TrialStatus::kWrongResult;
+    r.message = msg;
+    r.finished_at = UtcNow();
+    return ev;
+  }
+
+  Stats stats;
+  {
+    NvtxRange range("measure " + variant.id + "/" + impl.id);
+    stats = Measure(timer, [&] { impl.run(in, params, out.data()); }, options.policy);
+  }
+  r.status = TrialStatus::kOk;
+  r.median_ms = stats.median_ms;
+  r.p10_ms = stats.p10_ms;
+  r.p90_ms = stats.p90_ms;
+  r.cv = stats.cv;
+  r.samples_ms = stats.samples_ms;
+  const double flops = UsefulFlops(shape, truth.pairs);
+  r.metrics["rel_err"] = RelErr(out.data(), dense.reference);
+  r.metrics["mass_recall"] = truth.mass_recall;
+  r.metrics["pairs"] = static_cast<double>(truth.pairs);
+  r.metrics["pair_ratio"] =
+      dense.pairs > 0 ? static_cast<double>(truth.pairs) / static_cast<double>(dense.pairs) : 0.0;
+  r.metrics["useful_flops"] = flops;
+  r.metrics["gflops"] = stats.median_ms > 0 ? flops / (stats.median_ms * 1e6) : 0.0;
+  r.metrics["io_bytes"] =
+      4.0 * static_cast<double>(2 * shape.QElems() + 2 * shape.KvElems());
+  r.finished_at = UtcNow();
+  return ev;
+}
+
+}  // namespace attntune

@@ -1,0 +1,71 @@
+// One candidate on one problem: check its output against the fp64 reference, then
+// measure it. Shared by `tune` and `bench`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "db/records.h"
+#include "kernels/spec/reference.h"
+#include "kernels/spec/variant.h"
+#include "profiler/kokkos_hooks.h"
+#include "profiler/measure.h"
+
+namespace attntune {
+
+/// The inputs of one problem and the truths derived from them, each built on first use
+/// and kept: a re-run that reuses every trial never generates inputs or references.
+class ProblemContext {
+ public:
+  ProblemContext(const Shape& shape, uint64_t seed);
+  /// Wraps given tensors (attntune run / captured inputs).
+  explicit ProblemContext(Tensors tensors);
+
+  const Shape& GetShape() const { return shape_; }
+  const Tensors& Inputs();
+
+  struct Truth {
+    std::vector<double> reference;  // fp64 output of the variant's definition
+    double mass_recall = 1.0;       // against dense
+    double ref_rel_err = 0.0;       // the definition's own output against dense
+    int64_t pairs = 0;              // attended (i, j) pairs
+  };
+  /// The truth of (variant, its own params); tunables in `params` are ignored.
+  const Truth& TruthOf(const Variant& variant, const Params& params);
+  const Truth& Dense();
+
+ private:
+  Shape shape_;
+  uint64_t seed_ = 0;
+  std::unique_ptr<Tensors> tensors_;
+  std::map<std::string, Truth> truths_;  // key: "variant|params"
+};
+
+/// The variant's own params out of a complete params map (tunables dropped).
+Params VariantParams(const Variant& variant, const Params& params);
+
+struct EvaluateOptions {
+  MeasurePolicy policy;
+  double tolerance = 1e-5;  // max relative error against the fp64 reference
+};
+
+struct Evaluated {
+  TrialResult result;
+  std::vector<KernelEvent> kernels;  // what one run launched (from the Kokkos hooks)
+};
+
+/// Runs the candidate once on a poisoned output and checks it against the reference
+/// (wrong_result on mismatch, launch_failed if it throws), then measures it. Metrics:
+/// check_err, rel_err (vs dense), mass_recall, pairs, pair_ratio, useful_flops, gflops,
+/// io_bytes.
+Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
+                            const Implementation& impl, const Params& params, Timer& timer,
+                            const EvaluateOptions& options);
+
+/// Current UTC time, ISO-8601 with seconds ("2026-11-22T07:44:52Z").
+std::string UtcNow();
+
+}  // namespace attntune

@@ -1,0 +1,30 @@
+// Model attention geometry: embedded defaults and Hugging Face config.json files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attntune {
+
+struct ModelGeometry {
+  std::string name;    // "qwen3-1.7b" or the config file's path
+  int64_t layers = 0;
+  int64_t q_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+/// The embedded models' names, in display order.
+std::vector<std::string> EmbeddedModelNames();
+
+/// An embedded model by name, or a config.json path. Bad input -> UserError naming
+/// `what` (unknown name, unreadable file, invalid JSON, missing or bad fields).
+ModelGeometry LoadModel(const std::string& name_or_path, const std::string& what);
+
+/// Reads a Hugging Face config.json text (num_hidden_layers, num_attention_heads,
+/// num_key_value_heads (default: num_attention_heads), head_dim (default:
+/// hidden_size / num_attention_heads)); `source` names it in errors.
+ModelGeometry ParseHfConfig(const std::string& json_text, const std::string& source);
+
+}  // namespace attntune

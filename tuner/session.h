@@ -1,0 +1,74 @@
+// The tuning session: model geometry -> problems -> candidates -> validate -> measure
+// -> store -> emit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "profiler/device.h"
+#include "reports/reports.h"
+#include "tuner/evaluate.h"
+#include "tuner/model.h"
+
+namespace attntune {
+
+struct TuneOptions {
+  std::string model = "qwen3-1.7b";
+  std::vector<std::string> variants = {"dense", "swa"};
+  std::vector<int64_t> seq_lens = {512, 1024, 2048};
+  int64_t batch = 1;
+  int64_t budget = 6;  // evaluations per (variant, sequence length)
+  std::string strategy = "random";
+  uint64_t seed = 1;
+  std::string out_dir = "attntune_out";
+  std::string db_path;  // empty: <out_dir>/attntune.db
+  EvaluateOptions evaluate;
+  std::string args_json;  // the command line, stored with the run
+};
+
+struct ProgressEvent {
+  int64_t problem_index = 0;  // 1-based
+  int64_t problem_count = 0;
+  std::string problem;        // "dense L=1024"
+  int64_t eval_index = 0;     // 1-based within the problem
+  int64_t budget = 0;
+  std::string config;         // "Bc=64,Br=32"
+  std::string status;         // "ok", "wrong_result", ...
+  double median_ms = 0;
+  bool reused = false;
+};
+using ProgressFn = std::function<void(const ProgressEvent&)>;
+
+struct OutputPaths {
+  std::string header;
+  std::string json;
+  std::string report;
+};
+
+struct TuneSummary {
+  int64_t evaluations = 0;
+  int64_t measured = 0;  // evaluated in this run
+  int64_t reused = 0;    // answered from the database
+  int64_t failed = 0;    // stored with a status other than ok
+  std::string db_path;
+  OutputPaths outputs;
+};
+
+/// Resolves and validates the options (UserError on bad input), then tunes.
+TuneSummary RunTune(const TuneOptions& options, const DeviceInfo& device, Timer& timer,
+                    const ProgressFn& progress);
+
+/// Everything the reporters need, read from the database.
+ReportInput LoadReportInput(const Database& db);
+
+/// Writes attntune_config.h, attntune_config.json and report.html into `out_dir`
+/// (created if needed; failure -> UserError).
+OutputPaths EmitOutputs(const Database& db, const std::string& out_dir);
+
+/// Writes `text` to `path` atomically (temp file + rename); failure -> UserError.
+void WriteTextFile(const std::string& path, const std::string& text);
+
+}  // namespace attntune
