@@ -1,1 +1,408 @@
-// placeholder: implemented in this submission
+// RenderHtmlReport: report.html, one self-contained page (Chart.js inlined, data as JSON).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "reports/assets.h"
+#include "reports/report_util.h"
+#include "reports/reports.h"
+
+namespace attntune {
+
+namespace {
+
+using nlohmann::json;
+
+std::string HtmlEscape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// JSON for a <script type="application/json"> block. '<' appears only inside JSON
+// strings, where \u003c means the same; without any '<' the block cannot hold "</script"
+// nor "<!--" (which would put the HTML parser into its script-escape states).
+std::string JsonForScript(const json& value) {
+  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
+  }
+  return out;
+}
+
+bool StartsWithNoCase(const std::string& text, size_t pos, const char* prefix) {
+  for (size_t i = 0; prefix[i] != '\0'; ++i, ++pos) {
+    if (pos >= text.size()) return false;
+    const char c = text[pos];
+    const char lower = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    if (lower != prefix[i]) return false;
+  }
+  return true;
+}
+
+// JavaScript source for an inline <script>: "</script" and "<!--" would end the element
+// or confuse the HTML parser; "<\/script" and "<\!--" mean the same in JS strings,
+// regexes and comments, the only places where they can occur.
+std::string ScriptSafe(const std::string& js) {
+  std::string out;
+  out.reserve(js.size());
+  for (size_t i = 0; i < js.size(); ++i) {
+    out += js[i];
+    if (js[i] == '<' && (StartsWithNoCase(js, i + 1, "/script") || StartsWithNoCase(js, i + 1, "!--")))
+      out += '\\';
+  }
+  return out;
+}
+
+std::string Num(double v, const char* format = "%.4g") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string MetricCell(const TrialResult& r, const std::string& key) {
+  const auto it = r.metrics.find(key);
+  return it == r.metrics.end() ? "" : Num(it->second);
+}
+
+// GFLOP/s: the measured metric, else useful FLOPs over the median time.
+std::string GflopsCell(const TrialResult& r) {
+  if (r.metrics.count("gflops")) return Num(r.metrics.at("gflops"));
+  const auto flops = r.metrics.find("useful_flops");
+  if (flops == r.metrics.end() || r.median_ms <= 0) return "";
+  return Num(flops->second / (r.median_ms * 1e-3) / 1e9);
+}
+
+std::string ConfigText(const std::string& params_json) {
+  const report_util::SplitParams split = report_util::SplitParamsJson(params_json);
+  const std::string variant = report_util::ParamsText(split.variant);
+  const std::string tunables = report_util::ParamsText(split.tunables);
+  if (variant.empty()) return tunables;
+  if (tunables.empty()) return variant;
+  return variant + " | " + tunables;
+}
+
+// ---- data for the charts ------------------------------------------------------------
+
+// Per variant: one series per (device, variant params, d) of the best median per Lk.
+json ScalingData(const std::vector<BestEntry>& best) {
+  std::map<std::string, std::map<std::string, json>> series;  // variant -> label -> points
+  for (const BestEntry& e : best) {
+    const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
+    std::string label = e.device_name + " d=" + std::to_string(e.head_dim);
+    const std::string params = report_util::ParamsText(split.variant);
+    if (!params.empty()) label += " " + params;
+    series[e.variant][label].push_back(
+        {{"x", e.seq_len},
+         {"y", e.median_ms},
+         {"label", e.implementation + " " + report_util::ParamsText(split.tunables)}});
+  }
+  json out = json::object();
+  for (auto& [variant, by_label] : series) {
+    json list = json::array();
+    for (auto& [label, points] : by_label) list.push_back({{"label", label}, {"points", points}});
+    out[variant] = list;
+  }
+  return out;
+}
+
+// Per variant: ok trials as (median_ms, quality) per (device, shape), with the Pareto
+// front (faster and better than every other point) of each group. Quality is mass_recall
+// (higher is better) when the variant's trials report it, else rel_err (lower is better).
+json ParetoData(const std::vector<TrialRow>& trials) {
+  std::map<std::string, std::vector<const TrialRow*>> by_variant;
+  for (const TrialRow& t : trials)
+    if (t.result.status == TrialStatus::kOk) by_variant[t.config.variant].push_back(&t);
+
+  json out = json::object();
+  for (const auto& [variant, rows] : by_variant) {
+    std::string metric;
+    for (const char* m : {"mass_recall", "rel_err"}) {
+      for (const TrialRow* t : rows)
+        if (metric.empty() && t->result.metrics.count(m)) metric = m;
+    }
+    if (metric.empty()) continue;
+    const bool higher_better = metric == "mass_recall";
+
+    std::map<std::string, std::vector<const TrialRow*>> groups;
+    for (const TrialRow* t : rows)
+      if (t->result.metrics.count(metric))
+        groups[t->device.name + " " + t->problem.shape.ToString()].push_back(t);
+    json list = json::array();
+    for (auto& [label, members] : groups) {
+      std::sort(members.begin(), members.end(), [&](const TrialRow* a, const TrialRow* b) {
+        return a->result.median_ms < b->result.median_ms;
+      });
+      json points = json::array(), front = json::array();
+      bool have_front = false;
+      double best_quality = 0;
+      for (const TrialRow* t : members) {
+        const double q = t->result.metrics.at(metric);
+        const json point = {{"x", t->result.median_ms},
+                            {"y", q},
+                            {"label", t->config.implementation + " " +
+                                          ConfigText(t->config.params_json)}};
+        points.push_back(point);
+        if (!have_front || (higher_better ? q > best_quality : q < best_quality)) {
+          front.push_back(point);
+          best_quality = q;
+          have_front = true;
+        }
+      }
+      list.push_back({{"label", label}, {"points", points}, {"front", front}});
+    }
+    out[variant] = {{"metric", metric}, {"groups", list}};
+  }
+  return out;
+}
+
+// ---- HTML sections --------------------------------------------------------------------
+
+void WriteEnvironment(std::ostream& out, const ReportInput& input) {
+  out << "<section id=\"environment\"><h2>Environment</h2>\n<table class=\"kv\">\n"
+      << "<tr><th>tool version</th><td>" << HtmlEscape(input.tool_version) << "</td></tr>\n"
+      << "<tr><th>generated at</th><td>" << HtmlEscape(input.generated_at) << "</td></tr>\n"
+      << "<tr><th>database</th><td>" << HtmlEscape(input.db_path) << "</td></tr>\n"
+      << "<tr><th>trials</th><td>" << input.trials.size() << "</td></tr>\n</table>\n";
+  for (const DeviceRecord& d : report_util::ReportDevices(input)) {
+    out << "<h3>Device: " << HtmlEscape(d.name) << " <span class=\"muted\">("
+        << HtmlEscape(d.kind) << ")</span></h3>\n<table class=\"kv\">\n";
+    const json fingerprint = report_util::FingerprintValue(d.fingerprint_json);
+    if (fingerprint.is_object()) {
+      for (const auto& [key, value] : fingerprint.items()) {
+        const std::string text = value.is_string() ? value.get<std::string>()
+                                                   : value.dump(-1, ' ', false,
+                                                                json::error_handler_t::replace);
+        out << "<tr><th>" << HtmlEscape(key) << "</th><td>" << HtmlEscape(text) << "</td></tr>\n";
+      }
+    } else {
+      out << "<tr><th>fingerprint</th><td>" << HtmlEscape(d.fingerprint_json) << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+  out << "</section>\n";
+}
+
+void WriteSummary(std::ostream& out, const std::vector<TrialRow>& trials) {
+  std::map<TrialStatus, int64_t> totals;
+  std::map<std::string, std::map<TrialStatus, int64_t>> by_variant;
+  for (const TrialRow& t : trials) {
+    ++totals[t.result.status];
+    ++by_variant[t.config.variant][t.result.status];
+  }
+  out << "<section id=\"summary\"><h2>Trials by status</h2>\n<table class=\"grid\">\n"
+      << "<tr><th>variant</th>";
+  for (const auto& [status, n] : totals) out << "<th>" << ToString(status) << "</th>";
+  out << "<th>total</th></tr>\n";
+  auto row = [&](const std::string& name, const std::map<TrialStatus, int64_t>& counts) {
+    int64_t sum = 0;
+    out << "<tr><td>" << HtmlEscape(name) << "</td>";
+    for (const auto& [status, n] : totals) {
+      const auto it = counts.find(status);
+      const int64_t c = it == counts.end() ? 0 : it->second;
+      sum += c;
+      out << "<td class=\"num status-" << ToString(status) << "\">" << c << "</td>";
+    }
+    out << "<td class=\"num\">" << sum << "</td></tr>\n";
+  };
+  for (const auto& [variant, counts] : by_variant) row(variant, counts);
+  row("all", totals);
+  out << "</table>\n</section>\n";
+}
+
+void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
+  std::vector<const TrialRow*> rows;
+  for (const TrialRow& t : trials) rows.push_back(&t);
+  // Grouped by variant and problem; within a problem ok trials first, fastest first.
+  std::stable_sort(rows.begin(), rows.end(), [](const TrialRow* a, const TrialRow* b) {
+    const Shape& x = a->problem.shape;
+    const Shape& y = b->problem.shape;
+    const bool a_failed = a->result.status != TrialStatus::kOk;
+    const bool b_failed = b->result.status != TrialStatus::kOk;
+    return std::tie(a->config.variant, a->device.name, x.d, x.Lk, x.Lq, x.Hq, x.Hkv, x.B,
+                    a_failed, a->result.median_ms) <
+           std::tie(b->config.variant, b->device.name, y.d, y.Lk, y.Lq, y.Hq, y.Hkv, y.B,
+                    b_failed, b->result.median_ms);
+  });
+  out << "<section id=\"trials\"><h2>All trials</h2>\n<table class=\"grid\" id=\"trial-table\">\n"
+      << "<tr><th>device</th><th>variant</th><th>impl</th><th>params</th><th>shape</th>"
+      << "<th>status</th><th>message</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th>"
+      << "<th>cv</th><th>samples</th><th>GFLOP/s</th><th>rel_err</th><th>mass_recall</th>"
+      << "</tr>\n";
+  for (const TrialRow* t : rows) {
+    const TrialResult& r = t->result;
+    const bool ok = r.status == TrialStatus::kOk;
+    out << "<tr><td>" << HtmlEscape(t->device.name) << "</td><td>"
+        << HtmlEscape(t->config.variant) << "</td><td>" << HtmlEscape(t->config.implementation)
+        << "</td><td>" << HtmlEscape(ConfigText(t->config.params_json)) << "</td><td>"
+        << HtmlEscape(t->problem.shape.ToString()) << "</td><td class=\"status-"
+        << ToString(r.status) << "\">" << ToString(r.status) << "</td><td>"
+        << HtmlEscape(r.message) << "</td>";
+    for (const double v : {r.median_ms, r.p10_ms, r.p90_ms})
+      out << "<td class=\"num\">" << (ok ? Num(v) : "") << "</td>";
+    out << "<td class=\"num\">" << (ok ? Num(r.cv, "%.3f") : "") << "</td><td class=\"num\">"
+        << t->sample_count << "</td><td class=\"num\">" << GflopsCell(r) << "</td><td class=\"num\">"
+        << MetricCell(r, "rel_err") << "</td><td class=\"num\">" << MetricCell(r, "mass_recall")
+        << "</td></tr>\n";
+  }
+  out << "</table>\n</section>\n";
+}
+
+constexpr const char kStyle[] = R"css(
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1 { margin-bottom: 0.2em; }
+.muted { color: #777; font-weight: normal; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status-ok { color: #1a7f37; }
+td.status-invalid, td.status-compile_failed, td.status-launch_failed,
+td.status-wrong_result, td.status-timeout { color: #b42318; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
+.chart { width: 640px; height: 400px; }
+#js-errors { display: none; background: #fde8e8; border: 1px solid #b42318; padding: 0.5em; }
+)css";
+
+// Registered first, so that an error anywhere (Chart.js included) is recorded and shown.
+constexpr const char kErrorHandlers[] = R"js(
+window.attntuneErrors = [];
+function attntuneRecordError(message) {
+  window.attntuneErrors.push(String(message));
+  var body = document.body;
+  if (!body) return;
+  body.dataset.jsErrors = String(window.attntuneErrors.length);
+  delete body.dataset.renderOk;
+  var box = document.getElementById('js-errors');
+  if (box) {
+    box.style.display = 'block';
+    box.textContent = 'Script errors: ' + window.attntuneErrors.join('; ');
+  }
+}
+window.onerror = function (message, source, line, column) {
+  attntuneRecordError(message + ' (' + source + ':' + line + ':' + column + ')');
+};
+window.addEventListener('unhandledrejection', function (event) {
+  attntuneRecordError('unhandled rejection: ' + event.reason);
+});
+)js";
+
+constexpr const char kChartCode[] = R"js(
+(function () {
+  'use strict';
+  var data = JSON.parse(document.getElementById('attntune-data').textContent);
+  var palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b',
+                 '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
+  var charts = 0;
+  Chart.defaults.animation = false;
+
+  function addChart(containerId, title, config) {
+    var box = document.createElement('div');
+    box.className = 'chart';
+    var canvas = document.createElement('canvas');
+    box.appendChild(canvas);
+    document.getElementById(containerId).appendChild(box);
+    config.options.responsive = true;
+    config.options.maintainAspectRatio = false;
+    config.options.plugins = config.options.plugins || {};
+    config.options.plugins.title = {display: true, text: title};
+    new Chart(canvas, config);
+    charts += 1;
+  }
+  function axis(type, text) {
+    return {type: type, title: {display: true, text: text}};
+  }
+  function pointLabel(ctx) {
+    return ctx.dataset.label + ': (' + ctx.raw.x + ', ' + ctx.raw.y + ') ' + ctx.raw.label;
+  }
+
+  Object.keys(data.scaling).forEach(function (variant) {
+    var datasets = data.scaling[variant].map(function (series, i) {
+      var color = palette[i % palette.length];
+      return {label: series.label, data: series.points, showLine: true,
+              borderColor: color, backgroundColor: color};
+    });
+    addChart('scaling-charts', variant + ': median time of the best config vs sequence length', {
+      type: 'scatter', data: {datasets: datasets},
+      options: {scales: {x: axis('logarithmic', 'sequence length Lk'),
+                         y: axis('logarithmic', 'median time (ms)')},
+                plugins: {tooltip: {callbacks: {label: pointLabel}}}}});
+  });
+
+  Object.keys(data.pareto).forEach(function (variant) {
+    var entry = data.pareto[variant];
+    var datasets = [];
+    entry.groups.forEach(function (group, i) {
+      var color = palette[i % palette.length];
+      datasets.push({label: group.label, data: group.points,
+                     borderColor: color, backgroundColor: color + '80'});
+      datasets.push({label: group.label + ' (front)', data: group.front, showLine: true,
+                     pointRadius: 0, borderColor: color, backgroundColor: color});
+    });
+    addChart('pareto-charts', variant + ': time vs ' + entry.metric + ' (ok trials)', {
+      type: 'scatter', data: {datasets: datasets},
+      options: {scales: {x: axis('logarithmic', 'median time (ms)'),
+                         y: axis('linear', entry.metric)},
+                plugins: {tooltip: {callbacks: {label: pointLabel}},
+                          legend: {labels: {filter: function (item) {
+                            return !/ \(front\)$/.test(item.text);
+                          }}}}}});
+  });
+
+  document.body.dataset.charts = String(charts);
+  if (window.attntuneErrors.length === 0) document.body.dataset.renderOk = '1';
+})();
+)js";
+
+}  // namespace
+
+std::string RenderHtmlReport(const ReportInput& input) {
+  const std::vector<BestEntry> best = BestEntries(input);
+  const json data = {{"scaling", ScalingData(best)}, {"pareto", ParetoData(input.trials)}};
+  const std::string chartjs(reinterpret_cast<const char*>(report_assets::kChartJs),
+                            report_assets::kChartJsSize);
+
+  std::ostringstream out;
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      << "<title>attntune report " << HtmlEscape(input.generated_at) << "</title>\n"
+      << "<style>" << kStyle << "</style>\n"
+      << "<script>" << kErrorHandlers << "</script>\n"
+      << "<script>\n" << ScriptSafe(chartjs) << "\n</script>\n</head>\n<body>\n"
+      << "<h1>attntune performance report</h1>\n"
+      << "<p class=\"muted\">attntune " << HtmlEscape(input.tool_version) << ", generated "
+      << HtmlEscape(input.generated_at) << ". Times hold only for the device that measured "
+      << "them.</p>\n<div id=\"js-errors\"></div>\n";
+  WriteEnvironment(out, input);
+  WriteSummary(out, input.trials);
+  out << "<section id=\"scaling\"><h2>Scaling with sequence length</h2>\n"
+      << "<p class=\"muted\">Per variant: the fastest ok config at each sequence length, one "
+      << "line per device, head dim and variant parameters.</p>\n"
+      << "<div class=\"charts\" id=\"scaling-charts\"></div></section>\n"
+      << "<section id=\"pareto\"><h2>Time vs quality</h2>\n"
+      << "<p class=\"muted\">Per variant: every ok trial, one colour per device and shape; "
+      << "the line is the Pareto front (no other trial is both faster and better).</p>\n"
+      << "<div class=\"charts\" id=\"pareto-charts\"></div></section>\n";
+  WriteTrialTable(out, input.trials);
+  out << "<script type=\"application/json\" id=\"attntune-data\">" << JsonForScript(data)
+      << "</script>\n<script>" << kChartCode << "</script>\n</body>\n</html>\n";
+  return out.str();
+}
+
+}  // namespace attntune

@@ -8,7 +8,8 @@ want_tests=0
 [ "${1:-}" = "--test" ] && want_tests=1
 
 packages=(g++ cmake make pkg-config libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
-          libtrilinos-kokkos-dev libjs-chart.js libeigen3-dev zlib1g-dev catch2)
+          libtrilinos-kokkos-dev libjs-chart.js libeigen3-dev zlib1g-dev catch2
+          libopenblas-dev)
 [ "$want_tests" = 1 ] && packages+=(chromium python3)
 
 missing=()

@@ -1,0 +1,596 @@
+#include "db/database.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/spec/check.h"
+
+namespace attntune {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/attntune_db_test_XXXXXX";
+    CHECK(mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  std::string File(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  fs::path dir_;
+};
+
+// Runs SQL on `path` through a separate raw connection (what another program would do).
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* error = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  std::string message = error ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  INFO(message);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+// The first column of the first row of `sql`, as text.
+std::string RawQuery(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+  std::string value;
+  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0))
+    value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return value;
+}
+
+std::string OpenError(const std::string& path) {
+  try {
+    Database::Open(path);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+struct Ids {
+  int64_t device = 0, problem = 0, config = 0, build = 0, run = 0;
+};
+
+DeviceRecord Cpu(const std::string& model = "EPYC") {
+  return {0, "cpu", model, R"({"model":")" + model + R"(","cores":16})"};
+}
+
+ProblemRecord Problem(int64_t L = 1024) {
+  ProblemRecord p;
+  p.shape.Hq = 16;
+  p.shape.Hkv = 8;
+  p.shape.Lq = L;
+  p.shape.Lk = L;
+  p.shape.d = 128;
+  return p;
+}
+
+ConfigRecord Swa(int w = 256) {
+  return {0, "swa", "kokkos_windowed", R"({"sink":4,"w":)" + std::to_string(w) + "}"};
+}
+
+Ids Seed(Database& db) {
+  Ids ids;
+  ids.device = db.PutDevice(Cpu());
+  ids.problem = db.PutProblem(Problem());
+  ids.config = db.PutConfig(Swa());
+  ids.build = db.PutBuild({0, "0.1.0", "abcdef0123456789"});
+  ids.run = db.BeginRun(R"({"cmd":"tune"})", ids.device, "2024-05-01T10:00:00Z");
+  return ids;
+}
+
+TrialResult Ok(double median = 1.5) {
+  TrialResult r;
+  r.status = TrialStatus::kOk;
+  r.started_at = "2024-05-01T10:00:01Z";
+  r.finished_at = "2024-05-01T10:00:02Z";
+  r.median_ms = median;
+  r.p10_ms = median - 0.25;
+  r.p90_ms = median + 0.5;
+  r.cv = 0.03;
+  r.samples_ms = {median - 0.25, median, median + 0.5, median};
+  r.metrics = {{"rel_err", 1e-7}, {"mass_recall", 0.93}, {"gflops", 812.5}};
+  return r;
+}
+
+TrialResult Failed(TrialStatus status, const std::string& message) {
+  TrialResult r;
+  r.status = status;
+  r.message = message;
+  r.started_at = "2024-05-01T10:00:03Z";
+  r.finished_at = "2024-05-01T10:00:04Z";
+  return r;
+}
+
+int64_t Insert(Database& db, const Ids& ids, const TrialResult& result) {
+  return db.InsertTrial(ids.run, ids.device, ids.problem, ids.config, ids.build, result);
+}
+
+// A file database with `trials` ok trials of 200 samples each, closed.
+void MakeFileDb(const std::string& path, int trials) {
+  auto db = Database::Open(path);
+  Ids ids = Seed(*db);
+  TrialResult r = Ok();
+  r.samples_ms.assign(200, 1.25);
+  for (int i = 0; i < trials; ++i) Insert(*db, ids, r);
+}
+
+TEST_CASE("a new database has schema version 1 and no rows", "[db]") {
+  auto db = Database::Open(":memory:");
+  DbInfo info = db->Info();
+  CHECK(info.path == ":memory:");
+  CHECK(info.schema_version == kSchemaVersion);
+  CHECK(info.schema_version == 1);
+  CHECK(info.devices + info.problems + info.configs + info.builds + info.runs + info.trials +
+            info.samples + info.metrics ==
+        0);
+  CHECK(info.trials_by_status.empty());
+  CHECK(db->Trials({}).empty());
+}
+
+TEST_CASE("a file database has every table, WAL mode and our application id", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  Database::Open(path);
+  CHECK(RawQuery(path, "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
+                       "WHERE type = 'table' ORDER BY name)") ==
+        "build,config,device,meta,metric,problem,run,sample,trial");
+  CHECK(RawQuery(path, "PRAGMA journal_mode") == "wal");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "1");
+  CHECK(RawQuery(path, "PRAGMA application_id") == std::to_string(0x41544E54));
+  CHECK(RawQuery(path, "SELECT value FROM meta WHERE key = 'created_by'").rfind("attntune ", 0) ==
+        0);
+  CHECK(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'trial_reuse'") == "1");
+}
+
+TEST_CASE("reopening a database keeps its rows and changes nothing", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  Ids ids;
+  {
+    auto db = Database::Open(path);
+    ids = Seed(*db);
+    Insert(*db, ids, Ok());
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto db = Database::Open(path);
+    DbInfo info = db->Info();
+    CHECK(info.schema_version == 1);
+    CHECK(info.trials == 1);
+    CHECK(info.samples == 4);
+    CHECK(db->PutDevice(Cpu()) == ids.device);
+    CHECK(db->PutConfig(Swa()) == ids.config);
+  }
+  CHECK(RawQuery(path, "SELECT count(*) FROM meta") == "2");
+}
+
+TEST_CASE("upserts return the existing row for an equal key", "[db]") {
+  auto db = Database::Open(":memory:");
+  int64_t cpu = db->PutDevice(Cpu());
+  CHECK(db->PutDevice(Cpu()) == cpu);
+  DeviceRecord renamed = Cpu();
+  renamed.name = "other name, same fingerprint";
+  CHECK(db->PutDevice(renamed) == cpu);
+  CHECK(db->PutDevice(Cpu("Xeon")) != cpu);
+
+  int64_t problem = db->PutProblem(Problem());
+  CHECK(db->PutProblem(Problem()) == problem);
+  ProblemRecord non_causal = Problem();
+  non_causal.shape.causal = false;
+  ProblemRecord decode = Problem();
+  decode.phase = "decode";
+  ProblemRecord bf16 = Problem();
+  bf16.dtype = "bf16";
+  std::vector<int64_t> ids = {problem, db->PutProblem(Problem(2048)), db->PutProblem(non_causal),
+                              db->PutProblem(decode), db->PutProblem(bf16)};
+  std::sort(ids.begin(), ids.end());
+  CHECK(std::unique(ids.begin(), ids.end()) == ids.end());
+
+  int64_t config = db->PutConfig(Swa());
+  CHECK(db->PutConfig(Swa()) == config);
+  CHECK(db->PutConfig(Swa(512)) != config);
+  ConfigRecord generic = Swa();
+  generic.implementation = "kokkos_block_sparse";
+  CHECK(db->PutConfig(generic) != config);
+
+  int64_t build = db->PutBuild({0, "0.1.0", "aaaa"});
+  CHECK(db->PutBuild({0, "0.1.0", "aaaa"}) == build);
+  CHECK(db->PutBuild({0, "0.1.0", "bbbb"}) != build);
+
+  DbInfo info = db->Info();
+  CHECK(info.devices == 2);
+  CHECK(info.problems == 5);
+  CHECK(info.configs == 3);
+  CHECK(info.builds == 2);
+}
+
+TEST_CASE("runs are begun, finished and listed", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  int64_t second = db->BeginRun("{}", ids.device, "2024-05-02T00:00:00Z");
+  db->FinishRun(ids.run, "2024-05-01T11:00:00Z");
+  std::vector<RunRecord> runs = db->Runs();
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].id == ids.run);
+  CHECK(runs[0].started_at == "2024-05-01T10:00:00Z");
+  CHECK(runs[0].finished_at == "2024-05-01T11:00:00Z");
+  CHECK(runs[0].args_json == R"({"cmd":"tune"})");
+  CHECK(runs[0].device_id == ids.device);
+  CHECK(runs[1].id == second);
+  CHECK(runs[1].finished_at.empty());
+  std::vector<DeviceRecord> devices = db->Devices();
+  REQUIRE(devices.size() == 1);
+  CHECK(devices[0].id == ids.device);
+  CHECK(devices[0].kind == "cpu");
+  CHECK(devices[0].name == "EPYC");
+  CHECK(devices[0].fingerprint_json == Cpu().fingerprint_json);
+}
+
+TEST_CASE("a trial round-trips through InsertTrial, Trials and Samples", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  TrialResult ok = Ok();
+  ok.metrics["nan_metric"] = std::numeric_limits<double>::quiet_NaN();
+  ok.metrics["inf_metric"] = std::numeric_limits<double>::infinity();
+  int64_t ok_id = Insert(*db, ids, ok);
+  int64_t bad_id = Insert(*db, ids, Failed(TrialStatus::kWrongResult, "rel_err 0.3 > 1e-4"));
+
+  std::vector<TrialRow> rows = db->Trials({});
+  REQUIRE(rows.size() == 2);
+  const TrialRow& row = rows[0];
+  CHECK(row.id == ok_id);
+  CHECK(row.run_id == ids.run);
+  CHECK(row.device.id == ids.device);
+  CHECK(row.device.name == "EPYC");
+  CHECK(row.device.fingerprint_json == Cpu().fingerprint_json);
+  CHECK(row.problem.id == ids.problem);
+  CHECK(row.problem.shape == Problem().shape);
+  CHECK(row.problem.dtype == "fp32");
+  CHECK(row.problem.phase == "prefill");
+  CHECK(row.config.id == ids.config);
+  CHECK(row.config.variant == "swa");
+  CHECK(row.config.implementation == "kokkos_windowed");
+  CHECK(row.config.params_json == Swa().params_json);
+  CHECK(row.build.id == ids.build);
+  CHECK(row.build.version == "0.1.0");
+  CHECK(row.build.kernel_hash == "abcdef0123456789");
+  CHECK(row.result.status == TrialStatus::kOk);
+  CHECK(row.result.message.empty());
+  CHECK(row.result.started_at == ok.started_at);
+  CHECK(row.result.finished_at == ok.finished_at);
+  CHECK(row.result.median_ms == ok.median_ms);
+  CHECK(row.result.p10_ms == ok.p10_ms);
+  CHECK(row.result.p90_ms == ok.p90_ms);
+  CHECK(row.result.cv == ok.cv);
+  CHECK(row.result.samples_ms.empty());  // Samples() reads them
+  CHECK(row.sample_count == 4);
+  REQUIRE(row.result.metrics.size() == 5);
+  CHECK(row.result.metrics.at("rel_err") == 1e-7);
+  CHECK(row.result.metrics.at("mass_recall") == 0.93);
+  CHECK(row.result.metrics.at("gflops") == 812.5);
+  CHECK(std::isnan(row.result.metrics.at("nan_metric")));
+  CHECK(row.result.metrics.at("inf_metric") == std::numeric_limits<double>::infinity());
+  CHECK(db->Samples(ok_id) == ok.samples_ms);
+
+  const TrialRow& bad = rows[1];
+  CHECK(bad.id == bad_id);
+  CHECK(bad.result.status == TrialStatus::kWrongResult);
+  CHECK(bad.result.message == "rel_err 0.3 > 1e-4");
+  CHECK(bad.result.median_ms == 0);
+  CHECK(bad.result.cv == 0);
+  CHECK(bad.sample_count == 0);
+  CHECK(bad.result.metrics.empty());
+  CHECK(db->Samples(bad_id).empty());
+}
+
+TEST_CASE("statistics of a failed trial are not stored", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  {
+    auto db = Database::Open(path);
+    Ids ids = Seed(*db);
+    TrialResult timeout = Failed(TrialStatus::kTimeout, "over 10 s");
+    timeout.median_ms = 7;  // ignored: statistics describe ok trials only
+    timeout.cv = 0.5;
+    Insert(*db, ids, timeout);
+  }
+  CHECK(RawQuery(path, "SELECT count(*) FROM trial WHERE median_ms IS NULL AND cv IS NULL") ==
+        "1");
+}
+
+TEST_CASE("Trials filters by device, variant and status", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids a = Seed(*db);
+  Ids b = a;
+  b.device = db->PutDevice(Cpu("Xeon"));
+  Ids dense = a;
+  dense.config = db->PutConfig({0, "dense", "kokkos_windowed", "{}"});
+  int64_t t1 = Insert(*db, a, Ok());
+  int64_t t2 = Insert(*db, b, Ok());
+  int64_t t3 = Insert(*db, dense, Ok());
+  int64_t t4 = Insert(*db, a, Failed(TrialStatus::kLaunchFailed, "out of memory"));
+
+  auto ids_of = [](const std::vector<TrialRow>& rows) {
+    std::vector<int64_t> ids;
+    for (const TrialRow& r : rows) ids.push_back(r.id);
+    return ids;
+  };
+  CHECK(ids_of(db->Trials({})) == std::vector<int64_t>{t1, t2, t3, t4});
+  TrialFilter by_device;
+  by_device.device_id = a.device;
+  CHECK(ids_of(db->Trials(by_device)) == std::vector<int64_t>{t1, t3, t4});
+  TrialFilter by_variant;
+  by_variant.variant = "swa";
+  CHECK(ids_of(db->Trials(by_variant)) == std::vector<int64_t>{t1, t2, t4});
+  TrialFilter ok_only;
+  ok_only.ok_only = true;
+  CHECK(ids_of(db->Trials(ok_only)) == std::vector<int64_t>{t1, t2, t3});
+  TrialFilter all;
+  all.device_id = a.device;
+  all.variant = "swa";
+  all.ok_only = true;
+  CHECK(ids_of(db->Trials(all)) == std::vector<int64_t>{t1});
+}
+
+TEST_CASE("FindReusable returns the newest deterministic outcome of the same build", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  auto find = [&](const Ids& i) {
+    return db->FindReusable(i.device, i.problem, i.config, i.build);
+  };
+  CHECK(!find(ids));
+
+  // Transient failures are retried, never reused.
+  Insert(*db, ids, Failed(TrialStatus::kLaunchFailed, "launch failed"));
+  Insert(*db, ids, Failed(TrialStatus::kTimeout, "timeout"));
+  Insert(*db, ids, Failed(TrialStatus::kCompileFailed, "nvcc failed"));
+  CHECK(!find(ids));
+
+  int64_t ok = Insert(*db, ids, Ok(2.0));
+  auto found = find(ids);
+  REQUIRE(found);
+  CHECK(found->id == ok);
+  CHECK(found->result.status == TrialStatus::kOk);
+  CHECK(found->result.median_ms == 2.0);
+  CHECK(found->result.metrics.at("mass_recall") == 0.93);
+  CHECK(found->sample_count == 4);
+
+  // A newer transient failure does not hide the reusable ok trial.
+  Insert(*db, ids, Failed(TrialStatus::kTimeout, "timeout"));
+  CHECK(find(ids)->id == ok);
+
+  int64_t invalid = Insert(*db, ids, Failed(TrialStatus::kInvalid, "w > Lk"));
+  CHECK(find(ids)->id == invalid);
+  int64_t wrong = Insert(*db, ids, Failed(TrialStatus::kWrongResult, "rel_err 1"));
+  CHECK(find(ids)->id == wrong);
+  CHECK(find(ids)->result.status == TrialStatus::kWrongResult);
+
+  // Another build, device, problem or config has nothing to reuse.
+  Ids other_build = ids;
+  other_build.build = db->PutBuild({0, "0.1.0", "changed-kernels"});
+  CHECK(!find(other_build));
+  Ids other_device = ids;
+  other_device.device = db->PutDevice(Cpu("Xeon"));
+  CHECK(!find(other_device));
+  Ids other_problem = ids;
+  other_problem.problem = db->PutProblem(Problem(4096));
+  CHECK(!find(other_problem));
+  Ids other_config = ids;
+  other_config.config = db->PutConfig(Swa(128));
+  CHECK(!find(other_config));
+}
+
+TEST_CASE("Info counts rows per table and trials per status", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  Insert(*db, ids, Ok());
+  Insert(*db, ids, Ok());
+  Insert(*db, ids, Failed(TrialStatus::kTimeout, "t"));
+  Insert(*db, ids, Failed(TrialStatus::kInvalid, "i"));
+  Insert(*db, ids, Failed(TrialStatus::kTimeout, "t"));
+  DbInfo info = db->Info();
+  CHECK(info.devices == 1);
+  CHECK(info.problems == 1);
+  CHECK(info.configs == 1);
+  CHECK(info.builds == 1);
+  CHECK(info.runs == 1);
+  CHECK(info.trials == 5);
+  CHECK(info.samples == 8);
+  CHECK(info.metrics == 6);
+  using Count = std::pair<std::string, int64_t>;
+  CHECK(info.trials_by_status == std::vector<Count>{{"ok", 2}, {"invalid", 1}, {"timeout", 2}});
+}
+
+TEST_CASE("a failing InsertTrial stores nothing and throws runtime_error", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  MakeFileDb(path, 1);
+  // Stands in for a disk that fills up after the trial row and its samples are written.
+  RawExec(path,
+          "CREATE TRIGGER full AFTER INSERT ON metric BEGIN "
+          "SELECT RAISE(ABORT, 'simulated disk full'); END");
+  auto db = Database::Open(path);
+  Ids ids = Seed(*db);
+  try {
+    Insert(*db, ids, Ok());
+    FAIL("InsertTrial did not throw");
+  } catch (const UserError&) {
+    FAIL("an operational error must not be a UserError");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == path + ": query failed: simulated disk full");
+  }
+  DbInfo info = db->Info();
+  CHECK(info.trials == 1);
+  CHECK(info.samples == 200);
+  CHECK(info.metrics == 3);
+
+  // The connection is left usable: no transaction is left open.
+  RawExec(path, "DROP TRIGGER full");
+  Insert(*db, ids, Ok());
+  CHECK(db->Info().trials == 2);
+}
+
+TEST_CASE("a trial naming an unknown device is refused", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  ids.device = 999;
+  CHECK_THROWS_WITH(Insert(*db, ids, Ok()), ":memory:: query failed: FOREIGN KEY constraint failed");
+  CHECK(db->Info().trials == 0);
+}
+
+TEST_CASE("a file that is not a database is refused by name", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("x.db");
+  std::ofstream(path) << "B=1,Hq=16,Hkv=8,L=4096,d=128\nthis is a text file, not SQLite\n";
+  CHECK(OpenError(path) == path + ": not an attntune database (file is not a database)");
+  // Refused before anything was written: the file is unchanged and gained no WAL.
+  CHECK(fs::file_size(path) == 61);
+  CHECK(!fs::exists(path + "-wal"));
+}
+
+TEST_CASE("a truncated database is refused by name", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  MakeFileDb(path, 50);
+  auto size = fs::file_size(path);
+  REQUIRE(size > 16 * 4096);
+  fs::resize_file(path, size / 2);
+  CHECK(OpenError(path) == path + ": not an attntune database (file is truncated: expected " +
+                               std::to_string(size) + " bytes, found " +
+                               std::to_string(size / 2) + ")");
+
+  // Cut inside the first page: SQLite itself finds the schema unreadable.
+  fs::resize_file(path, 50);
+  CHECK(OpenError(path) == path + ": not an attntune database (database disk image is malformed)");
+}
+
+TEST_CASE("a database garbled after opening is reported as a UserError", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("g.db");
+  MakeFileDb(path, 50);
+  // Zero the middle of the file: the header and schema stay readable, sample pages do not.
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(fs::file_size(path) / 2));
+    std::vector<char> zeros(8 * 4096, 0);
+    file.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  auto db = Database::Open(path);
+  CHECK_THROWS_MATCHES(db->Info(), UserError,
+                       Catch::Message(path + ": not an attntune database (database disk image "
+                                             "is malformed)"));
+}
+
+TEST_CASE("a database from a newer attntune is refused", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("n.db");
+  MakeFileDb(path, 1);
+  RawExec(path, "PRAGMA user_version = 2");
+  CHECK(OpenError(path) ==
+        path + ": schema version 2 is newer than this attntune (supports 1); upgrade attntune");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "2");
+}
+
+TEST_CASE("another program's SQLite database is refused", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("other.db");
+  RawExec(path, "CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)");
+  CHECK(OpenError(path) == path + ": not an attntune database (no attntune schema)");
+  // Even when it sets a user_version of its own.
+  RawExec(path, "PRAGMA user_version = 7");
+  CHECK(OpenError(path) == path + ": not an attntune database (no attntune schema)");
+  CHECK(RawQuery(path, "SELECT count(*) FROM sqlite_master") == "1");
+}
+
+TEST_CASE("an empty file becomes a new database", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("empty.db");
+  std::ofstream{path};
+  REQUIRE(fs::file_size(path) == 0);
+  CHECK(Database::Open(path)->Info().schema_version == 1);
+}
+
+TEST_CASE("a database in a missing directory is refused by name", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("no/such/dir/a.db");
+  CHECK(OpenError(path) == path + ": cannot open database (unable to open database file)");
+}
+
+// Fork a writer, let it commit 3 trials and die by SIGKILL inside a 4th transaction whose
+// uncommitted pages already spilled into the WAL.
+TEST_CASE("a killed writer loses only its uncommitted trial", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("crash.db");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // child: no Catch2 here, only _exit or the kill
+    try {
+      auto db = Database::Open(path);
+      Ids ids = Seed(*db);
+      for (int i = 0; i < 3; ++i) Insert(*db, ids, Ok());
+      sqlite3* raw = nullptr;
+      if (sqlite3_open(path.c_str(), &raw) != SQLITE_OK) _exit(3);
+      // A tiny page cache forces the open transaction's pages out to the WAL.
+      const char* sql =
+          "PRAGMA cache_size = 8;"
+          "BEGIN IMMEDIATE;"
+          "INSERT INTO trial(run_id, device_id, problem_id, config_id, build_id, status, "
+          "  message, started_at, finished_at) VALUES (1, 1, 1, 1, 1, 'timeout', '', '', '');"
+          "INSERT INTO sample(trial_id, idx, ms) "
+          "  WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99999) "
+          "  SELECT (SELECT max(id) FROM trial), i, i * 0.001 FROM n;";
+      if (sqlite3_exec(raw, sql, nullptr, nullptr, nullptr) != SQLITE_OK) _exit(4);
+    } catch (...) {
+      _exit(5);
+    }
+    raise(SIGKILL);
+    _exit(6);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO("child exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+  // The uncommitted trial really reached the disk (about 2 MB of sample pages).
+  REQUIRE(fs::file_size(path + "-wal") > (1 << 20));
+
+  auto db = Database::Open(path);
+  DbInfo info = db->Info();
+  CHECK(info.trials == 3);
+  CHECK(info.samples == 12);
+  CHECK(RawQuery(path, "PRAGMA integrity_check") == "ok");
+  Ids ids = Seed(*db);
+  Insert(*db, ids, Ok());
+  CHECK(db->Info().trials == 4);
+}
+
+}  // namespace
+}  // namespace attntune
