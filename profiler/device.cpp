@@ -18,9 +18,9 @@ namespace {
 
 // The ISA extensions that change what the Kokkos kernels compile to or how fast they
 // run; the rest of /proc/cpuinfo's flags would only make fingerprints differ needlessly.
-constexpr const char* kIsaFlags[] = {"sse4_2",   "avx",         "avx2",        "fma",
-                                     "avx512f",  "avx512bw",    "avx512vl",    "avx512_vnni",
-                                     "avx512_bf16", "amx_tile", "neon",        "asimd"};
+constexpr const char* kIsaFlags[] = {"sse4_2",      "avx",      "avx2",     "fma",
+                                     "avx512f",     "avx512bw", "avx512vl", "avx512_vnni",
+                                     "avx512_bf16", "amx_tile", "neon",     "asimd"};
 
 std::string Trim(const std::string& s) {
   const size_t begin = s.find_first_not_of(" \t");

@@ -54,11 +54,15 @@ void End(uint64_t kernel_id) {
   s.pending.erase(it);
 }
 
-void BeginFor(const char* name, uint32_t /*device*/, uint64_t* id) { Begin("parallel_for", name, id); }
+void BeginFor(const char* name, uint32_t /*device*/, uint64_t* id) {
+  Begin("parallel_for", name, id);
+}
 void BeginReduce(const char* name, uint32_t /*device*/, uint64_t* id) {
   Begin("parallel_reduce", name, id);
 }
-void BeginScan(const char* name, uint32_t /*device*/, uint64_t* id) { Begin("parallel_scan", name, id); }
+void BeginScan(const char* name, uint32_t /*device*/, uint64_t* id) {
+  Begin("parallel_scan", name, id);
+}
 
 }  // namespace
 

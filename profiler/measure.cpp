@@ -26,11 +26,10 @@ bool MedianCiTight(std::vector<double> samples, double target) {
   std::sort(samples.begin(), samples.end());
   const double n = static_cast<double>(samples.size());
   const double spread = 0.98 * std::sqrt(n);
-  const double lo_rank = std::max(1.0, std::floor(n / 2 - spread));      // 1-based
-  const double hi_rank = std::min(n, std::ceil(1 + n / 2 + spread));    // 1-based
+  const double lo_rank = std::max(1.0, std::floor(n / 2 - spread));   // 1-based
+  const double hi_rank = std::min(n, std::ceil(1 + n / 2 + spread));  // 1-based
   const double half_width =
-      (samples[static_cast<size_t>(hi_rank) - 1] - samples[static_cast<size_t>(lo_rank) - 1]) /
-      2;
+      (samples[static_cast<size_t>(hi_rank) - 1] - samples[static_cast<size_t>(lo_rank) - 1]) / 2;
   if (half_width <= 0) return true;
   const double median = Quantile(samples, 0.5);
   return median > 0 && half_width / median < target;

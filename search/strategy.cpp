@@ -117,8 +117,8 @@ const StrategyRow kStrategies[] = {
 
 }  // namespace
 
-std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& space,
-                                       uint64_t seed, const std::string& what) {
+std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& space, uint64_t seed,
+                                       const std::string& what) {
   for (const StrategyRow& row : kStrategies) {
     if (name == row.name) return row.make(space, seed);
   }

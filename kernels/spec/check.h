@@ -1,20 +1,15 @@
-// The three tiers of errors (STYLE.md): CHECK for broken invariants, UserError for
-// a user's mistake (caught only in cli/), typed statuses for failing candidates.
+// The three tiers of errors (STYLE.md): CHECK for broken invariants (here), UserError
+// for a user's mistake (error.h), typed statuses for failing candidates (db/records.h).
+// Tests include error.h only: Catch2 has a CHECK macro of its own.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <string>
 
-namespace attntune {
+#include "kernels/spec/error.h"
 
-/// A user's mistake: one line naming the input, what is wrong and what would be right.
-/// cli/ prints it as "attntune: error: <what()>" and exits with code 2.
-class UserError : public std::runtime_error {
- public:
-  explicit UserError(const std::string& message) : std::runtime_error(message) {}
-};
+namespace attntune {
 
 [[noreturn]] inline void CheckFailed(const char* file, int line, const char* expr,
                                      const std::string& detail) {

@@ -18,8 +18,8 @@ CudaProbe ProbeCudaRuntime() {
       if (!probe.usable) probe.reason = "no CUDA device (cudaGetDeviceCount returned 0)";
       break;
     case cudaErrorInsufficientDriver:
-      probe.reason = "no usable CUDA driver (cudaGetDeviceCount: cudaErrorInsufficientDriver, " +
-                     code + ")";
+      probe.reason =
+          "no usable CUDA driver (cudaGetDeviceCount: cudaErrorInsufficientDriver, " + code + ")";
       break;
     case cudaErrorNoDevice:
       probe.reason = "no CUDA device (cudaErrorNoDevice, " + code + ")";

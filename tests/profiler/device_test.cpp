@@ -1,9 +1,10 @@
+#include "profiler/device.h"
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/kokkos/runtime.h"
-#include "profiler/device.h"
 
 namespace attntune {
 
@@ -18,7 +19,7 @@ TEST_CASE("CpuDevice: model and canonical JSON fingerprint") {
   CHECK(fp.at("logical_cores").get<int>() >= 1);
   CHECK(fp.at("kokkos") == KokkosDescription());
   CHECK(fp.at("cache").is_object());
-  CHECK(fp.dump() == cpu.fingerprint_json);  // canonical: sorted keys, compact
+  CHECK(fp.dump() == cpu.fingerprint_json);                     // canonical: sorted keys, compact
   CHECK(CpuDevice().fingerprint_json == cpu.fingerprint_json);  // stable
 }
 

@@ -1,9 +1,9 @@
+#include "profiler/kokkos_hooks.h"
+
 #include <Kokkos_Core.hpp>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include "profiler/kokkos_hooks.h"
 
 namespace attntune {
 namespace {

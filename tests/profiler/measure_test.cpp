@@ -1,10 +1,10 @@
-#include <catch2/catch.hpp>
+#include "profiler/measure.h"
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include "profiler/measure.h"
 
 namespace attntune {
 namespace {
@@ -72,7 +72,8 @@ TEST_CASE("Measure: constant samples stop at the floor") {
   policy.warmup = 2;
   policy.min_reps = 5;
   policy.max_reps = 100;
-  const Stats s = Measure(timer, [&] { ++runs; }, policy);
+  const Stats s = Measure(
+      timer, [&] { ++runs; }, policy);
   CHECK(s.samples_ms.size() == 5);
   CHECK(s.median_ms == 2.0);
   CHECK(s.cv == 0.0);
@@ -87,7 +88,8 @@ TEST_CASE("Measure: warm-up durations are not samples") {
   MeasurePolicy policy;
   policy.warmup = 2;
   policy.min_reps = 3;
-  const Stats s = Measure(timer, [] {}, policy);
+  const Stats s = Measure(
+      timer, [] {}, policy);
   CHECK(s.samples_ms == std::vector<double>{1.0, 1.0, 1.0});
   CHECK(s.warmup_runs == 2);
 }
@@ -99,7 +101,8 @@ TEST_CASE("Measure: noisy samples continue to max_reps") {
   policy.min_reps = 5;
   policy.max_reps = 40;
   policy.max_seconds = 1e9;
-  const Stats s = Measure(timer, [] {}, policy);
+  const Stats s = Measure(
+      timer, [] {}, policy);
   CHECK(s.samples_ms.size() == 40);
   CHECK(timer.calls() == 40);
 }
@@ -115,7 +118,8 @@ TEST_CASE("Measure: noise that settles stops between the floor and the ceiling")
   policy.min_reps = 3;
   policy.max_reps = 1000;
   policy.max_seconds = 1e9;
-  const Stats s = Measure(timer, [] {}, policy);
+  const Stats s = Measure(
+      timer, [] {}, policy);
   CHECK(s.samples_ms.size() > 3);
   CHECK(s.samples_ms.size() < 1000);
   CHECK(s.median_ms == 1.0);
@@ -128,7 +132,8 @@ TEST_CASE("Measure: the time cap counts timed repetitions after the floor") {
   policy.min_reps = 4;  // 3+1+3+1 = 8 ms, not counted against the cap
   policy.max_reps = 1000;
   policy.max_seconds = 0.010;  // 10 ms beyond the floor: 3+1+3+1+3 = 11 ms -> 5 more
-  const Stats s = Measure(timer, [] {}, policy);
+  const Stats s = Measure(
+      timer, [] {}, policy);
   CHECK(s.samples_ms.size() == 9);
 }
 
@@ -138,7 +143,8 @@ TEST_CASE("Measure: a zero time cap still runs the floor") {
   policy.warmup = 1;
   policy.min_reps = 6;
   policy.max_seconds = 0;
-  const Stats s = Measure(timer, [] {}, policy);
+  const Stats s = Measure(
+      timer, [] {}, policy);
   CHECK(s.samples_ms.size() == 6);
   CHECK(timer.calls() == 7);
 }

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "profiler/nvtx.h"
+
+#include <catch2/catch.hpp>
 
 namespace attntune {
 

@@ -1,8 +1,8 @@
+#include "search/space.h"
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
-
-#include "search/space.h"
 
 namespace attntune {
 

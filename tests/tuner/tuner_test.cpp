@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/spec/check.h"
+#include "kernels/spec/error.h"
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
