@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -120,8 +119,8 @@ class Stmt {
 
   Stmt& Bind(int i, int64_t v) { return Check(sqlite3_bind_int64(stmt_, i, v)); }
   Stmt& Bind(int i, const std::string& v) {
-    return Check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
-                                   SQLITE_TRANSIENT));
+    return Check(
+        sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
   }
   // NaN is stored as NULL (SQLite has no NaN); +-inf are ordinary REALs.
   Stmt& Bind(int i, double v) {
@@ -208,32 +207,20 @@ class Transaction {
   bool done_ = false;
 };
 
-// A truncated copy: the header promises more pages than the file holds. Skipped while a
-// WAL file holds frames (after a crash), since pages may then live only in the WAL. A
-// page garbled in place is found when it is read (Fail turns SQLITE_CORRUPT into
-// UserError); PRAGMA quick_check would find it now but reads the whole file, about 0.5 s
-// per 60 MB on every open.
-void CheckSize(sqlite3* db, const std::string& path) {
-  if (path.empty() || path == ":memory:") return;
-  std::error_code error;
-  auto wal_size = std::filesystem::file_size(path + "-wal", error);
-  if (!error && wal_size > 0) return;
-  auto size = std::filesystem::file_size(path, error);
-  if (error) return;  // not created yet
-  int64_t expected =
-      QueryInt(db, path, "PRAGMA page_count") * QueryInt(db, path, "PRAGMA page_size");
-  if (static_cast<int64_t>(size) < expected)
-    throw UserError(path + ": not an attntune database (file is truncated: expected " +
-                    std::to_string(expected) + " bytes, found " + std::to_string(size) + ")");
-}
-
 // Refuses a file that is not ours or is damaged, before anything is written to it.
 void CheckFile(sqlite3* db, const std::string& path) {
-  // The first read of the header and schema: a text file or a garbled header fails here.
-  int64_t version = QueryInt(db, path, "PRAGMA user_version");
-  int64_t app_id = QueryInt(db, path, "PRAGMA application_id");
-  int64_t tables = QueryInt(
-      db, path, "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'");
+  // The first reads of the header and schema fail on a text file, a garbled header or a
+  // truncated copy (SQLite checks the header's page count against the file size). A page
+  // garbled in place is found when it is read, and Fail makes that a UserError too;
+  // PRAGMA quick_check would find it now, but reads the whole file (about 0.5 s per 60 MB)
+  // on every open. One statement, so one snapshot: another process may be creating the
+  // schema right now.
+  Stmt header(db, path,
+              "SELECT (SELECT user_version FROM pragma_user_version), "
+              "(SELECT application_id FROM pragma_application_id), "
+              "(SELECT count(*) FROM sqlite_master)");
+  CHECK(header.Step());
+  int64_t version = header.Int(0), app_id = header.Int(1), tables = header.Int(2);
   bool fresh = version == 0 && app_id == 0 && tables == 0;
   if (!fresh && app_id != kApplicationId)
     throw UserError(path + ": not an attntune database (no attntune schema)");
@@ -241,15 +228,29 @@ void CheckFile(sqlite3* db, const std::string& path) {
     throw UserError(path + ": schema version " + std::to_string(version) +
                     " is newer than this attntune (supports " + std::to_string(kSchemaVersion) +
                     "); upgrade attntune");
-  CheckSize(db, path);
+}
+
+// Switching a file to WAL needs an exclusive lock, and SQLite does not wait for it (the
+// connection already holds a shared lock, so its busy handler could deadlock): while
+// other processes open the same new file, retry here.
+void EnableWal(sqlite3* db, const std::string& path) {
+  constexpr int kRetryMs = 5;
+  for (int waited_ms = 0;; waited_ms += kRetryMs) {
+    int rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= kBusyTimeoutMs)
+      Fail(db, path, rc, "switching to WAL");
+    sqlite3_sleep(kRetryMs);
+  }
 }
 
 void Migrate(sqlite3* db, const std::string& path) {
-  for (;;) {
+  // An up-to-date file takes no write lock, so that opening never waits for a writer.
+  while (QueryInt(db, path, "PRAGMA user_version") < kSchemaVersion) {
     Transaction txn(db, path);
-    // Read under the write lock: another process may have migrated the file meanwhile.
+    // Read again under the write lock: another process may have migrated the file.
     int64_t version = QueryInt(db, path, "PRAGMA user_version");
-    if (version >= kSchemaVersion) return;
+    if (version >= kSchemaVersion) break;
     Exec(db, path, kMigrations[static_cast<size_t>(version)]);
     if (version == 0) {
       Stmt meta(db, path,
@@ -327,8 +328,7 @@ void LoadMetrics(sqlite3* db, const std::string& path, std::vector<TrialRow>& ro
 
 std::unique_ptr<Database> Database::Open(const std::string& path) {
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                           nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (rc != SQLITE_OK) {
     std::string reason = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
     sqlite3_close_v2(raw);
@@ -345,8 +345,7 @@ std::unique_ptr<Database> Database::Open(const std::string& path) {
     // report) never block the tuner. synchronous=NORMAL keeps every committed trial
     // across a crash or kill of the process; only a power loss or OS crash may roll back
     // the last commits, which is out of scope.
-    Stmt wal(raw, path, "PRAGMA journal_mode = WAL");
-    wal.Step();
+    EnableWal(raw, path);
     Exec(raw, path, "PRAGMA synchronous = NORMAL");
   }
   Migrate(raw, path);
