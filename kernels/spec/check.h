@@ -21,7 +21,7 @@ namespace attntune {
 }  // namespace attntune
 
 /// Aborts with file and line when an internal invariant is broken.
-#define CHECK(cond)                                                         \
+#define ATTNTUNE_CHECK(cond)                                                \
   do {                                                                      \
     if (!(cond)) ::attntune::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
@@ -29,3 +29,8 @@ namespace attntune {
   do {                                                                       \
     if (!(cond)) ::attntune::CheckFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
+// Catch2 also defines CHECK: a test that includes catch.hpp before this header keeps
+// Catch's CHECK (headers therefore use ATTNTUNE_CHECK, never CHECK, in inline code).
+#ifndef CHECK
+#define CHECK(cond) ATTNTUNE_CHECK(cond)
+#endif
