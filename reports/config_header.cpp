@@ -35,13 +35,14 @@ std::string CppString(const std::string& text) {
 // or end in a backslash (which would continue the comment onto the next line).
 std::string CommentValue(const std::string& text) {
   return nlohmann::json(text).dump(-1, ' ', /*ensure_ascii=*/true,
-                                  nlohmann::json::error_handler_t::replace);
+                                   nlohmann::json::error_handler_t::replace);
 }
 
 std::string CppDouble(double v) {
   if (std::isnan(v)) return "std::numeric_limits<double>::quiet_NaN()";
-  if (std::isinf(v)) return v > 0 ? "std::numeric_limits<double>::infinity()"
-                                   : "-std::numeric_limits<double>::infinity()";
+  if (std::isinf(v))
+    return v > 0 ? "std::numeric_limits<double>::infinity()"
+                 : "-std::numeric_limits<double>::infinity()";
   char buf[64];
   const auto res = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
   std::string s(buf, res.ptr);
@@ -55,7 +56,7 @@ int TunableInt(const nlohmann::json& tunables, const char* name) {
 }
 
 // The lookup, written once into every header; the rule is in its comment.
-constexpr const char kLookupCode[] = R"cpp(
+constexpr const char kLookupCode[] = R"code(
 namespace detail {
 constexpr bool Eligible(const Entry& e, std::string_view device, std::string_view variant,
                         int head_dim, double min_mass_recall) {
@@ -102,7 +103,7 @@ constexpr const Entry* Lookup(std::string_view variant, int head_dim, int seq_le
                               double min_mass_recall = 0.0) {
   return LookupOnDevice(std::string_view(), variant, head_dim, seq_len, min_mass_recall);
 }
-)cpp";
+)code";
 
 }  // namespace
 
@@ -123,7 +124,8 @@ std::string RenderConfigHeader(const ReportInput& input) {
     out << "// device:       " << CommentValue(d.name) << "\n"
         << "//   fingerprint: "
         << report_util::FingerprintValue(d.fingerprint_json)
-               .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) << "\n";
+               .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace)
+        << "\n";
   }
   out << "//\n"
       << "// One entry per (device, variant, variant params, head_dim, seq_len): the fastest\n"
@@ -151,14 +153,14 @@ std::string RenderConfigHeader(const ReportInput& input) {
   for (const BestEntry& e : entries) {
     const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
     out << "    {" << CppString(e.device_name) << ", " << CppString(e.variant) << ", "
-        << CppString(report_util::ParamsText(split.variant)) << ", "
-        << CppString(e.implementation) << ", " << TunableInt(split.tunables, "Br") << ", "
-        << TunableInt(split.tunables, "Bc") << ", "
-        << CppString(report_util::ParamsText(split.tunables)) << ", " << e.head_dim << ", "
+        << CppString(report_util::ParamsText(split.variant)) << ", " << CppString(e.implementation)
+        << ", " << TunableInt(split.tunables, "Br") << ", " << TunableInt(split.tunables, "Bc")
+        << ", " << CppString(report_util::ParamsText(split.tunables)) << ", " << e.head_dim << ", "
         << e.seq_len << ", " << CppDouble(e.median_ms) << ", " << CppDouble(e.rel_err) << ", "
         << CppDouble(e.mass_recall) << "},\n";
   }
-  out << "}};\n" << kLookupCode << "\n}  // namespace attntune_config\n\n"
+  out << "}};\n"
+      << kLookupCode << "\n}  // namespace attntune_config\n\n"
       << "#endif  // ATTNTUNE_CONFIG_H_\n";
   return out.str();
 }

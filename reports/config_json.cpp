@@ -10,13 +10,13 @@ constexpr int kConfigJsonSchema = 1;
 }  // namespace
 
 std::string RenderConfigJson(const ReportInput& input) {
-  nlohmann::json devices = nlohmann::json::array();
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (const DeviceRecord& d : report_util::ReportDevices(input)) {
     devices.push_back({{"name", d.name},
                        {"kind", d.kind},
                        {"fingerprint", report_util::FingerprintValue(d.fingerprint_json)}});
   }
-  nlohmann::json entries = nlohmann::json::array();
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const BestEntry& e : BestEntries(input)) {
     const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
     entries.push_back({{"device", e.device_name},

@@ -20,12 +20,23 @@ std::string HtmlEscape(const std::string& text) {
   out.reserve(text.size());
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -65,7 +76,8 @@ std::string ScriptSafe(const std::string& js) {
   out.reserve(js.size());
   for (size_t i = 0; i < js.size(); ++i) {
     out += js[i];
-    if (js[i] == '<' && (StartsWithNoCase(js, i + 1, "/script") || StartsWithNoCase(js, i + 1, "!--")))
+    if (js[i] == '<' &&
+        (StartsWithNoCase(js, i + 1, "/script") || StartsWithNoCase(js, i + 1, "!--")))
       out += '\\';
   }
   return out;
@@ -155,10 +167,10 @@ json ParetoData(const std::vector<TrialRow>& trials) {
       double best_quality = 0;
       for (const TrialRow* t : members) {
         const double q = t->result.metrics.at(metric);
-        const json point = {{"x", t->result.median_ms},
-                            {"y", q},
-                            {"label", t->config.implementation + " " +
-                                          ConfigText(t->config.params_json)}};
+        const json point = {
+            {"x", t->result.median_ms},
+            {"y", q},
+            {"label", t->config.implementation + " " + ConfigText(t->config.params_json)}};
         points.push_back(point);
         if (!have_front || (higher_better ? q > best_quality : q < best_quality)) {
           front.push_back(point);
@@ -182,14 +194,14 @@ void WriteEnvironment(std::ostream& out, const ReportInput& input) {
       << "<tr><th>database</th><td>" << HtmlEscape(input.db_path) << "</td></tr>\n"
       << "<tr><th>trials</th><td>" << input.trials.size() << "</td></tr>\n</table>\n";
   for (const DeviceRecord& d : report_util::ReportDevices(input)) {
-    out << "<h3>Device: " << HtmlEscape(d.name) << " <span class=\"muted\">("
-        << HtmlEscape(d.kind) << ")</span></h3>\n<table class=\"kv\">\n";
+    out << "<h3>Device: " << HtmlEscape(d.name) << " <span class=\"muted\">(" << HtmlEscape(d.kind)
+        << ")</span></h3>\n<table class=\"kv\">\n";
     const json fingerprint = report_util::FingerprintValue(d.fingerprint_json);
     if (fingerprint.is_object()) {
       for (const auto& [key, value] : fingerprint.items()) {
-        const std::string text = value.is_string() ? value.get<std::string>()
-                                                   : value.dump(-1, ' ', false,
-                                                                json::error_handler_t::replace);
+        const std::string text = value.is_string()
+                                     ? value.get<std::string>()
+                                     : value.dump(-1, ' ', false, json::error_handler_t::replace);
         out << "<tr><th>" << HtmlEscape(key) << "</th><td>" << HtmlEscape(text) << "</td></tr>\n";
       }
     } else {
@@ -227,42 +239,49 @@ void WriteSummary(std::ostream& out, const std::vector<TrialRow>& trials) {
   out << "</table>\n</section>\n";
 }
 
+// Sort key of the trial table: by variant and problem; ok trials first, fastest first.
+auto TrialOrder(const TrialRow& t) {
+  const Shape& s = t.problem.shape;
+  return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq, s.Hq, s.Hkv, s.B,
+                         t.result.status != TrialStatus::kOk, t.result.median_ms);
+}
+
 void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
   std::vector<const TrialRow*> rows;
-  for (const TrialRow& t : trials) rows.push_back(&t);
-  // Grouped by variant and problem; within a problem ok trials first, fastest first.
+  bool many_devices = false;  // one device: its name is in the environment section
+  for (const TrialRow& t : trials) {
+    rows.push_back(&t);
+    many_devices = many_devices || t.device.name != trials.front().device.name;
+  }
   std::stable_sort(rows.begin(), rows.end(), [](const TrialRow* a, const TrialRow* b) {
-    const Shape& x = a->problem.shape;
-    const Shape& y = b->problem.shape;
-    const bool a_failed = a->result.status != TrialStatus::kOk;
-    const bool b_failed = b->result.status != TrialStatus::kOk;
-    return std::tie(a->config.variant, a->device.name, x.d, x.Lk, x.Lq, x.Hq, x.Hkv, x.B,
-                    a_failed, a->result.median_ms) <
-           std::tie(b->config.variant, b->device.name, y.d, y.Lk, y.Lq, y.Hq, y.Hkv, y.B,
-                    b_failed, b->result.median_ms);
+    return TrialOrder(*a) < TrialOrder(*b);
   });
-  out << "<section id=\"trials\"><h2>All trials</h2>\n<table class=\"grid\" id=\"trial-table\">\n"
-      << "<tr><th>device</th><th>variant</th><th>impl</th><th>params</th><th>shape</th>"
+  out << "<section id=\"trials\"><h2>All trials</h2>\n<div class=\"wide\">"
+      << "<table class=\"grid\" id=\"trial-table\">\n<tr>"
+      << (many_devices ? "<th>device</th>" : "")
+      << "<th>variant</th><th>impl</th><th>params</th><th>shape</th>"
       << "<th>status</th><th>message</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th>"
       << "<th>cv</th><th>samples</th><th>GFLOP/s</th><th>rel_err</th><th>mass_recall</th>"
       << "</tr>\n";
   for (const TrialRow* t : rows) {
     const TrialResult& r = t->result;
     const bool ok = r.status == TrialStatus::kOk;
-    out << "<tr><td>" << HtmlEscape(t->device.name) << "</td><td>"
-        << HtmlEscape(t->config.variant) << "</td><td>" << HtmlEscape(t->config.implementation)
-        << "</td><td>" << HtmlEscape(ConfigText(t->config.params_json)) << "</td><td>"
+    out << "<tr>";
+    if (many_devices) out << "<td>" << HtmlEscape(t->device.name) << "</td>";
+    out << "<td>" << HtmlEscape(t->config.variant) << "</td><td>"
+        << HtmlEscape(t->config.implementation) << "</td><td>"
+        << HtmlEscape(ConfigText(t->config.params_json)) << "</td><td>"
         << HtmlEscape(t->problem.shape.ToString()) << "</td><td class=\"status-"
-        << ToString(r.status) << "\">" << ToString(r.status) << "</td><td>"
-        << HtmlEscape(r.message) << "</td>";
+        << ToString(r.status) << "\">" << ToString(r.status) << "</td><td>" << HtmlEscape(r.message)
+        << "</td>";
     for (const double v : {r.median_ms, r.p10_ms, r.p90_ms})
       out << "<td class=\"num\">" << (ok ? Num(v) : "") << "</td>";
     out << "<td class=\"num\">" << (ok ? Num(r.cv, "%.3f") : "") << "</td><td class=\"num\">"
-        << t->sample_count << "</td><td class=\"num\">" << GflopsCell(r) << "</td><td class=\"num\">"
-        << MetricCell(r, "rel_err") << "</td><td class=\"num\">" << MetricCell(r, "mass_recall")
-        << "</td></tr>\n";
+        << t->sample_count << "</td><td class=\"num\">" << GflopsCell(r)
+        << "</td><td class=\"num\">" << MetricCell(r, "rel_err") << "</td><td class=\"num\">"
+        << MetricCell(r, "mass_recall") << "</td></tr>\n";
   }
-  out << "</table>\n</section>\n";
+  out << "</table></div>\n</section>\n";
 }
 
 constexpr const char kStyle[] = R"css(
@@ -276,6 +295,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .status-ok { color: #1a7f37; }
 td.status-invalid, td.status-compile_failed, td.status-launch_failed,
 td.status-wrong_result, td.status-timeout { color: #b42318; }
+.wide { overflow-x: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
 .chart { width: 640px; height: 400px; }
 #js-errors { display: none; background: #fde8e8; border: 1px solid #b42318; padding: 0.5em; }
@@ -356,10 +376,11 @@ constexpr const char kChartCode[] = R"js(
       datasets.push({label: group.label + ' (front)', data: group.front, showLine: true,
                      pointRadius: 0, borderColor: color, backgroundColor: color});
     });
+    var y = axis('linear', entry.metric);
+    if (entry.metric === 'mass_recall') y.max = 1;  // a share: dense sits on the top edge
     addChart('pareto-charts', variant + ': time vs ' + entry.metric + ' (ok trials)', {
       type: 'scatter', data: {datasets: datasets},
-      options: {scales: {x: axis('logarithmic', 'median time (ms)'),
-                         y: axis('linear', entry.metric)},
+      options: {scales: {x: axis('logarithmic', 'median time (ms)'), y: y},
                 plugins: {tooltip: {callbacks: {label: pointLabel}},
                           legend: {labels: {filter: function (item) {
                             return !/ \(front\)$/.test(item.text);
@@ -384,7 +405,8 @@ std::string RenderHtmlReport(const ReportInput& input) {
       << "<title>attntune report " << HtmlEscape(input.generated_at) << "</title>\n"
       << "<style>" << kStyle << "</style>\n"
       << "<script>" << kErrorHandlers << "</script>\n"
-      << "<script>\n" << ScriptSafe(chartjs) << "\n</script>\n</head>\n<body>\n"
+      << "<script>\n"
+      << ScriptSafe(chartjs) << "\n</script>\n</head>\n<body>\n"
       << "<h1>attntune performance report</h1>\n"
       << "<p class=\"muted\">attntune " << HtmlEscape(input.tool_version) << ", generated "
       << HtmlEscape(input.generated_at) << ". Times hold only for the device that measured "

@@ -7,7 +7,9 @@
 namespace attntune {
 namespace report_util {
 
-bool IsTunableName(const std::string& key) { return !key.empty() && key[0] >= 'A' && key[0] <= 'Z'; }
+bool IsTunableName(const std::string& key) {
+  return !key.empty() && key[0] >= 'A' && key[0] <= 'Z';
+}
 
 SplitParams SplitParamsJson(const std::string& params_json) {
   SplitParams split;

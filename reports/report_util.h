@@ -1,10 +1,9 @@
 // Helpers shared by the reporters; internal to reports/ (not installed, not public).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "reports/reports.h"
 

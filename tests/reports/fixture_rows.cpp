@@ -1,0 +1,93 @@
+#include "tests/reports/fixture_rows.h"
+
+namespace attntune {
+namespace test {
+
+namespace {
+DeviceRecord TestDevice() {
+  DeviceRecord d;
+  d.id = 1;
+  d.kind = "cpu";
+  d.name = "Test CPU";
+  d.fingerprint_json =
+      R"({"backend":"OpenMP","cores":8,"isa":["avx2","fma"],"kokkos":"4.0.0","model":"Test CPU"})";
+  return d;
+}
+}  // namespace
+
+TrialRow MakeTrial(int64_t id, const std::string& variant, const std::string& params_json,
+                   int64_t d, int64_t L, double median_ms, double mass_recall, TrialStatus status,
+                   const std::string& message) {
+  TrialRow t;
+  t.id = id;
+  t.run_id = 1;
+  t.device = TestDevice();
+  t.problem.id = d * 100000 + L;
+  t.problem.shape.Hq = 8;
+  t.problem.shape.Hkv = 2;
+  t.problem.shape.d = d;
+  t.problem.shape.Lq = L;
+  t.problem.shape.Lk = L;
+  t.config.variant = variant;
+  t.config.implementation = "kokkos_windowed";
+  t.config.params_json = params_json;
+  t.build.version = "0.1.0";
+  t.build.kernel_hash = "0123456789abcdef";
+  t.result.status = status;
+  t.result.message = message;
+  if (status == TrialStatus::kOk) {
+    t.result.median_ms = median_ms;
+    t.result.p10_ms = median_ms * 0.97;
+    t.result.p90_ms = median_ms * 1.05;
+    t.result.cv = 0.02;
+    t.result.samples_ms = {median_ms * 0.97, median_ms, median_ms * 1.05};
+    t.sample_count = 3;
+    const double pairs = 8.0 * L * (L + 1) / 2 * (variant == "dense" ? 1.0 : mass_recall);
+    t.result.metrics = {{"rel_err", (1 - mass_recall) * 0.5},
+                        {"mass_recall", mass_recall},
+                        {"pairs", pairs},
+                        {"useful_flops", 4.0 * d * pairs}};
+  } else {
+    t.result.median_ms = median_ms;  // a failed trial's time must never count
+  }
+  return t;
+}
+
+ReportInput MakeFixtureInput() {
+  ReportInput in;
+  in.tool_version = "0.1.0";
+  in.generated_at = "2025-01-02T03:04:05Z";
+  in.db_path = "/tmp/attntune.db";
+  in.devices = {TestDevice()};
+  int64_t id = 0;
+  auto add = [&](const std::string& variant, const std::string& params, int64_t d, int64_t L,
+                 double ms, double recall) {
+    in.trials.push_back(MakeTrial(++id, variant, params, d, L, ms, recall));
+  };
+  const char* kSmall = R"({"Bc":64,"Br":32})";
+  const char* kLarge = R"({"Bc":64,"Br":64})";
+  // dense, d=64: Br=64 wins at 512 and 4096, Br=32 at 1024.
+  add("dense", kSmall, 64, 512, 0.30, 1.0);
+  add("dense", kLarge, 64, 512, 0.25, 1.0);
+  add("dense", kSmall, 64, 1024, 0.90, 1.0);
+  add("dense", kLarge, 64, 1024, 1.10, 1.0);
+  add("dense", kSmall, 64, 4096, 14.0, 1.0);
+  add("dense", kLarge, 64, 4096, 12.0, 1.0);
+  add("dense", kLarge, 128, 1024, 2.0, 1.0);
+  // swa, d=64: w=256 is faster and keeps less mass; w=1024 only tuned at L=1024.
+  add("swa", R"({"Bc":64,"Br":32,"sink":0,"w":256})", 64, 1024, 0.40, 0.80);
+  add("swa", R"({"Bc":64,"Br":64,"sink":0,"w":256})", 64, 1024, 0.45, 0.80);
+  add("swa", R"({"Bc":64,"Br":32,"sink":4,"w":1024})", 64, 1024, 0.85, 0.99);
+  add("swa", R"({"Bc":64,"Br":32,"sink":0,"w":256})", 64, 4096, 1.6, 0.60);
+  add("swa", R"({"Bc":32,"Br":32,"sink":0,"w":256})", 64, 4096, 1.9, 0.60);
+  // Failed trials: faster than anything ok, and one with markup in its message.
+  in.trials.push_back(MakeTrial(++id, "dense", R"({"Bc":128,"Br":128})", 64, 1024, 0.01, 1.0,
+                                TrialStatus::kWrongResult, "max abs error 0.5 > 1e-4"));
+  in.trials.push_back(MakeTrial(++id, "swa", R"({"Bc":256,"Br":256,"sink":0,"w":256})", 64, 4096,
+                                0.01, 1.0, TrialStatus::kLaunchFailed,
+                                "</script><b>x</b><!--<script>"));
+  return in;
+}
+
+}  // namespace test
+}  // namespace attntune

@@ -1,0 +1,22 @@
+// Fabricated trials for the reports tests and the report_fixture page.
+#pragma once
+
+#include <string>
+
+#include "reports/reports.h"
+
+namespace attntune {
+namespace test {
+
+/// One ok or failed trial; `params_json` canonical, metrics as given.
+TrialRow MakeTrial(int64_t id, const std::string& variant, const std::string& params_json,
+                   int64_t d, int64_t L, double median_ms, double mass_recall,
+                   TrialStatus status = TrialStatus::kOk, const std::string& message = "");
+
+/// dense (d=64: L=512, 1024, 4096; d=128: L=1024) and swa (w=256 and w=1024, d=64),
+/// two tile configs per point, plus failed trials (one faster than every ok trial, one
+/// whose message is "</script><b>x</b><!--<script>").
+ReportInput MakeFixtureInput();
+
+}  // namespace test
+}  // namespace attntune

@@ -1,0 +1,320 @@
+#include "reports/reports.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "tests/reports/fixture_rows.h"
+
+namespace attntune {
+namespace {
+
+namespace fs = std::filesystem;
+using test::MakeFixtureInput;
+using test::MakeTrial;
+
+// A fresh directory per test case, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "attntune_reports_XXXXXX").string();
+    CHECK(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+void WriteFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `command` through the shell, its output into `log`; returns the exit status.
+int Run(const std::string& command, const fs::path& log) {
+  const int rc = std::system((command + " >'" + log.string() + "' 2>&1").c_str());
+  if (rc != 0) UNSCOPED_INFO(command << "\n" << ReadFile(log));
+  return rc;
+}
+
+const std::string kCxx = ATTNTUNE_TEST_CXX;
+const std::string kStrict = " -std=c++17 -Wall -Wextra -Werror";
+// What a careful user's build might add; the header must stay warning-free under it.
+const std::string kPedantic = kStrict + " -Wpedantic -Wshadow -Wconversion -Wsign-conversion";
+
+TEST_CASE("BestEntries keeps the fastest ok trial per device, variant, params, d and L") {
+  const std::vector<BestEntry> best = BestEntries(MakeFixtureInput());
+  // dense: d=64 at 3 lengths + d=128; swa: (w=256) x 2 lengths + (w=1024) x 1.
+  REQUIRE(best.size() == 7);
+
+  // Sorted by (device, variant, head_dim, seq_len, params).
+  REQUIRE(best[0].variant == "dense");
+  CHECK(best[0].head_dim == 64);
+  CHECK(best[0].seq_len == 512);
+  CHECK(best[0].params_json == R"({"Bc":64,"Br":64})");
+  CHECK(best[0].median_ms == 0.25);
+  // At L=1024 a wrong_result trial (0.01 ms) is faster than every ok one: ignored.
+  CHECK(best[1].seq_len == 1024);
+  CHECK(best[1].params_json == R"({"Bc":64,"Br":32})");
+  CHECK(best[1].median_ms == 0.90);
+  CHECK(best[2].seq_len == 4096);
+  CHECK(best[2].median_ms == 12.0);
+  CHECK(best[3].head_dim == 128);
+
+  // swa: the variant params ({"sink":0,"w":256} < {"sink":4,"w":1024}) order one length.
+  REQUIRE(best[4].variant == "swa");
+  CHECK(best[4].seq_len == 1024);
+  CHECK(best[4].params_json == R"({"Bc":64,"Br":32,"sink":0,"w":256})");
+  CHECK(best[4].median_ms == 0.40);
+  CHECK(best[4].rel_err == Approx(0.1));
+  CHECK(best[4].implementation == "kokkos_windowed");
+  CHECK(best[4].device_name == "Test CPU");
+  CHECK(best[5].seq_len == 1024);
+  CHECK(best[5].params_json == R"({"Bc":64,"Br":32,"sink":4,"w":1024})");
+  CHECK(best[5].mass_recall == 0.99);
+  CHECK(best[6].seq_len == 4096);
+  CHECK(best[6].median_ms == 1.6);
+}
+
+TEST_CASE("BestEntries is empty without ok trials, and ties go to the older trial") {
+  ReportInput in;
+  in.trials.push_back(MakeTrial(1, "dense", "{\"Br\":16}", 64, 128, 1.0, 1.0, TrialStatus::kTimeout,
+                                "over the time cap"));
+  CHECK(BestEntries(in).empty());
+
+  in.trials.push_back(MakeTrial(3, "dense", "{\"Br\":32}", 64, 128, 2.0, 1.0));
+  in.trials.push_back(MakeTrial(2, "dense", "{\"Br\":64}", 64, 128, 2.0, 1.0));
+  const std::vector<BestEntry> best = BestEntries(in);
+  REQUIRE(best.size() == 1);
+  CHECK(best[0].params_json == "{\"Br\":64}");
+}
+
+// The lookup checks run inside a program that includes the generated header; a failed
+// check exits with its line number. static_asserts check that Lookup is constexpr.
+const char kLookupProgram[] = R"code(
+#include "attntune_config.h"
+#include "attntune_config.h"  // the include guard holds
+#include <cstdio>
+#include <cstring>
+using attntune_config::Lookup;
+#define EXPECT(c) do { if (!(c)) { std::printf("failed line %d: %s\n", __LINE__, #c); return __LINE__; } } while (0)
+static_assert(Lookup("dense", 64, 600) != nullptr, "constexpr lookup");
+static_assert(Lookup("dense", 32, 600) == nullptr, "unknown head dim");
+int main() {
+  const attntune_config::Entry* e = Lookup("dense", 64, 512);
+  EXPECT(e && e->seq_len == 512 && e->Br == 64 && e->Bc == 64);
+  EXPECT(std::strcmp(e->tunables, "Bc=64,Br=64") == 0 && std::strcmp(e->params, "") == 0);
+  EXPECT(std::strcmp(e->impl, "kokkos_windowed") == 0 && std::strcmp(e->device, "Test CPU") == 0);
+  e = Lookup("dense", 64, 1);  // below every tuned length: the shortest
+  EXPECT(e && e->seq_len == 512);
+  e = Lookup("dense", 64, 600);  // between 512 and 1024: the next longer one
+  EXPECT(e && e->seq_len == 1024 && e->Br == 32 && e->median_ms == 0.9);
+  e = Lookup("dense", 64, 1025);
+  EXPECT(e && e->seq_len == 4096);
+  e = Lookup("dense", 64, 1000000);  // beyond the largest
+  EXPECT(e && e->seq_len == 4096 && e->Br == 64);
+  e = Lookup("dense", 128, 64);
+  EXPECT(e && e->head_dim == 128 && e->seq_len == 1024);
+  EXPECT(Lookup("dense", 32, 1024) == nullptr);
+  EXPECT(Lookup("dense", 96, 1000000) == nullptr);
+  EXPECT(Lookup("lsh", 64, 1024) == nullptr);
+  // swa at 1024: w=256 is fastest; a recall floor picks w=1024 instead.
+  e = Lookup("swa", 64, 1024);
+  EXPECT(e && std::strcmp(e->params, "sink=0,w=256") == 0 && e->mass_recall == 0.8);
+  e = Lookup("swa", 64, 1024, 0.95);
+  EXPECT(e && std::strcmp(e->params, "sink=4,w=1024") == 0 && e->rel_err > 0.0049);
+  // With the floor the 4096 bucket holds nothing eligible: the largest eligible length.
+  e = Lookup("swa", 64, 2048, 0.95);
+  EXPECT(e && e->seq_len == 1024 && std::strcmp(e->params, "sink=4,w=1024") == 0);
+  e = Lookup("swa", 64, 2048);
+  EXPECT(e && e->seq_len == 4096 && e->median_ms == 1.6);
+  EXPECT(Lookup("swa", 64, 1024, 0.999) == nullptr);
+  e = attntune_config::LookupOnDevice("Test CPU", "swa", 64, 4096);
+  EXPECT(e && e->seq_len == 4096);
+  EXPECT(attntune_config::LookupOnDevice("Other GPU", "swa", 64, 4096) == nullptr);
+  EXPECT(attntune_config::kEntries.size() == 7);
+  return 0;
+}
+)code";
+
+TEST_CASE("attntune_config.h compiles warning-free and Lookup follows its fallback rule") {
+  TempDir dir;
+  const std::string header = RenderConfigHeader(MakeFixtureInput());
+  CHECK(header.find("generated at: \"2025-01-02T03:04:05Z\"") != std::string::npos);
+  CHECK(header.find("database:     \"/tmp/attntune.db\"") != std::string::npos);
+  CHECK(header.find("\"model\":\"Test CPU\"") != std::string::npos);
+  CHECK(header.find("trials:       14 (12 ok)") != std::string::npos);
+  CHECK(header.find("smallest tuned seq_len >= seq_len") != std::string::npos);
+  WriteFile(dir / "attntune_config.h", header);
+  WriteFile(dir / "lookup.cpp", kLookupProgram);
+
+  CHECK(Run(kCxx + kStrict + " -fsyntax-only " + (dir / "attntune_config.h").string(),
+            dir / "syntax.log") == 0);
+  const std::string program = (dir / "lookup").string();
+  REQUIRE(Run(kCxx + kPedantic + " -I" + (dir / "").string() + " " + (dir / "lookup.cpp").string() +
+                  " -o " + program,
+              dir / "build.log") == 0);
+  CHECK(Run(program, dir / "run.log") == 0);
+}
+
+TEST_CASE("attntune_config.h with zero entries compiles and finds nothing") {
+  TempDir dir;
+  ReportInput in;
+  in.tool_version = "0.1.0";
+  in.trials.push_back(
+      MakeTrial(1, "dense", "{\"Br\":16}", 64, 128, 1.0, 1.0, TrialStatus::kInvalid, "Br > L"));
+  const std::string header = RenderConfigHeader(in);
+  CHECK(header.find("std::array<Entry, 0>") != std::string::npos);
+  WriteFile(dir / "attntune_config.h", header);
+  WriteFile(dir / "empty.cpp", R"code(
+#include "attntune_config.h"
+static_assert(attntune_config::kEntries.size() == 0, "empty table");
+static_assert(attntune_config::Lookup("dense", 64, 128) == nullptr, "nothing to find");
+int main() { return attntune_config::Lookup("dense", 64, 128) == nullptr ? 0 : 1; }
+)code");
+  CHECK(Run(kCxx + kStrict + " -fsyntax-only " + (dir / "attntune_config.h").string(),
+            dir / "syntax.log") == 0);
+  const std::string program = (dir / "empty").string();
+  REQUIRE(Run(kCxx + kPedantic + " -I" + (dir / "").string() + " " + (dir / "empty.cpp").string() +
+                  " -o " + program,
+              dir / "build.log") == 0);
+  CHECK(Run(program, dir / "run.log") == 0);
+}
+
+TEST_CASE("attntune_config.h keeps awkward strings intact in literals and comments") {
+  TempDir dir;
+  // Quotes, backslashes (one at the very end, which in a // comment would swallow the
+  // next line), a newline, a trigraph, a digit after a control byte, and UTF-8.
+  const std::string name =
+      "GPU \"x\" ?\?/ \\n\n\x01"
+      "7 caf\xc3\xa9 \\";
+  ReportInput in = MakeFixtureInput();
+  for (TrialRow& t : in.trials) t.device.name = name;
+  in.devices.clear();
+  in.db_path = "C:\\db\\";
+  in.generated_at = "now\n#error injected";
+  const std::string header = RenderConfigHeader(in);
+  WriteFile(dir / "attntune_config.h", header);
+  WriteFile(dir / "names.cpp", R"code(
+#include "attntune_config.h"
+#include <cstdio>
+int main() {
+  std::fputs(attntune_config::kEntries[0].device, stdout);
+  std::fputs(attntune_config::kGeneratedAt, stderr);
+  return attntune_config::Lookup("dense", 64, 512) == nullptr;
+}
+)code");
+  const std::string program = (dir / "names").string();
+  REQUIRE(Run(kCxx + kPedantic + " -I" + (dir / "").string() + " " + (dir / "names.cpp").string() +
+                  " -o " + program,
+              dir / "build.log") == 0);
+  REQUIRE(std::system((program + " >'" + (dir / "out.txt").string() + "' 2>'" +
+                       (dir / "err.txt").string() + "'")
+                          .c_str()) == 0);
+  CHECK(ReadFile(dir / "out.txt") == name);
+  CHECK(ReadFile(dir / "err.txt") == in.generated_at);
+}
+
+TEST_CASE("attntune_config.json has schema 1, the devices and the best entries") {
+  const ReportInput in = MakeFixtureInput();
+  const nlohmann::json doc = nlohmann::json::parse(RenderConfigJson(in));
+  CHECK(doc.at("schema") == 1);
+  CHECK(doc.at("tool") == "attntune");
+  CHECK(doc.at("tool_version") == "0.1.0");
+  CHECK(doc.at("generated_at") == "2025-01-02T03:04:05Z");
+  CHECK(doc.at("database") == "/tmp/attntune.db");
+  CHECK(doc.at("allocations") == nlohmann::json::array());
+
+  const nlohmann::json& devices = doc.at("devices");
+  REQUIRE(devices.size() == 1);
+  CHECK(devices[0].at("name") == "Test CPU");
+  CHECK(devices[0].at("fingerprint").at("cores") == 8);
+  CHECK(devices[0].at("fingerprint").at("isa") == nlohmann::json({"avx2", "fma"}));
+
+  const nlohmann::json& entries = doc.at("entries");
+  REQUIRE(entries.size() == BestEntries(in).size());
+  const nlohmann::json& swa = entries[4];
+  CHECK(swa.at("device") == "Test CPU");
+  CHECK(swa.at("variant") == "swa");
+  CHECK(swa.at("implementation") == "kokkos_windowed");
+  CHECK(swa.at("params") == nlohmann::json({{"sink", 0}, {"w", 256}}));
+  CHECK(swa.at("tunables") == nlohmann::json({{"Bc", 64}, {"Br", 32}}));
+  CHECK(swa.at("head_dim") == 64);
+  CHECK(swa.at("seq_len") == 1024);
+  CHECK(swa.at("median_ms") == 0.40);
+  CHECK(swa.at("mass_recall") == 0.80);
+  CHECK(swa.at("rel_err").get<double>() == Approx(0.1));
+  CHECK(entries[0].at("params") == nlohmann::json::object());
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("report.html is self-contained and escapes what it shows") {
+  const std::string html = RenderHtmlReport(MakeFixtureInput());
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("Chart.js v3.9.1") != std::string::npos);
+  CHECK(html.find("window.onerror") != std::string::npos);
+  CHECK(html.find("unhandledrejection") != std::string::npos);
+  CHECK(html.find("dataset.renderOk") != std::string::npos);
+  CHECK(html.find("<script type=\"application/json\" id=\"attntune-data\">") != std::string::npos);
+
+  // Nothing loaded from elsewhere: no src= or href= pointing to a URL.
+  std::string lower = html;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  CHECK_FALSE(std::regex_search(lower, std::regex(R"((src|href)\s*=\s*["']?\s*(https?:|//))")));
+  CHECK(Count(lower, "<script") == Count(lower, "</script"));  // every script ends where meant
+  CHECK(Count(lower, "<script") == 4);
+
+  // The failure message "</script><b>x</b><!--<script>" shows as text.
+  CHECK(html.find("</script><b>") == std::string::npos);
+  CHECK(html.find("<!--") == std::string::npos);
+  CHECK(html.find("&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;&lt;!--&lt;script&gt;") != std::string::npos);
+
+  // Environment, summary and the trial table.
+  CHECK(html.find("<th>cores</th><td>8</td>") != std::string::npos);
+  CHECK(html.find("<th>wrong_result</th>") != std::string::npos);
+  CHECK(html.find("max abs error 0.5 &gt; 1e-4") != std::string::npos);
+  CHECK(html.find("sink=4,w=1024 | Bc=64,Br=32") != std::string::npos);
+  CHECK(Count(html, "<td class=\"status-") == 14);           // one row per trial
+  CHECK(html.find("<th>device</th>") == std::string::npos);  // one device: no column
+
+  ReportInput two = MakeFixtureInput();
+  two.trials[0].device.name = "Other <GPU>";
+  const std::string html2 = RenderHtmlReport(two);
+  CHECK(Count(html2, "<tr><td>Test CPU</td>") == 13);
+  CHECK(Count(html2, "<tr><td>Other &lt;GPU&gt;</td>") == 1);
+  CHECK(html2.find("<h3>Device: Other &lt;GPU&gt;") != std::string::npos);
+}
+
+TEST_CASE("report.html renders without trials") {
+  ReportInput in;
+  in.tool_version = "0.1.0";
+  const std::string html = RenderHtmlReport(in);
+  CHECK(html.find("\"scaling\":{}") != std::string::npos);
+  CHECK(html.find("</html>") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace attntune
