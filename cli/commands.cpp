@@ -155,12 +155,16 @@ void RegisterTune(CLI::App& app, int* rc) {
                                        {"strategy", options.strategy},
                                        {"seed", options.seed}}
                             .dump();
+    TunePlan plan = PlanTune(options);
     const DeviceInfo device = CpuDevice();
-    std::fprintf(stderr, "attntune: tuning %s on %s (%s)\n", options.model.c_str(),
-                 device.name.c_str(), KokkosDescription().c_str());
+    std::fprintf(stderr, "attntune: tuning %s (%lld query heads, %lld KV heads, d=%lld) on %s (%s)\n",
+                 plan.model.name.c_str(), static_cast<long long>(plan.model.q_heads),
+                 static_cast<long long>(plan.model.kv_heads),
+                 static_cast<long long>(plan.model.head_dim), device.name.c_str(),
+                 KokkosDescription().c_str());
     CpuTimer timer;
     ProgressPrinter printer;
-    const TuneSummary s = RunTune(options, device, timer, [&](const ProgressEvent& ev) { printer(ev); });
+    const TuneSummary s = RunTune(plan, device, timer, [&](const ProgressEvent& ev) { printer(ev); });
     printer.Finish();
     std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
                 static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),

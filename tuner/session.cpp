@@ -70,13 +70,12 @@ OutputPaths EmitOutputs(const Database& db, const std::string& out_dir) {
   return paths;
 }
 
-TuneSummary RunTune(const TuneOptions& options, const DeviceInfo& device, Timer& timer,
-                    const ProgressFn& progress) {
-  // Validate everything before touching the database.
-  const ModelGeometry model = LoadModel(options.model, "--model");
-  std::vector<const Variant*> variants;
-  for (const auto& id : options.variants) variants.push_back(&FindVariant(id, "--variants"));
-  if (variants.empty()) throw UserError("--variants: no variant given");
+TunePlan PlanTune(const TuneOptions& options) {
+  TunePlan plan;
+  plan.options = options;
+  plan.model = LoadModel(options.model, "--model");
+  for (const auto& id : options.variants) plan.variants.push_back(&FindVariant(id, "--variants"));
+  if (plan.variants.empty()) throw UserError("--variants: no variant given");
   if (options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
   if (options.budget <= 0) throw UserError("--budget: must be a positive integer");
   {
@@ -84,16 +83,24 @@ TuneSummary RunTune(const TuneOptions& options, const DeviceInfo& device, Timer&
     probe.AddDimension("x", {"0"});
     (void)MakeStrategy(options.strategy, probe, options.seed, "--strategy");
   }
-
   std::error_code ec;
   std::filesystem::create_directories(options.out_dir, ec);
   if (ec) throw UserError(options.out_dir + ": cannot create output folder (" + ec.message() + ")");
+  plan.db_path = options.db_path.empty()
+                     ? (std::filesystem::path(options.out_dir) / "attntune.db").string()
+                     : options.db_path;
+  plan.db = Database::Open(plan.db_path);
+  return plan;
+}
 
+TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
+                    const ProgressFn& progress) {
+  const TuneOptions& options = plan.options;
+  const ModelGeometry& model = plan.model;
+  const std::vector<const Variant*>& variants = plan.variants;
+  Database* db = plan.db.get();
   TuneSummary summary;
-  summary.db_path = options.db_path.empty()
-                        ? (std::filesystem::path(options.out_dir) / "attntune.db").string()
-                        : options.db_path;
-  auto db = Database::Open(summary.db_path);
+  summary.db_path = plan.db_path;
   const int64_t device_id = db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
   const int64_t build_id = db->PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
   const int64_t run_id = db->BeginRun(options.args_json, device_id, UtcNow());

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,22 @@ struct TuneSummary {
   OutputPaths outputs;
 };
 
-/// Resolves and validates the options (UserError on bad input), then tunes.
-TuneSummary RunTune(const TuneOptions& options, const DeviceInfo& device, Timer& timer,
+/// A validated tuning session: everything a user could have got wrong is checked
+/// (model, variants, lengths, budget, strategy, output folder, database) before any
+/// work starts.
+struct TunePlan {
+  TuneOptions options;
+  ModelGeometry model;
+  std::vector<const Variant*> variants;
+  std::string db_path;
+  std::unique_ptr<Database> db;
+};
+
+/// Validates the options (UserError on bad input) and opens the database.
+TunePlan PlanTune(const TuneOptions& options);
+
+/// Tunes every (sequence length, variant) of the plan, then emits the outputs.
+TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
                     const ProgressFn& progress);
 
 /// Everything the reporters need, read from the database.

@@ -13,7 +13,7 @@ from clitest import ATTNTUNE, FIXTURES, run, expect, fail, finish
 tiny = os.path.join(FIXTURES, "models/tiny/config.json")
 tmp = tempfile.mkdtemp()
 out = os.path.join(tmp, "out")
-args = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,257",
+args = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,700",
         "--budget", "4", "--strategy", "random", "--seed", "3", "--max-seconds", "0.2", "--out", out]
 
 t0 = time.monotonic()

@@ -76,7 +76,7 @@ TEST_CASE("ParseHfConfig reads the geometry of published configs") {
 }
 
 TEST_CASE("ParseHfConfig rejects configs it cannot read") {
-  CHECK_THROWS_WITH(ParseHfConfig("{", "c.json"), "c.json: not valid JSON (byte 1)");
+  CHECK_THROWS_WITH(ParseHfConfig("{", "c.json"), "c.json: not valid JSON (byte 2)");
   CHECK_THROWS_WITH(ParseHfConfig(R"({"num_hidden_layers":2})", "c.json"),
                     "c.json: missing 'num_attention_heads'");
   CHECK_THROWS_WITH(
