@@ -20,6 +20,7 @@
 #include "profiler/timer.h"
 #include "search/strategy.h"
 #include "tuner/session.h"
+#include "cli/replay_command.h"
 
 namespace attntune {
 
@@ -130,7 +131,7 @@ void RegisterTune(CLI::App& app, int* rc) {
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--budget", o.budget, "Evaluations per (variant, sequence length)")
       ->capture_default_str();
-  cmd->add_option("--strategy", o.strategy, "Search strategy (exhaustive, random)")
+  cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
   cmd->add_option("--tolerance", o.evaluate.tolerance,
@@ -376,6 +377,7 @@ void RegisterCommands(CLI::App& app, int* rc) {
   RegisterBench(app, rc);
   RegisterRun(app, rc);
   RegisterEmitReportDb(app, rc);
+  RegisterReplay(app, rc);
 }
 
 }  // namespace attntune

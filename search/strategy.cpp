@@ -1,5 +1,7 @@
 #include "search/strategy.h"
 
+#include "search/strategies/registry.h"
+
 #include <random>
 #include <unordered_set>
 #include <utility>
@@ -122,6 +124,7 @@ std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& spa
   for (const StrategyRow& row : kStrategies) {
     if (name == row.name) return row.make(space, seed);
   }
+  if (auto strategy = MakeExtendedStrategy(name, space, seed)) return strategy;
   std::string known;
   for (const std::string& n : StrategyNames()) known += (known.empty() ? "" : ", ") + n;
   throw UserError(what + ": unknown strategy '" + name + "' (known: " + known + ")");
@@ -130,6 +133,7 @@ std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& spa
 std::vector<std::string> StrategyNames() {
   std::vector<std::string> names;
   for (const StrategyRow& row : kStrategies) names.push_back(row.name);
+  for (const std::string& name : ExtendedStrategyNames()) names.push_back(name);
   return names;
 }
 

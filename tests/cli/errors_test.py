@@ -35,7 +35,8 @@ expect_error(["tune", "--model", "no-such-model", "--out", tmp],
              "qwen3-8b, llama-3.1-8b, mistral-7b-v0.3, qwen2.5-0.5b, gemma-2-2b) nor a readable "
              "config.json")
 expect_error(["tune", "--strategy", "magic", "--out", tmp],
-             "attntune: error: --strategy: unknown strategy 'magic' (known: exhaustive, random)")
+             "attntune: error: --strategy: unknown strategy 'magic' (known: exhaustive, random, "
+             "annealing, genetic, ils, bo, bandit, auto)")
 expect_error(["tune", "--device", "tpu", "--out", tmp],
              "attntune: error: --device: 'tpu' is not a device (expected cpu or cuda:N)")
 expect_error(["tune", "--db", corrupt, "--seq-lens", "64", "--out", tmp],

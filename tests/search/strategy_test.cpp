@@ -63,17 +63,19 @@ Space HugeSpace() {
 }  // namespace
 
 TEST_CASE("StrategyNames lists the table") {
-  CHECK(StrategyNames() == std::vector<std::string>{"exhaustive", "random"});
+  CHECK(StrategyNames() == std::vector<std::string>{"exhaustive", "random", "annealing", "genetic",
+                                                   "ils", "bo", "bandit", "auto"});
 }
 
 TEST_CASE("MakeStrategy: unknown name is a user error naming the input") {
   const Space space = ConstrainedSpace();
   try {
-    MakeStrategy("annealing", space, 1, "--strategy");
+    MakeStrategy("anealing", space, 1, "--strategy");
     FAIL("no error");
   } catch (const UserError& e) {
     CHECK(std::string(e.what()) ==
-          "--strategy: unknown strategy 'annealing' (known: exhaustive, random)");
+          "--strategy: unknown strategy 'anealing' (known: exhaustive, random, annealing, "
+          "genetic, ils, bo, bandit, auto)");
   }
   CHECK(MakeStrategy("exhaustive", space, 1, "--strategy")->Name() == "exhaustive");
   CHECK(MakeStrategy("random", space, 1, "--strategy")->Name() == "random");

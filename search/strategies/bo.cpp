@@ -1,0 +1,298 @@
+#include "search/strategies/bo.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "kernels/spec/check.h"
+
+namespace attntune {
+namespace strategies {
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+// Matern 5/2 on the lengthscale-scaled distance.
+double Matern52(double r) {
+  const double s = std::sqrt(5.0) * r;
+  return (1 + s + s * s / 3) * std::exp(-s);
+}
+
+// Gaussian process with unit signal variance over standardised targets.
+class Gp {
+ public:
+  // Returns the log marginal likelihood, or -inf when the matrix is not positive definite.
+  double Fit(const MatrixXd& x, const VectorXd& y, const VectorXd& inv_ls, double noise) {
+    x_ = x;
+    inv_ls_ = inv_ls;
+    const Eigen::Index n = x.rows();
+    MatrixXd k = Kernel(x);
+    k.diagonal().array() += noise;
+    llt_.compute(k);
+    if (llt_.info() != Eigen::Success) return -std::numeric_limits<double>::infinity();
+    alpha_ = llt_.solve(y);
+    const MatrixXd& l = llt_.matrixLLT();
+    double log_det = 0;
+    for (Eigen::Index i = 0; i < n; ++i) log_det += std::log(l(i, i));
+    return -0.5 * y.dot(alpha_) - log_det;
+  }
+
+  /// Kernel between the rows of `a` and the training rows.
+  MatrixXd Kernel(const MatrixXd& a) const {
+    const MatrixXd as = a * inv_ls_.asDiagonal();
+    const MatrixXd xs = x_ * inv_ls_.asDiagonal();
+    MatrixXd d2 = -2.0 * as * xs.transpose();
+    d2.colwise() += as.rowwise().squaredNorm();
+    d2.rowwise() += xs.rowwise().squaredNorm().transpose();
+    return d2.unaryExpr([](double v) { return Matern52(std::sqrt(std::max(v, 0.0))); });
+  }
+
+  void Predict(const MatrixXd& a, VectorXd* mean, VectorXd* var) const {
+    const MatrixXd ks = Kernel(a);
+    *mean = ks * alpha_;
+    const MatrixXd v = llt_.matrixL().solve(ks.transpose());
+    *var = (1.0 - v.colwise().squaredNorm().array()).max(1e-12).matrix().transpose();
+  }
+
+ private:
+  MatrixXd x_;
+  VectorXd inv_ls_;
+  Eigen::LLT<MatrixXd> llt_;
+  VectorXd alpha_;
+};
+
+double NormalPdf(double z) { return 0.3989422804014327 * std::exp(-0.5 * z * z); }
+double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+class Bo : public EngineStrategy {
+ public:
+  Bo(std::shared_ptr<const SpaceIndex> index, uint64_t seed, BoOptions options)
+      : EngineStrategy(std::move(index), seed), options_(std::move(options)) {
+    log_ls_.assign(this->index().Features(Point(this->index().Dims(), 0)).size(), std::log(0.5));
+  }
+  std::string Name() const override { return options_.name; }
+
+ protected:
+  std::optional<Point> Propose() override {
+    if (AskedCount() < options_.initial || ok_.size() < 3) return RandomUnasked();
+    std::vector<Point> pool = Pool();
+    if (pool.empty()) return RandomUnasked();
+    FitModel();
+    const Eigen::Index dims = static_cast<Eigen::Index>(log_ls_.size());
+    MatrixXd a(static_cast<Eigen::Index>(pool.size()), dims);
+    for (size_t i = 0; i < pool.size(); ++i) a.row(static_cast<Eigen::Index>(i)) = Row(pool[i]);
+    VectorXd mean, var;
+    gp_.Predict(a, &mean, &var);
+    const VectorXd fail = FailureProbability(a);
+    double best_score = -1;
+    size_t best = 0;
+    for (size_t i = 0; i < pool.size(); ++i) {
+      const Eigen::Index r = static_cast<Eigen::Index>(i);
+      const double sd = std::sqrt(var(r));
+      const double gain = y_best_ - mean(r) - options_.xi;
+      const double z = gain / sd;
+      const double ei = gain * NormalCdf(z) + sd * NormalPdf(z);
+      const double score = ei * (1 - fail(r));
+      if (score > best_score) {
+        best_score = score;
+        best = i;
+      }
+    }
+    return pool[best];
+  }
+
+  void Learn(const Evaluation& e, bool /*own*/) override {
+    if (e.ok) {
+      ok_.push_back({e.point, e.objective, Row(e.point)});
+      positive_ = positive_ && e.objective > 0;
+    } else {
+      failed_.push_back(Row(e.point));
+    }
+  }
+
+ private:
+  struct Observation {
+    Point point;
+    double objective;
+    Eigen::RowVectorXd features;
+  };
+
+  Eigen::RowVectorXd Row(const Point& p) const {
+    const std::vector<double> f = index().Features(p);
+    Eigen::RowVectorXd r(static_cast<Eigen::Index>(f.size()));
+    for (size_t d = 0; d < f.size(); ++d) r(static_cast<Eigen::Index>(d)) = f[d];
+    return r;
+  }
+
+  // Unasked neighbours of the best points, and a random sample of unasked points.
+  std::vector<Point> Pool() {
+    std::vector<size_t> order(ok_.size());
+    std::iota(order.begin(), order.end(), 0);
+    const size_t parents = std::min(order.size(), static_cast<size_t>(options_.parents));
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(parents),
+                      order.end(), [&](size_t a, size_t b) {
+                        return ok_[a].objective < ok_[b].objective;
+                      });
+    std::unordered_set<int64_t> seen;
+    std::vector<Point> pool;
+    for (size_t i = 0; i < parents; ++i) {
+      for (Point& n : UnaskedNeighbours(ok_[order[i]].point, false)) {
+        if (seen.insert(index().ToIndex(n)).second) pool.push_back(std::move(n));
+      }
+    }
+    const int want = options_.random_candidates;
+    int found = 0;
+    for (int attempt = 0; attempt < 4 * want && found < want; ++attempt) {
+      int64_t i;
+      if (index().Enumerated()) {
+        const std::vector<int64_t>& f = index().Feasible();
+        if (f.empty()) break;
+        i = f[rng().Below(f.size())];
+      } else {
+        i = static_cast<int64_t>(rng().Below(static_cast<uint64_t>(index().Size())));
+        if (!index().IsFeasible(i)) continue;
+      }
+      if (Asked(i) || !seen.insert(i).second) continue;
+      pool.push_back(index().FromIndex(i));
+      ++found;
+    }
+    return pool;
+  }
+
+  // The training set: every ok point up to max_train; beyond, the best three
+  // quarters of the cap and the most recent others.
+  std::vector<size_t> TrainingSet() const {
+    std::vector<size_t> all(ok_.size());
+    std::iota(all.begin(), all.end(), 0);
+    const size_t cap = static_cast<size_t>(options_.max_train);
+    if (all.size() <= cap) return all;
+    std::vector<size_t> by_value = all;
+    const size_t keep_best = cap * 3 / 4;
+    std::partial_sort(by_value.begin(), by_value.begin() + static_cast<std::ptrdiff_t>(keep_best),
+                      by_value.end(), [&](size_t a, size_t b) {
+                        return ok_[a].objective < ok_[b].objective;
+                      });
+    std::vector<char> taken(ok_.size(), 0);
+    std::vector<size_t> out(by_value.begin(), by_value.begin() + static_cast<std::ptrdiff_t>(keep_best));
+    for (size_t i : out) taken[i] = 1;
+    for (size_t i = ok_.size(); i-- > 0 && out.size() < cap;) {
+      if (!taken[i]) out.push_back(i);
+    }
+    return out;
+  }
+
+  void FitModel() {
+    const std::vector<size_t> train = TrainingSet();
+    const Eigen::Index n = static_cast<Eigen::Index>(train.size());
+    const Eigen::Index dims = static_cast<Eigen::Index>(log_ls_.size());
+    MatrixXd x(n, dims);
+    VectorXd y(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const Observation& o = ok_[train[static_cast<size_t>(i)]];
+      x.row(i) = o.features;
+      y(i) = positive_ ? std::log(o.objective) : o.objective;
+    }
+    const double mu = y.mean();
+    const double sd = std::sqrt(std::max((y.array() - mu).square().mean(), 1e-18));
+    y = (y.array() - mu) / sd;
+    y_best_ = y.minCoeff();
+    if (static_cast<int64_t>(ok_.size()) >= next_tune_) {
+      Tune(x, y);
+      next_tune_ = std::max<int64_t>(next_tune_ + 1, next_tune_ * 3 / 2);
+    }
+    if (!std::isfinite(gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_)))) {
+      log_noise_ = std::min(log_noise_ + 2.0, std::log(0.5));  // add jitter until it factors
+      gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6);
+    }
+  }
+
+  VectorXd InverseLengthscales() const {
+    VectorXd inv(static_cast<Eigen::Index>(log_ls_.size()));
+    for (size_t d = 0; d < log_ls_.size(); ++d) inv(static_cast<Eigen::Index>(d)) = std::exp(-log_ls_[d]);
+    return inv;
+  }
+
+  // Maximum likelihood by coordinate search over log lengthscales and log noise:
+  // halving and doubling each in turn while the likelihood improves.
+  void Tune(const MatrixXd& x, const VectorXd& y) {
+    Gp gp;
+    auto likelihood = [&]() { return gp.Fit(x, y, InverseLengthscales(), std::exp(log_noise_)); };
+    double current = likelihood();
+    const double step = std::log(2.0);
+    for (int round = 0; round < 2; ++round) {
+      for (size_t p = 0; p <= log_ls_.size(); ++p) {
+        double& param = p < log_ls_.size() ? log_ls_[p] : log_noise_;
+        const double lo = p < log_ls_.size() ? std::log(0.05) : std::log(1e-4);
+        const double hi = p < log_ls_.size() ? std::log(20.0) : std::log(0.5);
+        for (double dir : {step, -step}) {
+          const double old = param;
+          param = std::max(lo, std::min(hi, old + dir));
+          const double value = likelihood();
+          if (value > current + 1e-9) {
+            current = value;
+            break;
+          }
+          param = old;
+        }
+      }
+    }
+  }
+
+  // Kernel-weighted share of failures among the evaluated points near each row,
+  // shrunk towards the overall failure rate.
+  VectorXd FailureProbability(const MatrixXd& a) const {
+    VectorXd p = VectorXd::Zero(a.rows());
+    if (failed_.empty()) return p;
+    const double total = static_cast<double>(failed_.size() + ok_.size());
+    const double rate = static_cast<double>(failed_.size()) / total;
+    const VectorXd inv = InverseLengthscales();
+    auto near = [&](const Eigen::RowVectorXd& f, Eigen::Index row) {
+      return Matern52(((a.row(row) - f).array() * inv.transpose().array()).matrix().norm());
+    };
+    // The most recent points only: enough to see the failing regions, bounded cost.
+    const size_t window = 200;
+    for (Eigen::Index r = 0; r < a.rows(); ++r) {
+      double fail = 0, all = 0;
+      for (size_t i = failed_.size() > window ? failed_.size() - window : 0; i < failed_.size(); ++i) {
+        const double k = near(failed_[i], r);
+        fail += k;
+        all += k;
+      }
+      for (size_t i = ok_.size() > window ? ok_.size() - window : 0; i < ok_.size(); ++i) {
+        all += near(ok_[i].features, r);
+      }
+      p(r) = (fail + rate) / (all + 1.0);
+    }
+    return p;
+  }
+
+  BoOptions options_;
+  std::vector<Observation> ok_;
+  std::vector<Eigen::RowVectorXd> failed_;
+  bool positive_ = true;
+  std::vector<double> log_ls_;
+  double log_noise_ = std::log(1e-3);
+  int64_t next_tune_ = 8;
+  double y_best_ = 0;
+  Gp gp_;
+};
+
+}  // namespace
+
+std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,
+                                           const BoOptions& options) {
+  return std::make_unique<Bo>(std::move(index), seed, options);
+}
+
+std::unique_ptr<EngineStrategy> MakeBo(std::shared_ptr<const SpaceIndex> index, uint64_t seed) {
+  return MakeBoWith(std::move(index), seed, BoOptions{});
+}
+
+}  // namespace strategies
+}  // namespace attntune

@@ -1,0 +1,27 @@
+// Model-based search: a Gaussian-process surrogate of log(objective) over the ordered
+// value positions, expected improvement weighted by a kernel model of failure.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "search/strategies/common.h"
+
+namespace attntune {
+namespace strategies {
+
+struct BoOptions {
+  std::string name = "bo";
+  int initial = 10;           // random points before the model steers
+  int random_candidates = 192;  // random unasked points scored per step
+  int parents = 5;            // best points whose neighbours are scored per step
+  int max_train = 100;        // the model sees at most this many points
+  double xi = 0.0;            // EI's margin, in standard deviations of log(objective)
+};
+
+std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,
+                                           const BoOptions& options);
+
+}  // namespace strategies
+}  // namespace attntune
