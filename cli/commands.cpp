@@ -65,6 +65,7 @@ class ProgressPrinter {
   ProgressPrinter() : tty_(isatty(fileno(stderr)) != 0) {}
   ~ProgressPrinter() { Finish(); }
   void operator()(const ProgressEvent& ev) {
+    if (ev.status == "running" && !tty_) return;  // plain logs get one line per result
     char line[256];
     std::snprintf(line, sizeof line, "[%lld/%lld] %-16s eval %lld/%lld  %-28s %s", 
                   static_cast<long long>(ev.problem_index), static_cast<long long>(ev.problem_count),

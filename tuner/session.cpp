@@ -145,6 +145,10 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
           ++summary.reused;
         } else {
           NvtxRange candidate_range("candidate " + ev.config);
+          if (progress) {
+            ev.status = "running";
+            progress(ev);
+          }
           result = EvaluateCandidate(context, *variant, impl, params, timer, options.evaluate).result;
           db->InsertTrial(run_id, device_id, problem_id, config_id, build_id, result);
           ++summary.measured;

@@ -37,7 +37,7 @@ struct ProgressEvent {
   int64_t eval_index = 0;     // 1-based within the problem
   int64_t budget = 0;
   std::string config;         // "Bc=64,Br=32"
-  std::string status;         // "ok", "wrong_result", ...
+  std::string status;         // "running" (before a candidate is evaluated), then its status
   double median_ms = 0;
   bool reused = false;
 };
