@@ -14,77 +14,14 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/kokkos/tiles.h"
 #include "kernels/spec/check.h"
 
 namespace attntune {
 
 namespace {
 
-constexpr int64_t kRowTile = 4;   // query rows per register tile
-constexpr int64_t kColTile = 32;  // keys (S) or head-dim columns (O) per register tile
-constexpr int64_t kLanes = 16;    // partial max/sum lanes: one AVX-512 vector of floats
-constexpr int64_t kAlign = 64;    // bytes: a cache line, an AVX-512 vector
-
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// exp(x) for x <= 0 without a libm call, so that loops over it vectorise: Cephes' expf
-// (range reduction by ln 2 in two parts, degree-6 polynomial; about 1 ulp). x < -87
-// (including -inf from the mask) gives 0: e^-87 is below FLT_MIN's neighbourhood and
-// negligible next to the row maximum's e^0 = 1.
-inline float ExpNonPositive(float x) {
-  const float xc = x < -87.0f ? -87.0f : x;
-  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer.
-  const float kRound = 12582912.0f;
-  const float n = (xc * 1.44269504088896341f + kRound) - kRound;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 0]
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return x < -87.0f ? 0.0f : p * scale;
-}
-
-// s[0..4)[0..32) = q[0..4)[0..d) · kt[0..d)[0..32).
-inline void TileQK(const float* __restrict q, int64_t ldq, const float* __restrict kt,
-                   int64_t ldk, int64_t d, float* __restrict s, int64_t lds) {
-  float c[kRowTile][kColTile] = {};
-  for (int64_t k = 0; k < d; ++k) {
-    const float* __restrict krow = kt + k * ldk;
-    for (int64_t r = 0; r < kRowTile; ++r) {
-      const float a = q[r * ldq + k];
-      for (int64_t t = 0; t < kColTile; ++t) c[r][t] += a * krow[t];
-    }
-  }
-  for (int64_t r = 0; r < kRowTile; ++r) {
-    for (int64_t t = 0; t < kColTile; ++t) s[r * lds + t] = c[r][t];
-  }
-}
-
-// o[0..4)[0..32) += p[0..4)[0..nc) · v[0..nc)[0..32).
-inline void TilePV(const float* __restrict p, int64_t ldp, const float* __restrict v,
-                   int64_t ldv, int64_t nc, float* __restrict o, int64_t ldo) {
-  float c[kRowTile][kColTile];
-  for (int64_t r = 0; r < kRowTile; ++r) {
-    for (int64_t t = 0; t < kColTile; ++t) c[r][t] = o[r * ldo + t];
-  }
-  for (int64_t j = 0; j < nc; ++j) {
-    const float* __restrict vrow = v + j * ldv;
-    for (int64_t r = 0; r < kRowTile; ++r) {
-      const float a = p[r * ldp + j];
-      for (int64_t t = 0; t < kColTile; ++t) c[r][t] += a * vrow[t];
-    }
-  }
-  for (int64_t r = 0; r < kRowTile; ++r) {
-    for (int64_t t = 0; t < kColTile; ++t) o[r * ldo + t] = c[r][t];
-  }
-}
+using namespace tiles;  // NOLINT: kRowTile, TileQK, ... (kernels/kokkos/tiles.h)
 
 // Sizes (in floats) of one team's scratch, padded to whole register tiles.
 struct Plan {
@@ -112,6 +49,7 @@ class QueryBlock {
   QueryBlock(const Tensors& t, const WindowedArgs& a, const Plan& plan, float* scratch,
              int64_t b, int64_t hq, int64_t qb)
       : t_(t), s_(t.shape), a_(a), plan_(plan), b_(b), hq_(hq), hkv_(hq / t.shape.Group()) {
+    window_ = a.head_windows != nullptr ? a.head_windows[hkv_] : a.window;
     i0_ = qb * a.br;
     nr_ = std::min(a.br, s_.Lq - i0_);
     nrp_ = RoundUp(nr_, kRowTile);
@@ -128,8 +66,8 @@ class QueryBlock {
     LoadQ();
     const int64_t first = Pos(0), last = Pos(nr_ - 1);
     // Keys of the union of the rows' sets: [0, sink_end) ∪ [lo, last].
-    const int64_t lo = a_.window > 0 ? std::max<int64_t>(0, first - a_.window + 1) : 0;
-    const int64_t sink_end = a_.window > 0 ? std::min(a_.sink, lo) : 0;
+    const int64_t lo = window_ > 0 ? std::max<int64_t>(0, first - window_ + 1) : 0;
+    const int64_t sink_end = window_ > 0 ? std::min(a_.sink, lo) : 0;
     for (int64_t j = 0; j < sink_end; j += a_.bc) Block(j, std::min(a_.bc, sink_end - j));
     for (int64_t j = lo; j <= last; j += a_.bc) Block(j, std::min(a_.bc, last + 1 - j));
     Store(out);
@@ -141,7 +79,7 @@ class QueryBlock {
 
   bool Allowed(int64_t r, int64_t j) const {
     const int64_t p = Pos(r);
-    return j <= p && (a_.window == 0 || j > p - a_.window || j < a_.sink);
+    return j <= p && (window_ == 0 || j > p - window_ || j < a_.sink);
   }
 
   void LoadQ() {
@@ -204,7 +142,7 @@ class QueryBlock {
     // Every row sees every key of the block when the block ends at or before the first
     // row's position and lies inside the last row's window (or inside the sinks).
     const bool whole = j0 + nc - 1 <= first &&
-                       (a_.window == 0 || j0 > last - a_.window || j0 + nc <= a_.sink);
+                       (window_ == 0 || j0 > last - window_ || j0 + nc <= a_.sink);
     for (int64_t r = 0; r < nr_; ++r) {
       float* row = sc_ + r * plan_.bcp;
       if (!whole) {
@@ -276,6 +214,7 @@ class QueryBlock {
   const WindowedArgs& a_;
   const Plan& plan_;
   int64_t b_, hq_, hkv_;
+  int64_t window_;  // this head's window (0: full)
   int64_t i0_, nr_, nrp_;
   float *q_, *kt_, *sc_, *vs_, *acc_, *m_, *l_;
 };

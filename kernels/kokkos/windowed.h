@@ -1,4 +1,4 @@
-// The windowed kernel family on Kokkos (dense, swa): tiled online softmax over
+// The windowed kernel family on Kokkos (dense, swa, hybrid): tiled online softmax over
 // Br x Bc tiles; out-of-window key blocks are never loaded.
 #pragma once
 
@@ -10,6 +10,8 @@ namespace attntune {
 
 struct WindowedArgs {
   int64_t window = 0;  // 0: full causal attention; else keys p(i)-w < j <= p(i)
+  // hybrid: the window of each KV head (0 = full), overriding `window`; null for none.
+  const int64_t* head_windows = nullptr;
   int64_t sink = 0;    // keys j < sink are always attended (if j <= p(i))
   int64_t br = 32;     // query rows per tile
   int64_t bc = 64;     // keys per tile

@@ -13,6 +13,13 @@ struct Tensors {
   std::vector<float> q;  // [B,Hq,Lq,d]
   std::vector<float> k;  // [B,Hkv,Lk,d]
   std::vector<float> v;  // [B,Hkv,Lk,d]
+  // Optional tensors of DESIGN.md s1 (empty: not supplied, the seeded default applies).
+  std::vector<float> scores;     // ks: per-key score x [B,Hkv,Lk]
+  std::vector<float> delta;      // dma: Delta [Hkv,d]
+  std::vector<float> a;          // dma: A [Hkv]
+  std::vector<float> mu;         // lsh: centering vector [Hkv,d]
+  std::vector<float> proj;       // lsh: projection R [Hkv,d,h]; h = proj.size() / (Hkv*d)
+  std::vector<int32_t> windows;  // hybrid: window per KV head [Hkv], 0 = full
 
   const float* Q(int64_t b, int64_t h, int64_t i) const {
     return q.data() + ((b * shape.Hq + h) * shape.Lq + i) * shape.d;

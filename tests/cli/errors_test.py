@@ -22,7 +22,7 @@ with open(truncated, "wb") as f:
     f.write(b"\x40\x00\x00\x00\x00\x00\x00\x00{\"q\":")
 
 expect_error(["tune", "--variants", "dense,nosuch", "--out", tmp],
-             "attntune: error: --variants: unknown variant 'nosuch' (known: dense, swa)")
+             "attntune: error: --variants: unknown variant 'nosuch' (known: dense, swa, hybrid, lsh, ks, hax, dma, dma_decode)")
 expect_error(["tune", "--seq-lens", "1024,4k", "--out", tmp],
              "attntune: error: --seq-lens: '4k' is not a positive integer")
 expect_error(["tune", "--seq-lens", "0", "--out", tmp],
@@ -56,7 +56,7 @@ expect_error(["run", "--variant", "dense", "--in", os.path.join(tmp, "missing.sa
              f"attntune: error: {os.path.join(tmp, 'missing.safetensors')}: cannot open "
              "(No such file or directory)")
 expect_error(["run", "--variant", "nosuch", "--in", truncated, "--out", os.path.join(tmp, "o.safetensors")],
-             "attntune: error: --variant: unknown variant 'nosuch' (known: dense, swa)")
+             "attntune: error: --variant: unknown variant 'nosuch' (known: dense, swa, hybrid, lsh, ks, hax, dma, dma_decode)")
 
 # No GPU here: a CUDA device is refused with the reason; the CPU is unaffected.
 if os.environ.get("ATTNTUNE_HAVE_CUDA") == "ON":

@@ -1,5 +1,6 @@
 """attntune run on tensors written by numpy/safetensors, checked against an independent
-fp64 numpy implementation of DESIGN.md s1 (dense and swa with sinks, GQA, Lq < Lk)."""
+fp64 numpy implementation of DESIGN.md s1 (dense and swa with sinks, GQA, Lq < Lk; hybrid,
+ks and dma with their optional tensors windows, scores, delta and a)."""
 import os
 import subprocess
 import tempfile
@@ -64,4 +65,84 @@ for B, Hq, Hkv, Lq, Lk, d, variant, params in cases:
     err = np.linalg.norm(o.astype(np.float64) - ref) / np.linalg.norm(ref)
     expect(o.shape == q.shape and err < 1e-5,
            f"run {variant} {params or '-'} B={B} Hq={Hq} Hkv={Hkv} Lq={Lq} Lk={Lk} d={d}: rel err {err:.2e}")
+
+
+def sparse_reference(q, k, v, select, bias=None):
+    """select(hkv, p) -> the attended keys j <= p; bias[b, hkv, j] added to the logits."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    B, Hq, Lq, d = q.shape
+    Hkv, Lk = k.shape[1], k.shape[2]
+    g = Hq // Hkv
+    o = np.zeros_like(q)
+    for b in range(B):
+        for h in range(Hq):
+            logits = q[b, h] @ k[b, h // g].T / np.sqrt(d)
+            if bias is not None:
+                logits = logits + bias[b, h // g][None, :]
+            for i in range(Lq):
+                keys = select(b, h // g, Lk - Lq + i)
+                if len(keys) == 0:
+                    continue
+                x = logits[i, keys]
+                w = np.exp(x - x.max())
+                o[b, h, i] = (w / w.sum()) @ v[b, h // g][keys]
+    return o
+
+
+def top(score, p, n):
+    """The n largest score[j], j <= p (ties: smaller j)."""
+    j = np.arange(p + 1)
+    order = np.lexsort((j, -score[: p + 1]))
+    return np.sort(order[:n])
+
+
+def check_sparse(variant, params, tensors, ref, label):
+    src = os.path.join(tmp, "qkv.safetensors")
+    dst = os.path.join(tmp, "o.safetensors")
+    save_file(tensors, src)
+    run("run", "--variant", variant, "--in", src, "--out", dst, "--params", params, check=0)
+    o = load_file(dst)["o"]
+    err = np.linalg.norm(o.astype(np.float64) - ref) / np.linalg.norm(ref)
+    expect(err < 1e-5, f"run {variant} {params} {label}: rel err {err:.2e}")
+
+
+def qkv(B, Hq, Hkv, L, d):
+    return (rng.standard_normal((B, Hq, L, d)).astype(np.float32),
+            rng.standard_normal((B, Hkv, L, d)).astype(np.float32),
+            rng.standard_normal((B, Hkv, L, d)).astype(np.float32))
+
+
+# hybrid with a windows tensor: head 0 full, head 1 w=1, head 2 w=9; sink 2.
+q, k, v = qkv(1, 6, 3, 70, 64)
+windows = np.array([0, 1, 9], dtype=np.int32)
+def hybrid_select(b, h, p):
+    j = np.arange(p + 1)
+    w = windows[h]
+    return j if w == 0 else j[(j > p - w) | (j < 2)]
+check_sparse("hybrid", "w=5,full=0,sink=2", {"q": q, "k": k, "v": v, "windows": windows},
+             sparse_reference(q, k, v, hybrid_select), "windows=[0,1,9]")
+
+# ks with supplied scores, integer-valued so that ties occur.
+q, k, v = qkv(2, 4, 2, 90, 64)
+scores = rng.integers(0, 4, size=(2, 2, 90)).astype(np.float32)
+check_sparse("ks", "k=12", {"q": q, "k": k, "v": v, "scores": scores},
+             sparse_reference(q, k, v, lambda b, h, p: top(scores[b, h], p, 12)), "scores given")
+
+# dma with supplied delta and a, bias on and off.
+q, k, v = qkv(1, 4, 2, 80, 64)
+delta = (rng.standard_normal((2, 64)) / 8).astype(np.float32)
+a = np.array([0.7, 1.9], dtype=np.float32)
+z = np.einsum("bhjd,hd->bhj", v.astype(np.float64), delta.astype(np.float64))
+bj = a.astype(np.float64)[None, :, None] * np.logaddexp(0.0, z)
+for bias in (0, 1):
+    check_sparse("dma", f"w=10,bias={bias}", {"q": q, "k": k, "v": v, "delta": delta, "a": a},
+                 sparse_reference(q, k, v, lambda b, h, p: top(bj[b, h], p, 10),
+                                  bj if bias else None), "delta, a given")
+
+# A malformed optional tensor is named with the shape it should have.
+save_file({"q": q, "k": k, "v": v, "a": np.zeros(3, np.float32)}, os.path.join(tmp, "bad.safetensors"))
+p = run("run", "--variant", "dma", "--in", os.path.join(tmp, "bad.safetensors"), "--out",
+        os.path.join(tmp, "o.safetensors"), "--params", "w=4", check=2)
+expect(p.stderr.strip().endswith("tensor 'a' has shape [3], expected [Hkv] = [2]"),
+       f"bad 'a': {p.stderr.strip()}")
 finish()

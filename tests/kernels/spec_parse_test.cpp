@@ -99,7 +99,8 @@ TEST_CASE("ParseParams, ParamsToString and ParamInt") {
 TEST_CASE("FindVariant lists the known variants") {
   CHECK(FindVariant("swa", "--variant").id == "swa");
   CHECK(UserErrorText([] { FindVariant("x", "--variant"); }) ==
-        "--variant: unknown variant 'x' (known: dense, swa)");
+        "--variant: unknown variant 'x' (known: dense, swa, hybrid, lsh, ks, hax, dma, "
+        "dma_decode)");
   CHECK(FindVariant("dense", "x").FindImplementation("tiled") != nullptr);
   CHECK(FindVariant("dense", "x").FindImplementation("nope") == nullptr);
 }

@@ -1,0 +1,50 @@
+// The sparse kernel families on Kokkos (DESIGN.md s2): prefix top-k by a per-key score
+// (ks, dma), the bucketed window (lsh), their union (hax), and the generic block-sparse
+// executor. Each run has a selection phase (Kokkos kernels named "attntune::select::*",
+// timed with the run) and an attention phase ("attntune::attend::*").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kernels/spec/selection.h"
+#include "kernels/spec/variant.h"
+
+namespace attntune {
+
+struct SparseTiles {
+  int64_t br = 32;  // query rows per block
+  int64_t bc = 64;  // keys per tile (<= 512)
+};
+
+/// ks / dma: S(i) = the k keys j <= p(i) with the largest score (ties: smaller j); the
+/// logits get + score_j when `bias`. `scores` [B,Hkv,Lk].
+void RunTopKKokkos(const Tensors& t, const std::vector<double>& scores, int64_t k, bool bias,
+                   const SparseTiles& tiles, float* out);
+
+/// lsh: keys and queries sorted by (bin, position); each bin is a sliding window of k.
+void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const SparseTiles& tiles,
+                  float* out);
+
+/// hax: lsh(k_lsh) ∪ ks(k_ks), gathered once per query block.
+void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
+                  const std::vector<double>& scores, int64_t k_ks, const SparseTiles& tiles,
+                  float* out);
+
+/// Generic block-sparse executor: the variant's own key sets give, per query block, the
+/// key blocks of width Bc that hold a selected key (the block list) and the element
+/// predicate; any variant runs on it.
+void RunGenericKokkos(const Tensors& t, const Variant& variant, const Params& params,
+                      const SparseTiles& tiles, float* out);
+
+/// dma_decode: token by token from an empty cache, resident set per KV head, query
+/// slots per query head (DESIGN.md s1). `scores` = b [B,Hkv,Lk].
+void RunDecodeKokkos(const Tensors& t, const std::vector<double>& scores, int64_t w_kv,
+                     int64_t w_q, int64_t r, bool bias, float* out);
+
+/// Runs `fn` as a one-iteration Kokkos kernel named `name`, so that the Kokkos Tools
+/// hooks time serial selection work (scores, bins) as its own phase.
+void RunPhase(const char* name, const std::function<void()>& fn);
+
+}  // namespace attntune

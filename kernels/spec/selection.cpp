@@ -1,0 +1,173 @@
+#include "kernels/spec/selection.h"
+
+#include <cmath>
+
+#include "kernels/spec/check.h"
+#include "kernels/spec/random.h"
+
+namespace attntune {
+
+namespace {
+
+// Distinct streams per default tensor, so that dma's Delta is not LSH's R.
+constexpr uint64_t kProjStream = 0x9e3779b97f4a7c15ULL;
+constexpr uint64_t kDmaStream = 0xd1b54a32d192ed03ULL;
+
+// rt: R of one head transposed to [h][d]; u: scratch of d doubles. P_c = (x - mu)·R_c
+// with 8 partial sums (the loop vectorises; the bins only need P's signs and argmax).
+int32_t Bin(const float* x, const float* mu, const double* rt, int64_t d, int64_t h,
+            bool argmax_rule, double* u) {
+  for (int64_t e = 0; e < d; ++e) u[e] = static_cast<double>(x[e]) - (mu != nullptr ? mu[e] : 0.0f);
+  double proj[16];
+  for (int64_t c = 0; c < h; ++c) {
+    const double* r = rt + c * d;
+    double lane[8] = {};
+    int64_t e = 0;
+    for (; e + 8 <= d; e += 8) {
+      for (int k = 0; k < 8; ++k) lane[k] += u[e + k] * r[e + k];
+    }
+    double sum = 0.0;
+    for (; e < d; ++e) sum += u[e] * r[e];
+    for (int k = 0; k < 8; ++k) sum += lane[k];
+    proj[c] = sum;
+  }
+  int32_t bin = 0;
+  if (argmax_rule) {
+    for (int64_t c = 1; c < h; ++c) {
+      if (proj[c] > proj[bin]) bin = static_cast<int32_t>(c);
+    }
+  } else {
+    for (int64_t c = 0; c < h; ++c) bin = bin * 2 + (proj[c] > 0.0 ? 1 : 0);
+  }
+  return bin;
+}
+
+}  // namespace
+
+std::vector<double> LshProjection(const Tensors& t, int64_t bits, uint64_t seed) {
+  const Shape& s = t.shape;
+  const size_t n = static_cast<size_t>(s.Hkv * s.d * bits);
+  if (!t.proj.empty()) {
+    CHECK_MSG(t.proj.size() == n, "proj must be [Hkv,d,bits]");
+    return std::vector<double>(t.proj.begin(), t.proj.end());
+  }
+  std::vector<double> r(n);
+  Normal normal(seed ^ kProjStream);
+  for (double& e : r) e = normal.Next();
+  return r;
+}
+
+LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_t seed) {
+  const Shape& s = t.shape;
+  CHECK(bits >= 1 && bits <= 16);
+  CHECK(t.mu.empty() || static_cast<int64_t>(t.mu.size()) == s.Hkv * s.d);
+  const std::vector<double> r = LshProjection(t, bits, seed);
+  std::vector<double> rt(r.size()), u(static_cast<size_t>(s.d));  // R per head as [h][d]
+  for (int64_t h = 0; h < s.Hkv; ++h) {
+    for (int64_t e = 0; e < s.d; ++e) {
+      for (int64_t c = 0; c < bits; ++c) rt[(h * bits + c) * s.d + e] = r[(h * s.d + e) * bits + c];
+    }
+  }
+  LshBins out;
+  out.bins = argmax_rule ? bits : (int64_t{1} << bits);
+  out.key_bin.resize(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  out.query_bin.resize(static_cast<size_t>(s.B * s.Hq * s.Lq));
+  auto mu = [&](int64_t hkv) { return t.mu.empty() ? nullptr : t.mu.data() + hkv * s.d; };
+  auto rh = [&](int64_t hkv) { return rt.data() + hkv * s.d * bits; };
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t j = 0; j < s.Lk; ++j) {
+        out.key_bin[(b * s.Hkv + h) * s.Lk + j] =
+            Bin(t.K(b, h, j), mu(h), rh(h), s.d, bits, argmax_rule, u.data());
+      }
+    }
+    for (int64_t h = 0; h < s.Hq; ++h) {
+      const int64_t hkv = h / s.Group();
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        out.query_bin[(b * s.Hq + h) * s.Lq + i] =
+            Bin(t.Q(b, h, i), mu(hkv), rh(hkv), s.d, bits, argmax_rule, u.data());
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> KsScores(const Tensors& t) {
+  const Shape& s = t.shape;
+  const size_t n = static_cast<size_t>(s.B * s.Hkv * s.Lk);
+  if (!t.scores.empty()) {
+    CHECK_MSG(t.scores.size() == n, "scores must be [B,Hkv,Lk]");
+    return std::vector<double>(t.scores.begin(), t.scores.end());
+  }
+  std::vector<double> x(n, 0.0), sum(static_cast<size_t>(s.d));
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t hq = 0; hq < s.Hq; ++hq) {
+      const int64_t hkv = hq / s.Group();
+      std::fill(sum.begin(), sum.end(), 0.0);
+      bool any = false;
+      for (int64_t j = 0; j < s.Lk; ++j) {
+        const int64_t i = j - (s.Lk - s.Lq);  // the query row at position j, if any
+        if (i >= 0) {
+          const float* q = t.Q(b, hq, i);
+          for (int64_t c = 0; c < s.d; ++c) sum[c] += q[c];
+          any = true;
+        }
+        if (!any) continue;
+        double norm = 0.0, dot = 0.0;
+        const float* k = t.K(b, hkv, j);
+        for (int64_t c = 0; c < s.d; ++c) {
+          norm += sum[c] * sum[c];
+          dot += static_cast<double>(k[c]) * sum[c];
+        }
+        if (norm > 0.0) x[(b * s.Hkv + hkv) * s.Lk + j] += dot / std::sqrt(norm);
+      }
+    }
+  }
+  return x;
+}
+
+std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {
+  const Shape& s = t.shape;
+  std::vector<double> delta(static_cast<size_t>(s.Hkv * s.d)), a(static_cast<size_t>(s.Hkv));
+  Normal normal(seed ^ kDmaStream);
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(s.d));
+  for (double& e : delta) e = normal.Next() * inv_sqrt_d;
+  for (double& e : a) e = 0.5 + 0.5 * std::fabs(normal.Next());
+  if (!t.delta.empty()) {
+    CHECK_MSG(t.delta.size() == delta.size(), "delta must be [Hkv,d]");
+    delta.assign(t.delta.begin(), t.delta.end());
+  }
+  if (!t.a.empty()) {
+    CHECK_MSG(t.a.size() == a.size(), "a must be [Hkv]");
+    a.assign(t.a.begin(), t.a.end());
+  }
+  std::vector<double> out(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t j = 0; j < s.Lk; ++j) {
+        const float* v = t.V(b, h, j);
+        double z = 0.0;
+        for (int64_t c = 0; c < s.d; ++c) z += static_cast<double>(v[c]) * delta[h * s.d + c];
+        // softplus(z) = log(1 + e^z), written to stay finite for large |z|.
+        const double softplus = z > 0.0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+        out[(b * s.Hkv + h) * s.Lk + j] = a[h] * softplus;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> HybridWindows(const Tensors& t, const Params& params) {
+  const Shape& s = t.shape;
+  std::vector<int64_t> w(static_cast<size_t>(s.Hkv));
+  if (!t.windows.empty()) {
+    CHECK_MSG(static_cast<int64_t>(t.windows.size()) == s.Hkv, "windows must be [Hkv]");
+    for (int64_t h = 0; h < s.Hkv; ++h) w[h] = t.windows[h];
+    return w;
+  }
+  const int64_t full = ParamInt(params, "full"), win = ParamInt(params, "w");
+  for (int64_t h = 0; h < s.Hkv; ++h) w[h] = h < full ? 0 : win;
+  return w;
+}
+
+}  // namespace attntune

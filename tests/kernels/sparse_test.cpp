@@ -1,0 +1,267 @@
+// Every (variant, implementation) of the sparse and hybrid families against its fp64
+// reference over awkward shapes: L = 1, 37, 577, 1000, 4097; d = 64, 128; GQA groups
+// 1, 2, 4; Lq < Lk; budgets larger than L; all keys in one bin; ties in scores;
+// supplied optional tensors. Outputs are poisoned with NaN before each run.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+
+#include "kernels/spec/generators.h"
+#include "kernels/spec/key_sets.h"
+#include "kernels/spec/reference.h"
+#include "kernels/spec/selection.h"
+#include "kernels/spec/variant.h"
+
+namespace attntune {
+namespace {
+
+constexpr double kFp32Tol = 1e-5;
+
+struct Case {
+  std::string variant;
+  std::string shape;
+  std::string params;
+  std::string inputs;  // "": Gaussian; a pattern of generators.h; or a special below
+};
+
+// Run on every implementation of the variant (tunables Br, Bc only where both take them).
+const std::vector<Case>& Cases() {
+  static const std::vector<Case> kCases = {
+      {"dense", "Hq=1,L=1,d=64", "", ""},
+      {"dense", "Hq=6,Hkv=3,L=37,d=64", "Br=7,Bc=13", ""},
+      {"dense", "Hq=4,Hkv=1,L=577,d=128", "Br=64,Bc=128", ""},
+      {"dense", "Hq=4,Hkv=2,Lq=37,Lk=577,d=64", "", ""},
+      {"dense", "Hq=2,Hkv=2,Lq=37,Lk=577,d=64,causal=0", "", ""},
+      {"swa", "Hq=1,L=1,d=64", "w=1,sink=4", ""},
+      {"swa", "Hq=6,Hkv=3,L=37,d=64", "w=5,sink=2,Br=7,Bc=13", ""},
+      {"swa", "Hq=4,Hkv=1,L=577,d=128", "w=64,sink=4", ""},
+      {"swa", "Hq=4,Hkv=2,Lq=37,Lk=577,d=64", "w=2000", ""},
+      {"swa", "Hq=2,Hkv=2,L=1000,d=64", "w=100,sink=120,Br=16,Bc=256", ""},
+      {"hybrid", "Hq=1,L=1,d=64", "w=1,full=0", ""},
+      {"hybrid", "Hq=4,Hkv=2,L=37,d=64", "w=5,full=1,sink=2,Br=7,Bc=13", ""},
+      {"hybrid", "Hq=4,Hkv=4,L=577,d=128", "w=64,full=2,sink=4", ""},
+      {"hybrid", "Hq=8,Hkv=2,Lq=37,Lk=577,d=64", "w=100,full=1", ""},
+      {"hybrid", "Hq=2,Hkv=2,L=1000,d=128", "w=2000,full=0,Br=64,Bc=64", ""},
+      {"hybrid", "Hq=3,Hkv=3,L=577,d=64", "w=8,full=0", "windows"},
+      {"hybrid", "Hq=2,Hkv=2,L=4097,d=64", "w=256,full=1,Br=64,Bc=128", ""},
+      {"lsh", "Hq=1,L=1,d=64", "k=4,bits=2", ""},
+      {"lsh", "Hq=6,Hkv=3,L=37,d=64", "k=3,bits=2,Br=7,Bc=13", ""},
+      {"lsh", "Hq=4,Hkv=1,L=577,d=128", "k=16,bits=4,rule=argmax,seed=3", ""},
+      {"lsh", "Hq=4,Hkv=2,Lq=37,Lk=577,d=64", "k=32,bits=3", ""},
+      {"lsh", "Hq=2,Hkv=1,L=1000,d=64", "k=2000,bits=1,rule=argmax", ""},  // one bin
+      {"lsh", "Hq=2,Hkv=2,L=1000,d=128", "k=8,bits=16", ""},  // mostly empty bins
+      {"lsh", "Hq=2,Hkv=1,L=577,d=64", "k=24,bits=4,Br=16,Bc=32", "clusters"},
+      {"lsh", "Hq=2,Hkv=2,L=577,d=64", "k=8,bits=3", "mu"},
+      {"lsh", "Hq=2,Hkv=1,Lq=37,Lk=577,d=64,causal=0", "k=16,bits=2", ""},
+      {"lsh", "Hq=2,Hkv=2,L=4097,d=64", "k=32,bits=4,Br=64,Bc=128", ""},
+      {"ks", "Hq=1,L=1,d=64", "k=1", ""},
+      {"ks", "Hq=6,Hkv=3,L=37,d=64", "k=5,Br=7,Bc=13", ""},
+      {"ks", "Hq=4,Hkv=1,L=577,d=128", "k=64", ""},
+      {"ks", "Hq=4,Hkv=2,Lq=37,Lk=577,d=64", "k=50", ""},
+      {"ks", "Hq=2,Hkv=2,L=1000,d=64", "k=5000,Br=64,Bc=128", ""},  // k > L
+      {"ks", "Hq=2,Hkv=1,L=577,d=64", "k=20,Br=16,Bc=32", "ties"},
+      {"ks", "Hq=2,Hkv=1,Lq=37,Lk=577,d=64,causal=0", "k=16", ""},
+      {"ks", "Hq=2,Hkv=2,L=4097,d=64", "k=64,Br=64,Bc=128", ""},
+      {"hax", "Hq=1,L=1,d=64", "k_lsh=2,k_ks=2", ""},
+      {"hax", "Hq=6,Hkv=3,L=37,d=64", "k_lsh=3,k_ks=3,bits=2,Br=7,Bc=13", ""},
+      {"hax", "Hq=4,Hkv=1,L=577,d=128", "k_lsh=16,k_ks=16,bits=3,rule=argmax", ""},
+      {"hax", "Hq=4,Hkv=2,Lq=37,Lk=577,d=64", "k_lsh=8,k_ks=32,bits=4", ""},
+      {"hax", "Hq=2,Hkv=2,L=1000,d=64", "k_lsh=2000,k_ks=10,bits=1,rule=argmax", ""},
+      {"hax", "Hq=2,Hkv=1,L=577,d=64", "k_lsh=8,k_ks=8,bits=2", "ties"},
+      {"hax", "Hq=2,Hkv=2,L=4097,d=64", "k_lsh=32,k_ks=32,bits=4,Br=64,Bc=128", ""},
+      {"dma", "Hq=1,L=1,d=64", "w=1", ""},
+      {"dma", "Hq=6,Hkv=3,L=37,d=64", "w=5,bias=0,Br=7,Bc=13", ""},
+      {"dma", "Hq=4,Hkv=1,L=577,d=128", "w=64,seed=5", ""},
+      {"dma", "Hq=4,Hkv=2,Lq=37,Lk=577,d=64", "w=100,bias=0", ""},
+      {"dma", "Hq=2,Hkv=2,L=1000,d=128", "w=5000,Br=64,Bc=128", ""},  // w > L
+      {"dma", "Hq=2,Hkv=1,L=577,d=64", "w=30,Br=16,Bc=32", "flat_delta"},  // all b tie
+      {"dma", "Hq=2,Hkv=1,L=577,d=64", "w=30", "delta_a"},
+      {"dma", "Hq=2,Hkv=1,Lq=37,Lk=577,d=64,causal=0", "w=16", ""},
+      {"dma", "Hq=2,Hkv=2,L=4097,d=64", "w=256,Br=64,Bc=128", ""},
+      {"dma_decode", "Hq=1,L=1,d=64", "w_kv=1,w_q=1,r=1", ""},
+      {"dma_decode", "Hq=6,Hkv=3,L=37,d=64", "w_kv=4,w_q=2,r=3", ""},
+      {"dma_decode", "Hq=4,Hkv=1,L=577,d=128", "w_kv=32,w_q=8,r=16", ""},
+      {"dma_decode", "Hq=4,Hkv=2,L=1000,d=64", "w_kv=2000,w_q=4,r=8,bias=0", ""},
+      {"dma_decode", "Hq=2,Hkv=1,L=577,d=64", "w_kv=16,w_q=0,r=0", ""},
+      {"dma_decode", "Hq=2,Hkv=2,L=577,d=64", "w_kv=16,w_q=64,r=4", "flat_delta"},
+      {"dma_decode", "Hq=2,Hkv=1,L=1000,d=128", "w_kv=64,w_q=16,r=32,seed=2", ""},
+  };
+  return kCases;
+}
+
+Tensors Inputs(const Case& c, const Shape& shape, uint64_t seed) {
+  if (c.inputs.empty()) return GaussianTensors(shape, seed);
+  if (c.inputs == "ties" || c.inputs == "windows" || c.inputs == "mu" ||
+      c.inputs == "flat_delta" || c.inputs == "delta_a") {
+    Tensors t = GaussianTensors(shape, seed);
+    if (c.inputs == "ties") {  // scores in {0, 1, 2}: many ties, broken by smaller j
+      t.scores.resize(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
+      for (size_t n = 0; n < t.scores.size(); ++n) t.scores[n] = static_cast<float>(n * 7 % 3);
+    } else if (c.inputs == "windows") {  // full, w=1, w=37
+      t.windows = {0, 1, 37};
+    } else if (c.inputs == "mu") {
+      t.mu.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.5f);
+    } else if (c.inputs == "flat_delta") {  // b_j = A softplus(0) for every key
+      t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
+    } else {
+      t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.05f);
+      t.a.assign(static_cast<size_t>(shape.Hkv), 2.0f);
+    }
+    return t;
+  }
+  return StructuredTensors(shape, c.inputs, seed, "case");
+}
+
+Params CaseParams(const Variant& v, const Implementation& impl, const Shape& shape,
+                  const Case& c) {
+  Params given = ParseParams(c.params, "case");
+  for (const char* tile : {"Br", "Bc"}) {
+    bool takes = false;
+    for (const auto& p : impl.tunables) takes = takes || p.name == tile;
+    if (!takes) given.erase(tile);
+  }
+  return ResolveParams(v, &impl, shape, given, "case");
+}
+
+TEST_CASE("Sparse and hybrid kernels match their fp64 reference") {
+  uint64_t seed = 300;
+  for (const Case& c : Cases()) {
+    const Shape shape = ParseShape(c.shape, "case");
+    const Variant& v = FindVariant(c.variant, "case");
+    const Tensors t = Inputs(c, shape, seed++);
+    std::vector<double> ref;
+    for (const Implementation& impl : v.implementations) {
+      const Params params = CaseParams(v, impl, shape, c);
+      if (ref.empty()) ref = ReferenceOutput(v, t, params);
+      INFO(c.variant << "/" << impl.id << " " << c.shape << " " << c.params << " " << c.inputs);
+      std::vector<float> out(shape.QElems(), std::numeric_limits<float>::quiet_NaN());
+      impl.run(t, params, out.data());
+      CHECK(RelErr(out.data(), ref) < kFp32Tol);
+    }
+  }
+}
+
+TEST_CASE("Every variant and implementation has reference cases") {
+  for (const Variant& v : Variants()) {
+    int cases = 0;
+    for (const Case& c : Cases()) cases += c.variant == v.id;
+    INFO(v.id);
+    CHECK(cases >= 5);
+    CHECK(v.implementations.size() >= 2);  // a specialised kernel and the generic one
+    CHECK(v.implementations.back().id == "generic");
+  }
+}
+
+// Per step of the decode: row t of every head against the reference's row t.
+TEST_CASE("dma_decode equals the per-step reference at every step") {
+  const Shape shape = ParseShape("Hq=4,Hkv=2,L=300,d=64", "x");
+  const Tensors t = GaussianTensors(shape, 77);
+  const Variant& v = FindVariant("dma_decode", "x");
+  for (const Implementation& impl : v.implementations) {
+    const Params p = ResolveParams(v, &impl, shape, {{"w_kv", "24"}, {"w_q", "6"}, {"r", "10"}},
+                                   "x");
+    const std::vector<double> ref = ReferenceOutput(v, t, p);
+    std::vector<float> out(shape.QElems(), std::numeric_limits<float>::quiet_NaN());
+    impl.run(t, p, out.data());
+    int bad = 0;
+    for (int64_t h = 0; h < shape.Hq; ++h) {
+      for (int64_t step = 0; step < shape.Lq; ++step) {
+        const int64_t at = OutIndex(shape, 0, h, step, 0);
+        const std::vector<double> row(ref.begin() + at, ref.begin() + at + shape.d);
+        bad += !(RelErr(out.data() + at, row) < kFp32Tol);
+      }
+    }
+    INFO(impl.id);
+    CHECK(bad == 0);
+  }
+}
+
+double RefDiff(const std::string& a, const std::string& pa, const std::string& b,
+               const std::string& pb, const Tensors& t) {
+  const Variant& va = FindVariant(a, "x");
+  const Variant& vb = FindVariant(b, "x");
+  const Params ra = ResolveParams(va, nullptr, t.shape, ParseParams(pa, "x"), "x");
+  const Params rb = ResolveParams(vb, nullptr, t.shape, ParseParams(pb, "x"), "x");
+  return RelErr(ReferenceOutput(va, t, ra), ReferenceOutput(vb, t, rb));
+}
+
+TEST_CASE("References reduce to each other where the definitions meet") {
+  const Tensors t = GaussianTensors(ParseShape("Hq=4,Hkv=2,L=200,d=64", "x"), 5);
+  CHECK(RefDiff("ks", "k=200", "dense", "", t) < 1e-12);
+  CHECK(RefDiff("lsh", "k=500,bits=1,rule=argmax", "dense", "", t) < 1e-12);
+  CHECK(RefDiff("hax", "k_lsh=1,k_ks=300", "dense", "", t) < 1e-12);
+  CHECK(RefDiff("dma", "w=200,bias=0", "dense", "", t) < 1e-12);
+  CHECK(RefDiff("dma_decode", "w_kv=200,w_q=0,r=0,bias=0", "dense", "", t) < 1e-12);
+  CHECK(RefDiff("hybrid", "w=7,full=2", "dense", "", t) < 1e-12);
+  CHECK(RefDiff("hybrid", "w=7,full=0,sink=3", "swa", "w=7,sink=3", t) < 1e-12);
+  // With a budget below L they differ (the check can fail).
+  CHECK(RefDiff("ks", "k=20", "dense", "", t) > 1e-3);
+  CHECK(RefDiff("dma", "w=200,bias=1", "dense", "", t) > 1e-3);  // the bias matters
+}
+
+TEST_CASE("hax is the union of lsh and ks, each key once") {
+  const Tensors t = GaussianTensors(ParseShape("Hq=4,Hkv=2,L=300,d=64", "x"), 6);
+  const Params p = {{"k_lsh", "8"}, {"k_ks", "12"}, {"bits", "3"}, {"rule", "sign"},
+                    {"seed", "1"}};
+  const auto hax = FindVariant("hax", "x").key_sets(t, p);
+  const auto lsh = MakeLshKeySets(t, 3, false, 8, 1);
+  const auto ks = MakeTopKKeySets(t.shape, KsScores(t), 12, false);
+  std::vector<int64_t> a, b, c, u;
+  int64_t overlap = 0;
+  for (int64_t h = 0; h < 4; ++h) {
+    for (int64_t i = 0; i < 300; ++i) {
+      hax->Row(0, h, i, &a);
+      lsh->Row(0, h, i, &b);
+      ks->Row(0, h, i, &c);
+      u.clear();
+      std::set_union(b.begin(), b.end(), c.begin(), c.end(), std::back_inserter(u));
+      REQUIRE(a == u);
+      overlap += static_cast<int64_t>(b.size() + c.size() - u.size());
+    }
+  }
+  CHECK(overlap > 0);  // the sets do meet, so "each key once" was exercised
+}
+
+TEST_CASE("Reference sets follow the definitions on small cases") {
+  Shape s = ParseShape("Hq=1,L=8,d=64", "x");
+  SECTION("ks ties: the smaller j wins") {
+    const auto sets = MakeTopKKeySets(s, {1, 3, 3, 0, 3, 2, 3, 1}, 3, false);
+    std::vector<int64_t> keys;
+    sets->Row(0, 0, 7, &keys);
+    CHECK(keys == std::vector<int64_t>{1, 2, 4});
+    sets->Row(0, 0, 1, &keys);
+    CHECK(keys == std::vector<int64_t>{0, 1});
+  }
+  SECTION("dma_decode keeps ties and evicts the smaller j first") {
+    Tensors t = GaussianTensors(s, 1);
+    // b = 1, 2, 2, 5, 0, 2: w_kv = 2, no query slots.
+    const auto sets = MakeDecodeKeySets(t, {1, 2, 2, 5, 0, 2, 9, 9}, 2, 0, 0, false);
+    std::vector<int64_t> keys;
+    const std::vector<std::vector<int64_t>> expect = {{0}, {0, 1}, {1, 2}, {2, 3}, {2, 3},
+                                                      {2, 3}, {3, 6}, {6, 7}};
+    for (int64_t step = 0; step < 8; ++step) {
+      sets->Row(0, 0, step, &keys);
+      INFO(step);
+      CHECK(keys == expect[step]);
+    }
+  }
+}
+
+TEST_CASE("Structured inputs: each pattern recovers what it is built for") {
+  const Shape shape = ParseShape("Hq=2,Hkv=1,L=1000,d=64", "x");
+  auto recall = [&](const std::string& pattern, const std::string& variant,
+                    const std::string& params) {
+    const Tensors t = StructuredTensors(shape, pattern, 9, "x");
+    const Variant& v = FindVariant(variant, "x");
+    const Params p = ResolveParams(v, nullptr, shape, ParseParams(params, "x"), "x");
+    return MassRecall(t, *v.key_sets(t, p));
+  };
+  CHECK(recall("band", "swa", "w=64") > recall("gaussian", "swa", "w=64") + 0.3);
+  CHECK(recall("sinks", "swa", "w=64,sink=4") > recall("sinks", "swa", "w=64") + 0.05);
+  CHECK(recall("clusters", "lsh", "k=64,bits=6") > recall("clusters", "swa", "w=64") + 0.2);
+  CHECK(recall("needle", "ks", "k=64") > recall("needle", "swa", "w=64"));
+  CHECK_THROWS(StructuredTensors(shape, "nope", 1, "--inputs"));
+}
+
+}  // namespace
+}  // namespace attntune
