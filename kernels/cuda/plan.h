@@ -1,0 +1,182 @@
+// Planning for the CUDA windowed kernels (dense, swa, hybrid): tile table, per-arch
+// limits, shared-memory and grid sizes, the key-block list of a query block, and the
+// static resource table read from cuobjdump at build time. Plain C++, no CUDA header:
+// built and tested on every machine (STYLE.md "Planning apart from running"). The
+// inline ATTNTUNE_HD functions are the very code the kernel runs on the device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/spec/shape.h"
+
+#if defined(__CUDACC__)
+#define ATTNTUNE_HD __host__ __device__
+#else
+#define ATTNTUNE_HD
+#endif
+
+namespace attntune {
+namespace cuda_plan {
+
+enum class Dtype { kF16, kBf16 };
+
+/// "f16" or "bf16" (the tag used in kernel names and the resource table).
+const char* DtypeTag(Dtype dtype);
+
+/// Limits of one compute capability that decide whether a tile can launch.
+struct ArchLimits {
+  int sm = 0;                  // 80, 86, 89, 90
+  const char* chip = "";       // CUPTI chip name, "GA100"
+  int64_t max_smem_block = 0;  // opt-in dynamic + static shared memory per block
+  int64_t max_smem_sm = 0;     // shared memory per SM
+  int64_t regs_sm = 65536;     // 32-bit registers per SM
+  int max_threads_sm = 0;
+  int max_regs_thread = 255;
+};
+
+/// The architectures the kernels are built for, in build order.
+const std::vector<ArchLimits>& SupportedArchs();
+/// Limits of `sm` (80, 86, 89, 90) or nullptr when attntune has no kernels for it.
+const ArchLimits* FindArch(int sm);
+
+/// One compiled instantiation of the windowed kernel (a row of instantiations.def).
+struct WindowedTile {
+  Dtype dtype = Dtype::kF16;
+  int d = 128;     // head dimension, compiled in
+  int br = 64;     // query rows per block
+  int bc = 64;     // keys per tile
+  int warps = 4;   // br / 16
+  int stages = 2;  // K/V tiles in flight (cp.async); 1 = no prefetch
+  bool operator==(const WindowedTile& o) const {
+    return dtype == o.dtype && d == o.d && br == o.br && bc == o.bc && warps == o.warps &&
+           stages == o.stages;
+  }
+};
+
+/// Every compiled tile, in instantiations.def order.
+const std::vector<WindowedTile>& WindowedTiles();
+/// "attntune_windowed_f16_d128_br64_bc64_w4_s2": the extern "C" kernel symbol.
+std::string KernelName(const WindowedTile& tile);
+/// Dynamic shared memory of one block: Q tile plus `stages` K and V tiles, rows padded
+/// by 8 elements (16 bytes) so that the fragment loads hit distinct banks.
+int64_t SmemBytes(const WindowedTile& tile);
+int Threads(const WindowedTile& tile);
+
+/// Resource usage of one compiled kernel on one arch, as ptxas reports it (-Xptxas -v).
+struct KernelResources {
+  int sm = 0;
+  std::string kernel;
+  int registers = 0;
+  int64_t stack = 0;         // stack frame bytes per thread
+  int64_t spill_stores = 0;  // bytes per thread
+  int64_t spill_loads = 0;
+  int64_t static_smem = 0;  // static shared memory; the dynamic part is SmemBytes()
+};
+
+/// Parses the ptxas -v log of a build ("Compiling entry function 'NAME' for 'sm_NN'",
+/// then "N bytes stack frame, N bytes spill stores, N bytes spill loads" and "Used N
+/// registers[, N bytes smem]..."). Throws std::runtime_error naming the line when a
+/// kernel's record is incomplete.
+std::vector<KernelResources> ParseResourceUsage(const std::string& text);
+/// "sm,kernel,registers,stack,spill_stores,spill_loads,static_smem" plus one row each.
+std::string ResourcesToCsv(const std::vector<KernelResources>& rows);
+std::vector<KernelResources> ResourcesFromCsv(const std::string& csv);
+/// The table read from ptxas when this build compiled the kernels (every tile x every
+/// arch of SupportedArchs()); empty in a build without the CUDA toolkit.
+const std::vector<KernelResources>& CompiledResources();
+const KernelResources* FindResources(const std::vector<KernelResources>& table, int sm,
+                                     const std::string& kernel);
+
+/// Why `tile` cannot run on `arch` given its compiled resources ("" = it can): missing
+/// from the table, spills, too many registers for one block, too much shared memory.
+std::string TileInfeasibleReason(const WindowedTile& tile, const ArchLimits& arch,
+                                 const std::vector<KernelResources>& table);
+
+/// Arguments of one windowed launch (what the variant table's parameters become).
+struct WindowedProblem {
+  Shape shape;
+  int64_t window = 0;             // 0: dense; else keys p(i)-w < j <= p(i)
+  int64_t sink = 0;               // keys j < sink always attended (if j <= p(i))
+  bool per_head_windows = false;  // hybrid: windows[Hkv] tensor overrides `window`
+};
+
+/// A launch decided on the host: grid, block, shared memory, workspace.
+struct WindowedLaunchPlan {
+  WindowedTile tile;
+  int64_t grid_x = 0;  // query blocks
+  int64_t grid_y = 0;  // query heads
+  int64_t grid_z = 0;  // batch
+  int threads = 0;
+  int64_t smem_bytes = 0;
+  int64_t workspace_bytes = 0;  // none: one pass, no split-KV
+};
+
+/// Why `tile` cannot compute `problem` ("" = it can): head dim, causal, shape limits.
+std::string CanImplement(const WindowedProblem& problem, const WindowedTile& tile);
+/// The launch of `tile` for `problem`; CHECKs CanImplement.
+WindowedLaunchPlan PlanWindowed(const WindowedProblem& problem, const WindowedTile& tile);
+/// The default tile for (dtype, d) on `arch`: the first feasible compiled tile, or
+/// nullptr when none fits.
+const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
+                                const std::vector<KernelResources>& table);
+
+// ---- shared host/device logic: the kernel calls exactly these ----
+
+/// Whether query row i (absolute position p) attends key j (DESIGN.md s1, causal).
+ATTNTUNE_HD inline bool Attends(int64_t p, int64_t j, int64_t window, int64_t sink) {
+  if (j > p || j < 0) return false;
+  if (window <= 0) return true;
+  return j > p - window || j < sink;
+}
+
+/// Key blocks (of width bc) that query block qb (rows [qb*br, qb*br+br) ∩ [0, Lq)) must
+/// visit, as at most two half-open spans [lo0, hi0) ∪ [lo1, hi1): the sink blocks and
+/// the window blocks, disjoint and ascending. Out-of-window blocks are not listed.
+struct BlockSpans {
+  int64_t lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0;
+  ATTNTUNE_HD int64_t Count() const { return (hi0 - lo0) + (hi1 - lo1); }
+  /// The k-th listed block.
+  ATTNTUNE_HD int64_t At(int64_t k) const {
+    return k < hi0 - lo0 ? lo0 + k : lo1 + (k - (hi0 - lo0));
+  }
+};
+
+ATTNTUNE_HD inline BlockSpans KeyBlocks(int64_t qb, int64_t br, int64_t bc, int64_t lq, int64_t lk,
+                                        int64_t window, int64_t sink) {
+  BlockSpans s;
+  const int64_t first_row = qb * br;
+  int64_t last_row = first_row + br - 1;
+  if (last_row > lq - 1) last_row = lq - 1;
+  if (first_row > last_row) return s;
+  const int64_t p_first = lk - lq + first_row;
+  const int64_t p_last = lk - lq + last_row;
+  if (p_last < 0) return s;
+  const int64_t end = p_last / bc + 1;  // one past the block holding key p_last
+  int64_t win_lo = 0;
+  if (window > 0) {
+    int64_t j_lo = p_first - window + 1;  // the smallest key any row's window holds
+    if (j_lo < 0) j_lo = 0;
+    win_lo = j_lo / bc;
+  }
+  int64_t sink_hi = 0;  // one past the last block holding a sink key some row can see
+  if (window > 0 && sink > 0) {
+    int64_t j_hi = sink - 1;
+    if (j_hi > p_last) j_hi = p_last;
+    sink_hi = j_hi / bc + 1;
+  }
+  if (sink_hi >= win_lo) {  // sink blocks touch or overlap the window: one span
+    s.lo1 = 0;
+    s.hi1 = end;
+    return s;
+  }
+  s.lo0 = 0;
+  s.hi0 = sink_hi;
+  s.lo1 = win_lo;
+  s.hi1 = end;
+  return s;
+}
+
+}  // namespace cuda_plan
+}  // namespace attntune

@@ -1,0 +1,436 @@
+// The windowed family (dense, swa, hybrid) on tensor cores: FlashAttention-2 style,
+// one thread block per (query block, query head, batch), each warp owning 16 query rows.
+// S = Q K^T and O += P V use mma.sync m16n8k16 (fp16/bf16 in, fp32 accumulate); the
+// online softmax runs in fp32 in the accumulator registers; K/V tiles stream through
+// shared memory with cp.async, STAGES tiles in flight. Only the key blocks that
+// KeyBlocks() lists (sink + window) are ever loaded.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/cuda/windowed_cuda.h"
+
+namespace attntune {
+namespace cuda_plan {
+namespace {
+
+struct KernelParams {
+  const uint16_t* q;
+  const uint16_t* k;
+  const uint16_t* v;
+  uint16_t* o;
+  const int32_t* windows;  // [Hkv] or nullptr
+  int64_t lq, lk;
+  int hq, hkv;
+  int64_t window, sink;
+  float scale_log2;  // log2(e) / sqrt(d): softmax in base 2
+};
+
+template <Dtype DT>
+struct Math;
+
+template <>
+struct Math<Dtype::kF16> {
+  static __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);  // .x (low 16 bits) = lo
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+  static __device__ __forceinline__ void Mma(float c[4], const uint32_t a[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct Math<Dtype::kBf16> {
+  static __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+  static __device__ __forceinline__ void Mma(float c[4], const uint32_t a[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+/// 16-byte global -> shared copy; zero-fills when !ok (rows past Lq or Lk), so that
+/// masked keys multiply zeros, never stale NaNs.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = ok ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES>
+__device__ __forceinline__ void WindowedBody(const KernelParams& p) {
+  static_assert(BR == 16 * WARPS, "each warp owns 16 query rows");
+  static_assert(D % 16 == 0 && BC % 16 == 0, "m16n8k16 needs multiples of 16");
+  constexpr int LD = D + 8;      // padded smem row, as SmemBytes() assumes
+  constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
+  constexpr int THREADS = WARPS * 32;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* qs = smem;
+  uint16_t* ks = qs + BR * LD;
+  uint16_t* vs = ks + STAGES * BC * LD;
+
+  const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.hq / p.hkv);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
+  const uint16_t* qg = p.q + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
+  const uint16_t* kg = p.k + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
+  const uint16_t* vg = p.v + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
+  uint16_t* og = p.o + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
+  const int64_t window = p.windows != nullptr ? p.windows[hk] : p.window;
+
+  // Q tile -> shared -> A fragments in registers for the whole key loop.
+  for (int c = tid; c < BR * CHUNKS; c += THREADS) {
+    const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
+    const int64_t i = static_cast<int64_t>(qb) * BR + r;
+    const bool ok = i < p.lq;
+    CpAsync16(qs + r * LD + col, ok ? qg + i * D + col : qg, ok);
+  }
+  CpAsyncCommit();
+  CpAsyncWait<0>();
+  __syncthreads();
+  uint32_t qa[D / 16][4];
+  const int row0 = warp * 16;
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const uint16_t* base = qs + (row0 + g) * LD + kc * 16 + 2 * t;
+    qa[kc][0] = *reinterpret_cast<const uint32_t*>(base);
+    qa[kc][1] = *reinterpret_cast<const uint32_t*>(base + 8 * LD);
+    qa[kc][2] = *reinterpret_cast<const uint32_t*>(base + 8);
+    qa[kc][3] = *reinterpret_cast<const uint32_t*>(base + 8 * LD + 8);
+  }
+
+  const BlockSpans spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
+  const int n = static_cast<int>(spans.Count());
+  auto load_kv = [&](int64_t kblock, int stage) {
+    uint16_t* kd = ks + stage * BC * LD;
+    uint16_t* vd = vs + stage * BC * LD;
+    for (int c = tid; c < BC * CHUNKS; c += THREADS) {
+      const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
+      const int64_t j = kblock * BC + r;
+      const bool ok = j < p.lk;
+      CpAsync16(kd + r * LD + col, ok ? kg + j * D + col : kg, ok);
+      CpAsync16(vd + r * LD + col, ok ? vg + j * D + col : vg, ok);
+    }
+  };
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max (base-2 logits) of rows g, g+8
+  float l[2] = {0.f, 0.f};              // this thread's share of the running sums
+  const int64_t pos[2] = {p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g,
+                          p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g + 8};
+
+  // Prologue: STAGES - 1 tiles in flight. One commit per slot keeps the group count
+  // fixed, so wait_group<STAGES - 1> always means "the tile for this step has landed".
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n) load_kv(spans.At(s), s);
+    CpAsyncCommit();
+  }
+  for (int it = 0; it < n; ++it) {
+    const int next = it + STAGES - 1;
+    if (next < n) load_kv(spans.At(next), next % STAGES);
+    CpAsyncCommit();
+    CpAsyncWait<STAGES - 1>();
+    __syncthreads();
+    const uint16_t* kst = ks + (it % STAGES) * BC * LD;
+    const uint16_t* vst = vs + (it % STAGES) * BC * LD;
+    const int64_t kblock = spans.At(it);
+
+    float s[BC / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BC / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+#pragma unroll
+      for (int nt = 0; nt < BC / 8; ++nt) {
+        const uint16_t* kr = kst + (nt * 8 + g) * LD + kc * 16 + 2 * t;
+        Math<DT>::Mma(s[nt], qa[kc], *reinterpret_cast<const uint32_t*>(kr),
+                      *reinterpret_cast<const uint32_t*>(kr + 8));
+      }
+    }
+
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < BC / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t j = kblock * BC + nt * 8 + 2 * t + (e & 1);
+        const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
+        s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+      }
+    }
+    float base[2], alpha[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad share a row
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      base[r] = mx[r] == -INFINITY ? 0.f : mx[r];  // nothing kept yet: avoid inf - inf
+      alpha[r] = exp2f(m[r] - base[r]);
+      m[r] = mx[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < BC / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - base[e >> 1]);
+        rs[e >> 1] += s[nt][e];
+      }
+    }
+    l[0] = l[0] * alpha[0] + rs[0];
+    l[1] = l[1] * alpha[1] + rs[1];
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[dt][0] *= alpha[0];
+      o[dt][1] *= alpha[0];
+      o[dt][2] *= alpha[1];
+      o[dt][3] *= alpha[1];
+    }
+
+    // O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A fragment of P.
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      const uint32_t pa[4] = {Math<DT>::Pack(s[2 * kk][0], s[2 * kk][1]),
+                              Math<DT>::Pack(s[2 * kk][2], s[2 * kk][3]),
+                              Math<DT>::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              Math<DT>::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        // B[k][n] = V[key k][dim n]: keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1), dim g.
+        const uint16_t* vc = vst + (kk * 16 + 2 * t) * LD + dt * 8 + g;
+        const uint32_t b0 = vc[0] | (static_cast<uint32_t>(vc[LD]) << 16);
+        const uint32_t b1 = vc[8 * LD] | (static_cast<uint32_t>(vc[9 * LD]) << 16);
+        Math<DT>::Mma(o[dt], pa, b0, b1);
+      }
+    }
+    __syncthreads();  // the next step's prefetch overwrites this stage
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = static_cast<int64_t>(qb) * BR + row0 + g + 8 * r;
+    if (i >= p.lq) continue;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      *reinterpret_cast<uint32_t*>(og + i * D + dt * 8 + 2 * t) =
+          Math<DT>::Pack(o[dt][2 * r] * inv[r], o[dt][2 * r + 1] * inv[r]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuda_plan
+}  // namespace attntune
+
+// One extern "C" kernel per row of instantiations.def, so that cuobjdump's resource
+// table names each instantiation plainly (KernelName() spells the same symbol).
+#define ATTNTUNE_WINDOWED_TILE(dtype, tag, d, br, bc, warps, stages)                          \
+  extern "C" __global__ void __launch_bounds__(warps * 32)                                    \
+      attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
+          attntune::cuda_plan::KernelParams p) {                                              \
+    attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
+                                      stages>(p);                                             \
+  }
+#include "kernels/cuda/instantiations.def"
+#undef ATTNTUNE_WINDOWED_TILE
+
+namespace attntune {
+namespace cuda_plan {
+namespace {
+
+struct CompiledKernel {
+  WindowedTile tile;
+  const void* function;
+};
+
+const std::vector<CompiledKernel>& CompiledKernels() {
+  static const std::vector<CompiledKernel> kernels = {
+#define ATTNTUNE_WINDOWED_TILE(dtype, tag, d, br, bc, warps, stages) \
+  {{Dtype::k##dtype, d, br, bc, warps, stages},                      \
+   reinterpret_cast<const void*>(                                    \
+       &attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages)},
+#include "kernels/cuda/instantiations.def"
+#undef ATTNTUNE_WINDOWED_TILE
+  };
+  return kernels;
+}
+
+const void* FindKernel(const WindowedTile& tile) {
+  for (const CompiledKernel& k : CompiledKernels()) {
+    if (k.tile == tile) return k.function;
+  }
+  return nullptr;
+}
+
+std::string ErrorText(cudaError_t error, const char* call) {
+  return std::string(cudaGetErrorName(error)) + " (" + call + "): " + cudaGetErrorString(error);
+}
+
+uint16_t ToBits(float x, Dtype dtype) {
+  uint16_t bits;
+  if (dtype == Dtype::kF16) {
+    const __half h = __float2half_rn(x);
+    memcpy(&bits, &h, 2);
+  } else {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x);
+    memcpy(&bits, &h, 2);
+  }
+  return bits;
+}
+
+float FromBits(uint16_t bits, Dtype dtype) {
+  if (dtype == Dtype::kF16) {
+    __half h;
+    memcpy(&h, &bits, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 h;
+  memcpy(&h, &bits, 2);
+  return __bfloat162float(h);
+}
+
+}  // namespace
+
+std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& tile,
+                           const WindowedDeviceArgs& args) {
+  const std::string why = CanImplement(problem, tile);
+  if (!why.empty()) return why;
+  const void* function = FindKernel(tile);
+  if (function == nullptr) return KernelName(tile) + " is not compiled";
+  const WindowedLaunchPlan plan = PlanWindowed(problem, tile);
+  cudaError_t error = cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(plan.smem_bytes));
+  if (error != cudaSuccess) return ErrorText(error, "cudaFuncSetAttribute");
+  KernelParams params;
+  params.q = static_cast<const uint16_t*>(args.q);
+  params.k = static_cast<const uint16_t*>(args.k);
+  params.v = static_cast<const uint16_t*>(args.v);
+  params.o = static_cast<uint16_t*>(args.o);
+  params.windows = problem.per_head_windows ? args.windows : nullptr;
+  params.lq = problem.shape.Lq;
+  params.lk = problem.shape.Lk;
+  params.hq = static_cast<int>(problem.shape.Hq);
+  params.hkv = static_cast<int>(problem.shape.Hkv);
+  params.window = problem.window;
+  params.sink = problem.sink;
+  params.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double(tile.d)));
+  void* kernel_args[] = {&params};
+  const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
+                  static_cast<unsigned>(plan.grid_z));
+  error = cudaLaunchKernel(function, grid, dim3(plan.threads), kernel_args,
+                           static_cast<size_t>(plan.smem_bytes),
+                           static_cast<cudaStream_t>(args.stream));
+  if (error != cudaSuccess) return ErrorText(error, "cudaLaunchKernel");
+  return "";
+}
+
+std::string ConfirmOnDevice(const WindowedTile& tile) {
+  const void* function = FindKernel(tile);
+  if (function == nullptr) return KernelName(tile) + " is not compiled";
+  cudaFuncAttributes attributes;
+  cudaError_t error = cudaFuncGetAttributes(&attributes, function);
+  if (error != cudaSuccess) return ErrorText(error, "cudaFuncGetAttributes");
+  if (attributes.localSizeBytes > 0) {
+    return KernelName(tile) + " spills: " + std::to_string(attributes.localSizeBytes) +
+           " bytes local";
+  }
+  const int smem = static_cast<int>(SmemBytes(tile));
+  error = cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (error != cudaSuccess) return ErrorText(error, "cudaFuncSetAttribute");
+  int blocks = 0;
+  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function, Threads(tile), smem);
+  if (error != cudaSuccess)
+    return ErrorText(error, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (blocks < 1) return KernelName(tile) + ": no block fits on one SM";
+  return "";
+}
+
+std::string RunWindowedOnDevice(const WindowedProblem& problem, const WindowedTile& tile,
+                                const Tensors& tensors, const std::vector<int32_t>& windows,
+                                std::vector<float>* out) {
+  const size_t nq = tensors.q.size(), nkv = tensors.k.size();
+  std::vector<uint16_t> hq(nq), hk(nkv), hv(nkv), ho(nq, 0x7fff);  // 0x7fff: NaN in both
+  for (size_t x = 0; x < nq; ++x) hq[x] = ToBits(tensors.q[x], tile.dtype);
+  for (size_t x = 0; x < nkv; ++x) {
+    hk[x] = ToBits(tensors.k[x], tile.dtype);
+    hv[x] = ToBits(tensors.v[x], tile.dtype);
+  }
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dout = nullptr, *dw = nullptr;
+  std::string failure;
+  auto check = [&](cudaError_t error, const char* call) {
+    if (error != cudaSuccess && failure.empty()) failure = ErrorText(error, call);
+    return failure.empty();
+  };
+  if (check(cudaMalloc(&dq, nq * 2), "cudaMalloc") &&
+      check(cudaMalloc(&dk, nkv * 2), "cudaMalloc") &&
+      check(cudaMalloc(&dv, nkv * 2), "cudaMalloc") &&
+      check(cudaMalloc(&dout, nq * 2), "cudaMalloc") &&
+      check(cudaMalloc(&dw, (windows.size() + 1) * 4), "cudaMalloc") &&
+      check(cudaMemcpy(dq, hq.data(), nq * 2, cudaMemcpyHostToDevice), "cudaMemcpy") &&
+      check(cudaMemcpy(dk, hk.data(), nkv * 2, cudaMemcpyHostToDevice), "cudaMemcpy") &&
+      check(cudaMemcpy(dv, hv.data(), nkv * 2, cudaMemcpyHostToDevice), "cudaMemcpy") &&
+      check(cudaMemcpy(dout, ho.data(), nq * 2, cudaMemcpyHostToDevice), "cudaMemcpy") &&
+      (windows.empty() ||
+       check(cudaMemcpy(dw, windows.data(), windows.size() * 4, cudaMemcpyHostToDevice),
+             "cudaMemcpy"))) {
+    WindowedDeviceArgs args;
+    args.q = dq;
+    args.k = dk;
+    args.v = dv;
+    args.o = dout;
+    args.windows = static_cast<const int32_t*>(dw);
+    const std::string launch = LaunchWindowed(problem, tile, args);
+    if (!launch.empty()) failure = launch;
+    if (failure.empty() && check(cudaDeviceSynchronize(), "cudaDeviceSynchronize") &&
+        check(cudaMemcpy(ho.data(), dout, nq * 2, cudaMemcpyDeviceToHost), "cudaMemcpy")) {
+      out->resize(nq);
+      for (size_t x = 0; x < nq; ++x) (*out)[x] = FromBits(ho[x], tile.dtype);
+    }
+  }
+  cudaFree(dq);
+  cudaFree(dk);
+  cudaFree(dv);
+  cudaFree(dout);
+  cudaFree(dw);
+  return failure;
+}
+
+}  // namespace cuda_plan
+}  // namespace attntune

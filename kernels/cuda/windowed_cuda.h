@@ -1,0 +1,42 @@
+// Launchers of the CUDA windowed kernels (dense, swa, hybrid). Plain C++ header: the
+// callers (tuner wiring, GPU tests) never include a CUDA header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/spec/tensors.h"
+
+namespace attntune {
+namespace cuda_plan {
+
+/// Device pointers of one launch; q, k, v, o hold 2-byte elements of tile.dtype.
+struct WindowedDeviceArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  const int32_t* windows = nullptr;  // device [Hkv] when problem.per_head_windows
+  void* stream = nullptr;            // cudaStream_t; nullptr = the default stream
+};
+
+/// Enqueues one launch of `tile`; returns "" or the CUDA error ("cudaErrorInvalidValue:
+/// ..."). Does not synchronise.
+std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& tile,
+                           const WindowedDeviceArgs& args);
+
+/// Run-time confirmation of the static table on the current device: reads
+/// cudaFuncGetAttributes and the occupancy of `tile`; "" when at least one block fits.
+std::string ConfirmOnDevice(const WindowedTile& tile);
+
+/// Host convenience for tests and `attntune run`: converts the fp32 tensors to the
+/// tile's dtype, runs once on the current device, returns O as fp32 in `out`
+/// (poisoned with NaN before the launch). `windows` is read when per_head_windows.
+std::string RunWindowedOnDevice(const WindowedProblem& problem, const WindowedTile& tile,
+                                const Tensors& tensors, const std::vector<int32_t>& windows,
+                                std::vector<float>* out);
+
+}  // namespace cuda_plan
+}  // namespace attntune

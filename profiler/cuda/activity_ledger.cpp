@@ -1,0 +1,87 @@
+#include "profiler/cuda/activity_ledger.h"
+
+#include <algorithm>
+
+namespace attntune {
+
+double CandidateKernels::TotalMs() const {
+  uint64_t ns = 0;
+  for (const KernelRecord& k : kernels) {
+    if (k.end_ns > k.start_ns) ns += k.end_ns - k.start_ns;
+  }
+  return static_cast<double>(ns) * 1e-6;
+}
+
+void ActivityLedger::AddKernel(const KernelRecord& record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kernels_.push_back(record);
+}
+
+void ActivityLedger::AddExternalCorrelation(uint64_t external_id, uint32_t correlation_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  external_of_[correlation_id] = external_id;
+}
+
+void ActivityLedger::AddDropped(size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  dropped_ += count;
+}
+
+void ActivityLedger::AddMalformedBuffer() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++malformed_;
+}
+
+std::map<uint64_t, CandidateKernels> ActivityLedger::Attribute() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<uint64_t, CandidateKernels> out;
+  for (const KernelRecord& k : kernels_) {
+    const auto external = external_of_.find(k.correlation_id);
+    if (external == external_of_.end()) continue;
+    CandidateKernels& c = out[external->second];
+    if (k.start_ns == 0 && k.end_ns == 0) {
+      ++c.untimed;
+      continue;
+    }
+    c.kernels.push_back(k);
+  }
+  for (auto& entry : out) {
+    std::sort(entry.second.kernels.begin(), entry.second.kernels.end(),
+              [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
+  }
+  return out;
+}
+
+size_t ActivityLedger::Unattributed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const KernelRecord& k : kernels_) n += external_of_.count(k.correlation_id) == 0;
+  return n;
+}
+
+size_t ActivityLedger::Dropped() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dropped_;
+}
+
+size_t ActivityLedger::MalformedBuffers() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return malformed_;
+}
+
+std::string ActivityLedger::Problems() const {
+  const size_t dropped = Dropped(), malformed = MalformedBuffers();
+  if (dropped == 0 && malformed == 0) return "";
+  return "CUPTI lost activity records: " + std::to_string(dropped) + " dropped, " +
+         std::to_string(malformed) + " buffers with invalid records";
+}
+
+void ActivityLedger::Clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kernels_.clear();
+  external_of_.clear();
+  dropped_ = 0;
+  malformed_ = 0;
+}
+
+}  // namespace attntune

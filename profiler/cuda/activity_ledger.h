@@ -1,0 +1,59 @@
+// Attribution of CUPTI kernel records to tuning candidates. Plain C++, no CUPTI header:
+// the buffer-completion callback (cupti_activity.cpp) decodes records into this ledger;
+// the attribution rules are tested with fabricated records on any machine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace attntune {
+
+/// One kernel execution as CUPTI reported it (times in ns on CUPTI's clock).
+struct KernelRecord {
+  uint32_t correlation_id = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;  // 0 (with start 0): CUPTI had no device memory to time it
+  std::string name;
+};
+
+/// The kernels of one candidate (one external correlation id), in start order.
+struct CandidateKernels {
+  std::vector<KernelRecord> kernels;
+  int untimed = 0;  // records with zero timestamps
+  double TotalMs() const;
+};
+
+/// Thread-safe store of the records of every completed buffer. Kernel and external
+/// correlation records may arrive in any order and in different buffers: attribution
+/// joins them by correlation id only when asked.
+class ActivityLedger {
+ public:
+  void AddKernel(const KernelRecord& record);
+  void AddExternalCorrelation(uint64_t external_id, uint32_t correlation_id);
+  /// Records CUPTI reported as dropped (buffer full, no buffer given).
+  void AddDropped(size_t count);
+  void AddMalformedBuffer();
+
+  /// Kernels per external id; kernels whose correlation id has no external record are
+  /// counted in Unattributed().
+  std::map<uint64_t, CandidateKernels> Attribute() const;
+  size_t Unattributed() const;
+  size_t Dropped() const;
+  size_t MalformedBuffers() const;
+  /// "" when every record arrived; else one line naming what was lost.
+  std::string Problems() const;
+  void Clear();
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<KernelRecord> kernels_;
+  std::map<uint32_t, uint64_t> external_of_;  // correlation id -> external id
+  size_t dropped_ = 0;
+  size_t malformed_ = 0;
+};
+
+}  // namespace attntune

@@ -1,0 +1,58 @@
+// Kernel times from the CUPTI Activity API: CONCURRENT_KERNEL records, each candidate's
+// launches tagged with an external correlation id, per-thread 8-byte-aligned buffers,
+// a forced flush after synchronising, dropped records counted. Plain C++ header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "profiler/cuda/activity_ledger.h"
+#include "profiler/timer.h"
+
+namespace attntune {
+
+/// Size of each activity buffer handed to CUPTI.
+constexpr size_t kCuptiBufferBytes = 8 << 20;
+
+/// The ledger the buffer-completion callback fills (one per process: CUPTI callbacks
+/// carry no user data).
+ActivityLedger& CuptiLedger();
+
+/// Enables CONCURRENT_KERNEL and EXTERNAL_CORRELATION records and registers the
+/// callbacks; "" or the reason CUPTI cannot trace ("cuptiActivityEnable
+/// (CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN (999)").
+std::string StartCuptiActivity();
+/// Flushes every buffer (forced) and disables the kinds again.
+void StopCuptiActivity();
+/// Tags the launches of the calling thread with `external_id` until EndCandidate().
+std::string BeginCandidate(uint64_t external_id);
+std::string EndCandidate();
+/// Delivers every buffer, including incomplete ones, to the completion callback.
+std::string FlushCuptiActivity();
+
+/// Timer over CUPTI: runs fn under a fresh external id, synchronises, flushes, and
+/// returns the summed kernel time of that id. Throws std::runtime_error when records
+/// were dropped or no kernel of fn was recorded.
+class CuptiTimer : public Timer {
+ public:
+  std::string Name() const override { return "cupti-activity"; }
+  double TimeMs(const std::function<void()>& fn) override;
+
+ private:
+  uint64_t next_id_ = 1;
+};
+
+/// Timer over CUDA events on the default stream (the fallback without CUPTI).
+class CudaEventTimer : public Timer {
+ public:
+  std::string Name() const override { return "cuda-events"; }
+  double TimeMs(const std::function<void()>& fn) override;
+};
+
+/// The GPU timer to wire in: CuptiTimer when CUPTI tracing starts, else CudaEventTimer;
+/// `why_not_cupti` receives the reason CUPTI was not used ("" when it is).
+std::unique_ptr<Timer> MakeGpuTimer(std::string* why_not_cupti);
+
+}  // namespace attntune

@@ -1,0 +1,51 @@
+// The hardware metrics attntune collects per kernel (a roofline point: DRAM bytes,
+// tensor-pipe ops, SM throughput, duration) and their offline validation per chip with
+// the CUPTI Profiler Host API (CUDA 13; the legacy event and metric APIs are gone).
+// Plain C++ header: the choice of names is testable without CUPTI.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace attntune {
+
+/// One quantity of the roofline and the metric names that measure it, in order of
+/// preference: names differ between chips (GA100 "sm__ops_path_tensor_src_fp16_dst_fp32",
+/// GH100 "sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32").
+struct MetricRole {
+  std::string role;  // "dram_bytes"
+  std::vector<std::string> names;
+};
+
+/// The roles attntune measures, each with its candidate names.
+const std::vector<MetricRole>& RooflineMetricRoles();
+
+/// The metric chosen for each role on one chip.
+struct MetricSelection {
+  std::vector<std::pair<std::string, std::string>> chosen;  // (role, metric name)
+  std::vector<std::string> unresolved;                      // roles with no valid name
+  std::vector<std::string> Names() const;
+};
+
+/// Picks, per role, the first name `valid` accepts.
+MetricSelection ResolveMetrics(const std::vector<MetricRole>& roles,
+                               const std::function<bool(const std::string&)>& valid);
+
+/// Offline validation of the metric set for one chip ("GH100", "GA100").
+struct MetricPlan {
+  std::string chip;
+  MetricSelection selection;
+  size_t passes = 0;  // replay passes the config image needs
+  size_t config_bytes = 0;
+  std::string error;  // "" or the failing CUPTI call and its result
+};
+
+/// Runs the Profiler Host API offline (no device needed): initialise for `chip`,
+/// validate every candidate name, build the config image of the chosen metrics and
+/// read its pass count. Defined in profiler/cuda/metric_set_cupti.cpp; a build
+/// without CUPTI has no definition.
+MetricPlan PlanMetricsOffline(const std::string& chip);
+
+}  // namespace attntune

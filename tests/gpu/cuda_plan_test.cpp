@@ -1,0 +1,256 @@
+// The CUDA planning logic and the pure halves of GPU measurement: run on every machine.
+#include <catch2/catch.hpp>
+#include <random>
+#include <set>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/spec/selection.h"
+#include "kernels/spec/tensors.h"
+#include "kernels/spec/variant.h"
+#include "profiler/cuda/activity_ledger.h"
+#include "profiler/cuda/metric_set.h"
+
+namespace cp = attntune::cuda_plan;
+using attntune::ActivityLedger;
+using attntune::KernelRecord;
+
+namespace {
+
+// Key blocks that some valid row of query block qb attends, by brute force over Attends.
+std::set<int64_t> NeededBlocks(int64_t qb, int64_t br, int64_t bc, int64_t lq, int64_t lk,
+                               int64_t w, int64_t sink) {
+  std::set<int64_t> blocks;
+  for (int64_t i = qb * br; i < std::min(lq, qb * br + br); ++i) {
+    for (int64_t j = 0; j < lk; ++j) {
+      if (cp::Attends(lk - lq + i, j, w, sink)) blocks.insert(j / bc);
+    }
+  }
+  return blocks;
+}
+
+std::set<int64_t> Listed(const cp::BlockSpans& s) {
+  std::set<int64_t> blocks;
+  for (int64_t k = 0; k < s.Count(); ++k) {
+    INFO("k=" << k);
+    REQUIRE(blocks.insert(s.At(k)).second);     // no block listed twice
+    if (k > 0) REQUIRE(s.At(k) > s.At(k - 1));  // ascending
+  }
+  return blocks;
+}
+
+}  // namespace
+
+TEST_CASE("Attends follows DESIGN.md s1 for dense and swa with sinks") {
+  CHECK(cp::Attends(10, 10, 0, 0));
+  CHECK_FALSE(cp::Attends(10, 11, 0, 0));  // causal
+  CHECK(cp::Attends(10, 0, 0, 0));         // dense sees everything before
+  CHECK(cp::Attends(10, 8, 3, 0));         // 10-3 < 8 <= 10
+  CHECK_FALSE(cp::Attends(10, 7, 3, 0));
+  CHECK(cp::Attends(10, 1, 3, 2));  // sink
+  CHECK_FALSE(cp::Attends(10, 2, 3, 2));
+  CHECK_FALSE(cp::Attends(1, 1 + 1, 3, 4));  // a sink key is still causal
+}
+
+TEST_CASE("Attends agrees with the variant table's key sets for dense, swa and hybrid") {
+  attntune::Shape shape;
+  shape.B = 1;
+  shape.Hq = 4;
+  shape.Hkv = 2;
+  shape.Lk = 90;
+  shape.Lq = 61;
+  shape.d = 16;
+  const attntune::Tensors tensors = attntune::GaussianTensors(shape, 5);
+  const std::vector<std::pair<std::string, attntune::Params>> cases = {
+      {"dense", {}},
+      {"swa", {{"w", "7"}, {"sink", "3"}}},
+      {"swa", {{"w", "1"}, {"sink", "0"}}},
+      {"hybrid", {{"w", "20"}, {"full", "1"}, {"sink", "2"}}},
+  };
+  for (const auto& [id, params] : cases) {
+    const attntune::Variant& variant = attntune::FindVariant(id, "test");
+    const auto sets = variant.key_sets(tensors, params);
+    std::vector<int64_t> windows(shape.Hkv, 0);
+    if (id == "swa") windows.assign(shape.Hkv, std::stoll(params.at("w")));
+    if (id == "hybrid") windows = attntune::HybridWindows(tensors, params);
+    const int64_t sink = params.count("sink") ? std::stoll(params.at("sink")) : 0;
+    for (int64_t h = 0; h < shape.Hq; ++h) {
+      for (int64_t i = 0; i < shape.Lq; ++i) {
+        std::vector<int64_t> expected, got;
+        sets->Row(0, h, i, &expected);
+        for (int64_t j = 0; j < shape.Lk; ++j) {
+          if (cp::Attends(shape.QueryPos(i), j, windows[h / shape.Group()], sink)) got.push_back(j);
+        }
+        INFO(id << " h=" << h << " i=" << i);
+        REQUIRE(got == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("KeyBlocks lists exactly the key blocks some row attends") {
+  std::mt19937 rng(7);
+  int cases = 0;
+  for (int64_t lk : {1, 37, 64, 65, 577}) {
+    for (int64_t lq : {int64_t{1}, int64_t{17}, lk}) {
+      if (lq > lk) continue;
+      for (int64_t w : {0, 1, 5, 64, 100, 1000}) {
+        for (int64_t sink : {0, 1, 4, 70}) {
+          for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {128, 32}, {16, 48}}) {
+            for (int64_t qb = 0; qb * br < lq; ++qb) {
+              INFO("lq=" << lq << " lk=" << lk << " w=" << w << " sink=" << sink << " br=" << br
+                         << " bc=" << bc << " qb=" << qb);
+              const cp::BlockSpans s = cp::KeyBlocks(qb, br, bc, lq, lk, w, sink);
+              REQUIRE(Listed(s) == NeededBlocks(qb, br, bc, lq, lk, w, sink));
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases > 1000);
+}
+
+TEST_CASE("KeyBlocks skips out-of-window blocks and keeps the sink block apart") {
+  // Lq = Lk = 4096, w = 256, sink = 4, 64 x 64 tiles: the last query block (rows
+  // 4032..4095) needs keys 3777..4095 -> blocks 59..63, and the sink block 0.
+  const cp::BlockSpans s = cp::KeyBlocks(63, 64, 64, 4096, 4096, 256, 4);
+  CHECK(s.lo0 == 0);
+  CHECK(s.hi0 == 1);
+  CHECK(s.lo1 == 59);
+  CHECK(s.hi1 == 64);
+  CHECK(s.Count() == 6);
+  CHECK(s.At(0) == 0);
+  CHECK(s.At(1) == 59);
+  // Dense: every block up to the diagonal.
+  CHECK(cp::KeyBlocks(63, 64, 64, 4096, 4096, 0, 0).Count() == 64);
+}
+
+TEST_CASE("The tile table matches instantiations.def and the shared-memory model") {
+  const auto& tiles = cp::WindowedTiles();
+  REQUIRE(tiles.size() == 6);
+  CHECK(cp::KernelName(tiles[1]) == "attntune_windowed_f16_d128_br64_bc64_w4_s2");
+  CHECK(cp::KernelName(tiles[4]) == "attntune_windowed_bf16_d64_br64_bc64_w4_s2");
+  for (const cp::WindowedTile& t : tiles) {
+    CHECK(t.br == 16 * t.warps);
+    CHECK(t.d % 16 == 0);
+    CHECK(t.bc % 16 == 0);
+  }
+  // (128 + 8) * 2 bytes per row x (64 Q rows + 2 stages x 2 x 64 K/V rows).
+  CHECK(cp::SmemBytes(tiles[1]) == 272 * (64 + 256));
+  CHECK(cp::Threads(tiles[2]) == 256);
+}
+
+TEST_CASE("PlanWindowed sizes the grid; CanImplement names what does not fit") {
+  cp::WindowedProblem problem;
+  problem.shape.B = 2;
+  problem.shape.Hq = 16;
+  problem.shape.Hkv = 4;
+  problem.shape.Lq = 577;
+  problem.shape.Lk = 1000;
+  problem.shape.d = 128;
+  problem.window = 256;
+  const cp::WindowedTile& tile = cp::WindowedTiles()[1];
+  REQUIRE(cp::CanImplement(problem, tile).empty());
+  const cp::WindowedLaunchPlan plan = cp::PlanWindowed(problem, tile);
+  CHECK(plan.grid_x == 10);  // ceil(577 / 64)
+  CHECK(plan.grid_y == 16);
+  CHECK(plan.grid_z == 2);
+  CHECK(plan.threads == 128);
+  CHECK(plan.workspace_bytes == 0);
+  problem.shape.d = 96;
+  CHECK(cp::CanImplement(problem, tile) == "head dim 96 != compiled 128");
+  problem.shape.d = 128;
+  problem.shape.causal = false;
+  CHECK(cp::CanImplement(problem, tile) == "non-causal attention is not implemented on CUDA");
+}
+
+TEST_CASE("ParseResourceUsage reads ptxas -v logs, with and without smem and spills") {
+  const std::string log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'k_a' for 'sm_80'\n"
+      "ptxas info    : Function properties for k_a\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 223 registers, used 1 barriers, 440 bytes cmem[0]\n"
+      "ptxas info    : Compile time = 673.487 ms\n"
+      "ptxas info    : Compiling entry function 'k_b' for 'sm_90'\n"
+      "ptxas info    : Function properties for k_b\n"
+      "    24 bytes stack frame, 20 bytes spill stores, 16 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem\n";
+  const auto rows = cp::ParseResourceUsage(log);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].sm == 80);
+  CHECK(rows[0].kernel == "k_a");
+  CHECK(rows[0].registers == 223);
+  CHECK(rows[0].static_smem == 0);
+  CHECK(rows[0].spill_stores == 0);
+  CHECK(rows[1].sm == 90);
+  CHECK(rows[1].registers == 255);
+  CHECK(rows[1].stack == 24);
+  CHECK(rows[1].spill_stores == 20);
+  CHECK(rows[1].spill_loads == 16);
+  CHECK(rows[1].static_smem == 1024);
+  const auto again = cp::ResourcesFromCsv(cp::ResourcesToCsv(rows));
+  REQUIRE(again.size() == 2);
+  CHECK(again[1].spill_loads == 16);
+  CHECK(again[1].kernel == "k_b");
+  CHECK_THROWS_WITH(
+      cp::ParseResourceUsage("ptxas info    : Compiling entry function 'x' for 'sm_80'\n"),
+      "ptxas log ends inside the record of x");
+}
+
+TEST_CASE("TileInfeasibleReason prunes spills, register and shared-memory overflows") {
+  const cp::WindowedTile& tile = cp::WindowedTiles()[1];  // 87040 bytes of smem
+  const std::string name = cp::KernelName(tile);
+  std::vector<cp::KernelResources> table = {{86, name, 200, 0, 0, 0, 0},
+                                            {80, name, 200, 8, 8, 8, 0}};
+  CHECK(cp::TileInfeasibleReason(tile, *cp::FindArch(86), table).empty());
+  CHECK(cp::TileInfeasibleReason(tile, *cp::FindArch(80), table) ==
+        name + " on sm_80: spills (8 bytes stored, 8 bytes loaded per thread)");
+  CHECK(cp::TileInfeasibleReason(tile, *cp::FindArch(90), table) ==
+        name + " on sm_90: not compiled");
+  table[0].static_smem = 20000;  // 87040 + 20000 > 99 KB on sm_86
+  CHECK(cp::TileInfeasibleReason(tile, *cp::FindArch(86), table) ==
+        name + " on sm_86: 107040 bytes of shared memory exceed 101376");
+  cp::WindowedTile big = cp::WindowedTiles()[2];  // 256 threads
+  table.push_back({89, cp::KernelName(big), 255, 0, 0, 0, 0});
+  CHECK(cp::TileInfeasibleReason(big, *cp::FindArch(89), table).empty());  // 65280 fit
+  table.back().registers = 300;
+  CHECK(cp::TileInfeasibleReason(big, *cp::FindArch(89), table) ==
+        cp::KernelName(big) + " on sm_89: 300 registers per thread exceed 255");
+  CHECK(cp::FindArch(75) == nullptr);
+}
+
+TEST_CASE("ActivityLedger joins kernels and external ids in any arrival order") {
+  ActivityLedger ledger;
+  ledger.AddKernel({11, 3000, 3500, "b"});  // before its external record
+  ledger.AddKernel({10, 1000, 1400, "a"});
+  ledger.AddExternalCorrelation(7, 10);
+  ledger.AddExternalCorrelation(7, 11);
+  ledger.AddKernel({12, 0, 0, "untimed"});
+  ledger.AddExternalCorrelation(8, 12);
+  ledger.AddKernel({99, 5000, 6000, "orphan"});
+  const auto by = ledger.Attribute();
+  REQUIRE(by.count(7) == 1);
+  REQUIRE(by.at(7).kernels.size() == 2);
+  CHECK(by.at(7).kernels[0].name == "a");       // start order
+  CHECK(by.at(7).TotalMs() == Approx(0.0009));  // 400 + 500 ns
+  CHECK(by.at(8).kernels.empty());
+  CHECK(by.at(8).untimed == 1);
+  CHECK(ledger.Unattributed() == 1);
+  CHECK(ledger.Problems().empty());
+  ledger.AddDropped(3);
+  CHECK(ledger.Problems() ==
+        "CUPTI lost activity records: 3 dropped, 0 buffers with invalid records");
+}
+
+TEST_CASE("ResolveMetrics picks each role's first valid name and reports the rest") {
+  const std::vector<attntune::MetricRole> roles = {{"a", {"x.sum", "y.sum"}}, {"b", {"z.sum"}}};
+  const auto sel =
+      attntune::ResolveMetrics(roles, [](const std::string& n) { return n == "y.sum"; });
+  REQUIRE(sel.chosen.size() == 1);
+  CHECK(sel.chosen[0].first == "a");
+  CHECK(sel.chosen[0].second == "y.sum");
+  REQUIRE(sel.unresolved.size() == 1);
+  CHECK(sel.unresolved[0] == "b");
+}

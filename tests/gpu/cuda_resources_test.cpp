@@ -1,0 +1,60 @@
+// The static resource table produced at build time from ptxas: complete, consistent
+// with the CSV in the build tree, and the default tiles free of spills on every arch.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/cuda/plan.h"
+
+namespace cp = attntune::cuda_plan;
+
+TEST_CASE("The resource table covers every compiled tile on every arch") {
+  const auto& table = cp::CompiledResources();
+  CHECK(table.size() == cp::WindowedTiles().size() * cp::SupportedArchs().size());
+  for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
+    for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
+      INFO(cp::KernelName(tile) << " sm_" << arch.sm);
+      const cp::KernelResources* r = cp::FindResources(table, arch.sm, cp::KernelName(tile));
+      REQUIRE(r != nullptr);
+      CHECK(r->registers > 0);
+      CHECK(r->registers <= 255);
+    }
+  }
+}
+
+TEST_CASE("The CSV in the build tree holds the same table") {
+  std::ifstream csv(ATTNTUNE_CUDA_RESOURCES_CSV);
+  REQUIRE(csv.good());
+  std::stringstream text;
+  text << csv.rdbuf();
+  const auto rows = cp::ResourcesFromCsv(text.str());
+  REQUIRE(rows.size() == cp::CompiledResources().size());
+  for (const cp::KernelResources& r : rows) {
+    const cp::KernelResources* same = cp::FindResources(cp::CompiledResources(), r.sm, r.kernel);
+    REQUIRE(same != nullptr);
+    CHECK(same->registers == r.registers);
+  }
+}
+
+TEST_CASE("Default tiles exist for every dtype and head dim on every arch, without spills") {
+  for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
+    for (cp::Dtype dtype : {cp::Dtype::kF16, cp::Dtype::kBf16}) {
+      for (int d : {64, 128}) {
+        INFO("sm_" << arch.sm << " " << cp::DtypeTag(dtype) << " d=" << d);
+        const cp::WindowedTile* tile = cp::DefaultTile(dtype, d, arch, cp::CompiledResources());
+        REQUIRE(tile != nullptr);
+        const cp::KernelResources* r =
+            cp::FindResources(cp::CompiledResources(), arch.sm, cp::KernelName(*tile));
+        REQUIRE(r != nullptr);
+        CHECK(r->spill_stores == 0);
+        CHECK(r->spill_loads == 0);
+        CHECK(r->stack == 0);
+      }
+    }
+  }
+  // Every compiled tile is free of spills too (the search would prune those that spill).
+  for (const cp::KernelResources& r : cp::CompiledResources()) {
+    INFO(r.kernel << " sm_" << r.sm);
+    CHECK(r.spill_stores + r.spill_loads == 0);
+  }
+}

@@ -1,0 +1,109 @@
+// [gpu] Numerics of the CUDA windowed kernels against the fp64 reference, the run-time
+// confirmation of the static resource table, and timer sanity. Needs a device.
+#include "kernels/cuda/windowed_cuda.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/spec/reference.h"
+#include "kernels/spec/selection.h"
+#include "kernels/spec/tensors.h"
+#include "kernels/spec/variant.h"
+#include "profiler/cuda/cupti_activity.h"
+
+namespace cp = attntune::cuda_plan;
+using namespace attntune;
+
+namespace {
+
+// fp16 keeps 11 significant bits, bf16 8: inputs rounded once, P rounded once.
+double Tolerance(cp::Dtype dtype) { return dtype == cp::Dtype::kF16 ? 2e-3 : 1.6e-2; }
+
+}  // namespace
+
+TEST_CASE("Every compiled tile launches on this device", "[gpu]") {
+  for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
+    INFO(cp::KernelName(tile));
+    CHECK(cp::ConfirmOnDevice(tile) == "");
+  }
+}
+
+TEST_CASE("CUDA windowed kernels match the fp64 reference over awkward shapes", "[gpu]") {
+  struct Case {
+    const char* variant;
+    int64_t w, sink;
+  };
+  const Case cases[] = {
+      {"dense", 0, 0}, {"swa", 37, 0}, {"swa", 100, 4}, {"swa", 1, 3}, {"hybrid", 50, 2}};
+  for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
+    for (int64_t lq_lk : {1, 37, 577}) {
+      for (const Case& c : cases) {
+        Shape shape;
+        shape.B = 2;
+        shape.Hq = 6;
+        shape.Hkv = 3;
+        shape.Lk = lq_lk;
+        shape.Lq = lq_lk == 577 ? 300 : lq_lk;  // also Lq < Lk
+        shape.d = tile.d;
+        const Tensors tensors = GaussianTensors(shape, 11);
+        Params params;
+        const std::string id = c.variant;
+        if (id == "swa") params = {{"w", std::to_string(c.w)}, {"sink", std::to_string(c.sink)}};
+        if (id == "hybrid") {  // KV head 0 full, heads 1 and 2 a window of w
+          params = {{"w", std::to_string(c.w)}, {"full", "1"}, {"sink", std::to_string(c.sink)}};
+        }
+        const std::vector<double> ref =
+            ReferenceOutput(FindVariant(c.variant, "test"), tensors, params);
+        cp::WindowedProblem problem;
+        problem.shape = shape;
+        problem.window = c.w;
+        problem.sink = c.sink;
+        std::vector<int32_t> windows;
+        if (id == "hybrid") {
+          for (int64_t w : HybridWindows(tensors, params))
+            windows.push_back(static_cast<int32_t>(w));
+          problem.per_head_windows = true;
+        }
+        std::vector<float> out;
+        INFO(cp::KernelName(tile) << " " << c.variant << " w=" << c.w << " sink=" << c.sink << " "
+                                  << shape.ToString());
+        REQUIRE(cp::RunWindowedOnDevice(problem, tile, tensors, windows, &out) == "");
+        CHECK(RelErr(out.data(), ref) < Tolerance(tile.dtype));
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[gpu]") {
+  Shape shape;
+  shape.Hq = 8;
+  shape.Hkv = 8;
+  shape.Lq = shape.Lk = 2048;
+  shape.d = 128;
+  const Tensors tensors = GaussianTensors(shape, 3);
+  cp::WindowedProblem problem;
+  problem.shape = shape;
+  const cp::WindowedTile& tile = cp::WindowedTiles()[1];
+  std::vector<float> out;
+  REQUIRE(cp::RunWindowedOnDevice(problem, tile, tensors, {}, &out) == "");  // warm-up
+  CudaEventTimer events;
+  const double ms =
+      events.TimeMs([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  CHECK(ms >= 19.0);  // events bracket host time on the default stream
+  const std::string why = StartCuptiActivity();
+  if (!why.empty()) {
+    WARN("CUPTI unavailable on this device: " << why);
+    return;
+  }
+  CuptiTimer cupti;
+  const double kernel_ms = cupti.TimeMs([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(cp::RunWindowedOnDevice(problem, tile, tensors, {}, &out) == "");
+  });
+  StopCuptiActivity();
+  CHECK(kernel_ms > 0.0);
+  CHECK(kernel_ms < 20.0);  // kernel time only, not the host sleep
+}
