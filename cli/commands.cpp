@@ -15,12 +15,14 @@
 #include "db/database.h"
 #include "kernels/kokkos/runtime.h"
 #include "kernels/spec/check.h"
+#include "kernels/spec/generators.h"
 #include "kernels/spec/safetensors.h"
 #include "profiler/device.h"
 #include "profiler/timer.h"
 #include "search/strategy.h"
 #include "tuner/session.h"
 #include "cli/replay_command.h"
+#include "cli/allocate_command.h"
 
 namespace attntune {
 
@@ -184,6 +186,7 @@ struct BenchArgs {
   std::string params;
   std::string shape = "B=1,Hq=16,Hkv=8,L=1024,d=128";
   uint64_t seed = 1;
+  std::string inputs = "gaussian";
   bool json = false;
   double max_seconds = 3.0;
 };
@@ -196,6 +199,9 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_option("--params", args->params, "key=value,... (e.g. w=1024,sink=4)");
   cmd->add_option("--shape", args->shape, "B=..,Hq=..,Hkv=..,L=..,d=..")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed of the Gaussian inputs")->capture_default_str();
+  cmd->add_option("--inputs", args->inputs,
+                  "Input pattern: gaussian, band, sinks, clusters or needle")
+      ->capture_default_str();
   cmd->add_option("--max-seconds", args->max_seconds, "Time cap of the repetitions")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
@@ -209,7 +215,10 @@ void RegisterBench(CLI::App& app, int* rc) {
     ValidateShape(shape, "--shape");
     const Params params =
         ResolveParams(variant, impl, shape, ParseParams(args->params, "--params"), "--params");
-    ProblemContext problem(shape, args->seed);
+    ProblemContext problem =
+        args->inputs == "gaussian"
+            ? ProblemContext(shape, args->seed)
+            : ProblemContext(StructuredTensors(shape, args->inputs, args->seed, "--inputs"));
     CpuTimer timer;
     EvaluateOptions options;
     options.policy.max_seconds = args->max_seconds;
@@ -233,8 +242,14 @@ void RegisterBench(CLI::App& app, int* rc) {
       j["samples"] = r.samples_ms.size();
     }
     nlohmann::json kernels = nlohmann::json::array();
-    for (const auto& k : ev.kernels) kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"ms", k.ms}});
+    double select_ms = 0.0;  // the selection phase: kernels named attntune::select::*
+    for (const auto& k : ev.kernels) {
+      kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"ms", k.ms}});
+      if (k.name.rfind("attntune::select::", 0) == 0) select_ms += k.ms;
+    }
     j["kernels"] = kernels;
+    j["inputs"] = args->inputs;
+    j["select_ms"] = select_ms;
     if (args->json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {
@@ -249,6 +264,8 @@ void RegisterBench(CLI::App& app, int* rc) {
       } else {
         std::printf("  %s\n", r.message.c_str());
       }
+      if (!ev.kernels.empty())
+        std::printf("  selection phase %.3f ms (of the checked run)\n", select_ms);
       for (const auto& k : ev.kernels) std::printf("  kernel %s (%s) %.3f ms\n", k.name.c_str(), k.kind.c_str(), k.ms);
     }
     *rc = r.status == TrialStatus::kOk ? 0 : 1;
@@ -274,6 +291,57 @@ const StTensor& RequireTensor(const StFile& file, const std::string& name, const
     throw UserError(path + ": tensor '" + name + "' has rank " +
                     std::to_string(it->second.shape.size()) + ", expected " + std::to_string(rank));
   return it->second;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t n = 0; n < shape.size(); ++n) text += (n ? "," : "") + std::to_string(shape[n]);
+  return text + "]";
+}
+
+// An optional tensor of DESIGN.md s1 (scores, delta, a, mu, proj, windows): absent ->
+// null; present -> checked for dtype and shape (`dims` names the expected extents).
+const StTensor* OptionalTensor(const StFile& file, const std::string& name,
+                               const std::string& path, const std::string& dtype,
+                               const std::vector<int64_t>& shape, const std::string& dims) {
+  auto it = file.find(name);
+  if (it == file.end()) return nullptr;
+  if (it->second.dtype != dtype)
+    throw UserError(path + ": tensor '" + name + "' is " + it->second.dtype + ", expected " +
+                    dtype);
+  if (it->second.shape != shape)
+    throw UserError(path + ": tensor '" + name + "' has shape " + ShapeText(it->second.shape) +
+                    ", expected " + dims + " = " + ShapeText(shape));
+  return &it->second;
+}
+
+// Reads the optional tensors into `t`; they replace the seeded defaults.
+void ReadOptionalTensors(const StFile& file, const std::string& path, const Params& params,
+                         Tensors* t) {
+  const Shape& s = t->shape;
+  if (auto* x = OptionalTensor(file, "scores", path, "F32", {s.B, s.Hkv, s.Lk}, "[B,Hkv,Lk]"))
+    t->scores = x->AsF32();
+  if (auto* x = OptionalTensor(file, "delta", path, "F32", {s.Hkv, s.d}, "[Hkv,d]"))
+    t->delta = x->AsF32();
+  if (auto* x = OptionalTensor(file, "a", path, "F32", {s.Hkv}, "[Hkv]")) t->a = x->AsF32();
+  if (auto* x = OptionalTensor(file, "mu", path, "F32", {s.Hkv, s.d}, "[Hkv,d]"))
+    t->mu = x->AsF32();
+  auto proj = file.find("proj");
+  if (proj != file.end()) {
+    const auto bits = params.find("bits");
+    const int64_t h = bits != params.end() ? ParamInt(params, "bits")
+                      : proj->second.shape.size() == 3 ? proj->second.shape[2]
+                                                       : 0;
+    t->proj = OptionalTensor(file, "proj", path, "F32", {s.Hkv, s.d, h}, "[Hkv,d,bits]")->AsF32();
+  }
+  if (auto* x = OptionalTensor(file, "windows", path, "I32", {s.Hkv}, "[Hkv]")) {
+    t->windows = x->AsI32();
+    for (int32_t w : t->windows) {
+      if (w < 0)
+        throw UserError(path + ": tensor 'windows' holds " + std::to_string(w) +
+                        ", expected windows >= 0 (0 = full attention)");
+    }
+  }
 }
 
 void RegisterRun(CLI::App& app, int* rc) {
@@ -307,6 +375,7 @@ void RegisterRun(CLI::App& app, int* rc) {
     t.q = q.AsF32();
     t.k = k.AsF32();
     t.v = v.AsF32();
+    ReadOptionalTensors(file, args->in, params, &t);
     std::vector<float> o(static_cast<size_t>(t.shape.QElems()));
     impl->run(t, params, o.data());
     WriteSafetensors(args->out, {{"o", MakeF32(q.shape, o)}});
@@ -379,6 +448,7 @@ void RegisterCommands(CLI::App& app, int* rc) {
   RegisterRun(app, rc);
   RegisterEmitReportDb(app, rc);
   RegisterReplay(app, rc);
+  RegisterAllocate(app, rc);
 }
 
 }  // namespace attntune

@@ -1,0 +1,72 @@
+"""attntune allocate end to end: outputs, exact rho, import round trip, one-line errors."""
+import json
+import os
+import tempfile
+
+from clitest import run, expect, finish, FIXTURES
+
+tmp = tempfile.mkdtemp()
+tiny = os.path.join(FIXTURES, "models/tiny/config.json")
+gemma3 = os.path.join(FIXTURES, "models/gemma-3-1b-it/config.json")
+
+
+def load(out):
+    with open(os.path.join(out, "attntune_config.json")) as f:
+        return json.load(f)["allocations"][0]
+
+
+# A config.json with its own layout; consa, head-wise, measured at a small context.
+out = os.path.join(tmp, "gemma3")
+p = run("allocate", "--model", gemma3, "--rho", "0.5", "--granularity", "layer", "--strategy",
+        "consa", "--context", "1024", "--calib-len", "64", "--max-seconds", "0.2", "--out", out, check=0)
+a = load(out)
+expect(a["rho"] == 0.5 and a["transformers"]["layer_types"].count("sliding_attention") == 13,
+       f"layer-wise consa: 13 of 26 layers slide ({a['rho']})")
+expect(a["sliding_window"] == 512, "the window defaults to the config's sliding_window")
+expect(a["cost"]["prefill_ms"] > 0 and a["cost"]["kv_bytes"] > 0, "costs are measured")
+expect(any(pt["on_front"] for pt in a["sweep"]), "the sweep marks a front")
+with open(os.path.join(out, "full_attention_heads.tsv")) as f:
+    rows = [r.split("\t") for r in f.read().splitlines()]
+expect(len(rows) == 26 and all(len(r) == 1 for r in rows), "TSV: one row per layer, one column per KV head")
+with open(os.path.join(out, "attntune_allocation.h")) as f:
+    header = f.read()
+expect("constexpr int32_t kWindows[kLayers][kKvHeads]" in header, "header has the window table")
+with open(os.path.join(out, "allocation.html")) as f:
+    html = f.read()
+expect(html.count('<td class="c"') == 26 and "Pareto front" in html,
+       "allocation.html: one heatmap cell per (layer, KV head) and the sweep")
+
+# Head-wise on tiny: exact per-layer share and a per-KV-head map; import it back.
+out2 = os.path.join(tmp, "tiny")
+run("allocate", "--model", tiny, "--rho", "0.5", "--granularity", "head", "--strategy", "greedy",
+    "--context", "256", "--window", "32", "--calib-len", "64", "--no-measure", "--out", out2, check=0)
+b = load(out2)
+expect(b["swa_share_per_layer"] == [0.5, 0.5] and "kv_head_windows" in b,
+       "head-wise: half of each layer's KV heads slide, per-head map written")
+out3 = os.path.join(tmp, "import")
+run("allocate", "--model", tiny, "--strategy", "import", "--import",
+    os.path.join(out2, "full_attention_heads.tsv"), "--context", "256", "--window", "32",
+    "--calib-len", "64", "--no-measure", "--out", out3, check=0)
+with open(os.path.join(out2, "full_attention_heads.tsv")) as f1, \
+        open(os.path.join(out3, "full_attention_heads.tsv")) as f2:
+    expect(f1.read() == f2.read(), "import of an exported TSV reproduces it")
+
+
+def expect_error(args, line):
+    p = run(*args)
+    expect(p.returncode == 2 and p.stderr.strip().splitlines() == [line],
+           f"attntune {' '.join(args)} -> {line!r}\n  got exit {p.returncode}, stderr {p.stderr!r}")
+
+
+expect_error(["allocate", "--model", tiny, "--rho", "1.5", "--out", tmp],
+             "attntune: error: --rho: 1.500000 is not a fraction in [0, 1]")
+expect_error(["allocate", "--model", tiny, "--rho=-0.5", "--out", tmp],
+             "attntune: error: --rho: -0.500000 is not a fraction in [0, 1]")
+expect_error(["allocate", "--model", tiny, "--out", tmp],
+             "attntune: error: --rho: missing (give --rho R, --latency-ms T or --kv-bytes N)")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--granularity", "row", "--out", tmp],
+             "attntune: error: --granularity: 'row' is not a granularity (expected layer, head or head-global)")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--strategy", "import", "--import",
+              os.path.join(out, "full_attention_heads.tsv"), "--no-measure", "--out", tmp],
+             f"attntune: error: --import: {os.path.join(out, 'full_attention_heads.tsv')} has 26 layers x 1 KV heads, but {tiny} has 2 x 2")
+finish()

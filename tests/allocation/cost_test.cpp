@@ -1,0 +1,115 @@
+// The measured cost of an allocation falls as rho grows: KV bytes and attended pairs
+// strictly, and prefill time from rho = 0 to rho = 1 by a wide margin.
+#include "tuner/allocation/cost.h"
+
+#include <catch2/catch.hpp>
+
+#include "kernels/spec/error.h"
+#include "tuner/allocation/allocate.h"
+
+namespace attntune {
+
+TEST_CASE("pair and KV-byte counts follow the window definition") {
+  CHECK(HeadPrefillPairs(5, 0, 0) == 15);
+  CHECK(HeadPrefillPairs(5, 2, 0) == 1 + 2 + 2 + 2 + 2);
+  CHECK(HeadPrefillPairs(5, 2, 1) == 1 + 2 + 3 + 3 + 3);  // key 0 is a sink
+  CHECK(HeadDecodePairs(100, 10, 4) == 14);
+  CHECK(HeadDecodePairs(100, 0, 4) == 100);
+  ModelGeometry m{"m", 2, 4, 2, 8};
+  CostOptions o;
+  o.context = 100;
+  o.window = 10;
+  o.sink = 4;
+  Allocation a(2, 2);
+  a.Set(1, 0, true);
+  // Per token per head: K and V of 8 elements, 2 bytes each.
+  CHECK(KvCacheBytes(m, a, o) == 32 * (3 * 100 + 14));
+}
+
+TEST_CASE("measured time and KV bytes of an allocation fall as rho grows") {
+  ModelGeometry m{"small", 2, 4, 2, 32};
+  CostOptions o;
+  o.context = 768;
+  o.window = 64;
+  o.policy = {1, 3, 10, 0.5, 0.05};
+  CpuTimer timer;
+  CostMeter meter(m, o, timer);
+  AllocationCost prev;
+  for (double rho : {0.0, 0.5, 1.0}) {
+    const AllocationCost c = meter.Cost(AllocateRule(Granularity::kHeadGlobal, 2, 2, rho));
+    INFO("rho " << rho);
+    CHECK(c.prefill_ms > 0);
+    CHECK(c.decode_ms > 0);
+    if (rho > 0) {
+      CHECK(c.kv_bytes < prev.kv_bytes);
+      CHECK(c.prefill_pairs < prev.prefill_pairs);
+      CHECK(c.decode_pairs < prev.decode_pairs);
+    }
+    prev = c;
+  }
+  // Dense attends 768 * 769 / 2 = 295k pairs per head, the window about 47k: a 6x ratio,
+  // so a 2x margin on time holds on any machine that runs the kernel at all.
+  const AllocationCost full = meter.Cost(AllocateRule(Granularity::kLayer, 2, 2, 0.0));
+  const AllocationCost swa = meter.Cost(AllocateRule(Granularity::kLayer, 2, 2, 1.0));
+  CHECK(swa.prefill_ms < 0.5 * full.prefill_ms);
+}
+
+TEST_CASE("RunAllocate: budgets pick the smallest rho that fits; bad options are named") {
+  AllocateOptions o;
+  o.model = "qwen2.5-0.5b";  // 24 layers, 2 KV heads
+  o.granularity = Granularity::kLayer;
+  o.context = 1024;
+  o.window = 128;
+  o.calib_len = 64;
+  o.measure = false;
+  CpuTimer timer;
+  o.rho = 0.5;
+  const AllocateResult r = RunAllocate(o, timer);
+  CHECK(r.chosen.SwaHeads() == 24);
+  CHECK(r.sweep.size() == 25);
+  CHECK(r.sweep.front().on_front);
+  // A KV budget between the sizes at 12 and 13 SWA layers chooses 13.
+  o.rho = -1;
+  const int64_t per_layer_full = 2 * 2 * 64 * 2 * 1024, per_layer_swa = 2 * 2 * 64 * 2 * 128;
+  o.kv_bytes = 11 * per_layer_full + 13 * per_layer_swa;
+  const AllocateResult kv = RunAllocate(o, timer);
+  CHECK(kv.chosen.SwaHeads() == 13 * 2);
+  CHECK(kv.cost.kv_bytes <= o.kv_bytes);
+  o.kv_bytes = 1;
+  CHECK_THROWS_WITH(RunAllocate(o, timer),
+                    "--kv-bytes: 1 is below the smallest KV cache, 1572864 bytes at rho=1");
+  o.kv_bytes = -1;
+  CHECK_THROWS_WITH(RunAllocate(o, timer),
+                    "--rho: missing (give --rho R, --latency-ms T or --kv-bytes N)");
+  o.rho = 0.5;
+  o.strategy = "best";
+  CHECK_THROWS_WITH(
+      RunAllocate(o, timer),
+      "--strategy: 'best' is not a strategy (expected rule, greedy, consa or import)");
+}
+
+TEST_CASE("RunAllocate: a latency budget keeps the least-loss allocation that is fast enough") {
+  AllocateOptions o;
+  o.model = std::string(ATTNTUNE_FIXTURES_DIR) + "/models/tiny/config.json";  // 2 x 2 KV heads
+  o.granularity = Granularity::kHeadGlobal;
+  o.context = 256;
+  o.window = 32;
+  o.calib_len = 64;
+  o.cost.policy = {1, 3, 5, 0.2, 0.05};
+  CpuTimer timer;
+  o.latency_ms = 1e9;  // everything fits: dense attention loses nothing
+  const AllocateResult r = RunAllocate(o, timer);
+  CHECK(r.chosen.SwaHeads() == 0);
+  CHECK(r.rho_target == 0.0);
+  CHECK(r.cost.prefill_ms > 0);
+  o.latency_ms = 1e-9;
+  try {
+    RunAllocate(o, timer);
+    FAIL("expected a UserError");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).rfind("--latency-ms: no allocation reaches 1e-09 ms (fastest: ",
+                                      0) == 0);
+  }
+}
+
+}  // namespace attntune

@@ -1,0 +1,130 @@
+#include "tuner/allocation/cost.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/kokkos/windowed.h"
+#include "kernels/spec/check.h"
+#include "kernels/spec/variant.h"
+
+namespace attntune {
+
+namespace {
+
+const Variant* FindHybrid() {
+  for (const Variant& v : Variants())
+    if (v.id == "hybrid") return &v;
+  return nullptr;
+}
+
+// Q, K, V of the KV heads [first, first + count) of `t`, as a problem of their own.
+Tensors SliceHeads(const Tensors& t, int64_t first, int64_t count) {
+  Tensors s;
+  s.shape = t.shape;
+  s.shape.Hkv = count;
+  s.shape.Hq = count * t.shape.Group();
+  const int64_t qh = t.shape.Lq * t.shape.d, kh = t.shape.Lk * t.shape.d, g = t.shape.Group();
+  s.q.assign(t.q.begin() + first * g * qh, t.q.begin() + (first + count) * g * qh);
+  s.k.assign(t.k.begin() + first * kh, t.k.begin() + (first + count) * kh);
+  s.v.assign(t.v.begin() + first * kh, t.v.begin() + (first + count) * kh);
+  return s;
+}
+
+}  // namespace
+
+int64_t HeadPrefillPairs(int64_t length, int64_t window, int64_t sink) {
+  int64_t pairs = 0;
+  for (int64_t p = 0; p < length; ++p) pairs += HeadDecodePairs(p + 1, window, sink);
+  return pairs;
+}
+
+int64_t HeadDecodePairs(int64_t context, int64_t window, int64_t sink) {
+  if (window <= 0 || window >= context) return context;
+  return window + std::max<int64_t>(0, std::min(sink, context - window));
+}
+
+int64_t KvCacheBytes(const ModelGeometry& m, const Allocation& a, const CostOptions& o) {
+  const int64_t per_token = 2 * m.head_dim * o.kv_elem_bytes;  // K and V
+  const int64_t swa_tokens = std::min(o.context, o.window + o.sink);
+  int64_t bytes = 0;
+  for (int64_t l = 0; l < a.layers; ++l)
+    for (int64_t h = 0; h < a.kv_heads; ++h)
+      bytes += per_token * (a.Swa(l, h) ? swa_tokens : o.context);
+  return bytes;
+}
+
+CostMeter::CostMeter(const ModelGeometry& model, const CostOptions& options, Timer& timer)
+    : model_(model), options_(options), timer_(timer) {
+  method_ = FindHybrid() != nullptr ? "hybrid" : "windowed-per-group";
+  if (!options_.measure) return;
+  const Shape prefill{
+      1, model.q_heads, model.kv_heads, options.context, options.context, model.head_dim, true};
+  Shape decode = prefill;
+  decode.Lq = 1;
+  prefill_ = GaussianTensors(prefill, 11);
+  decode_ = GaussianTensors(decode, 12);
+}
+
+double CostMeter::Time(const Tensors& t, int64_t swa_heads) {
+  const int64_t full = t.shape.Hkv - swa_heads;
+  std::vector<float> out(static_cast<size_t>(t.shape.QElems()));
+  if (const Variant* hybrid = FindHybrid()) {
+    const Implementation* impl = hybrid->FindImplementation("tiled");
+    CHECK(impl != nullptr);
+    const Params given = {{"w", std::to_string(options_.window)},
+                          {"full", std::to_string(full)},
+                          {"sink", std::to_string(options_.sink)},
+                          {"Br", std::to_string(options_.br)},
+                          {"Bc", std::to_string(options_.bc)}};
+    const Params p = ResolveParams(*hybrid, impl, t.shape, given, "allocation cost");
+    return Measure(
+               timer_, [&] { impl->run(t, p, out.data()); }, options_.policy)
+        .median_ms;
+  }
+  const Tensors full_t = SliceHeads(t, 0, full), swa_t = SliceHeads(t, full, swa_heads);
+  WindowedArgs fa;
+  fa.window = 0;
+  fa.sink = 0;
+  fa.br = options_.br;
+  fa.bc = options_.bc;
+  WindowedArgs sa = fa;
+  sa.window = options_.window;
+  sa.sink = options_.sink;
+  return Measure(
+             timer_,
+             [&] {
+               if (full > 0) RunWindowedKokkos(full_t, fa, out.data());
+               if (swa_heads > 0) RunWindowedKokkos(swa_t, sa, out.data());
+             },
+             options_.policy)
+      .median_ms;
+}
+
+std::pair<double, double> CostMeter::LayerMs(int64_t swa_heads) {
+  auto it = memo_.find(swa_heads);
+  if (it != memo_.end()) return it->second;
+  const std::pair<double, double> ms = {Time(prefill_, swa_heads), Time(decode_, swa_heads)};
+  memo_[swa_heads] = ms;
+  return ms;
+}
+
+AllocationCost CostMeter::Cost(const Allocation& a) {
+  CHECK(a.layers == model_.layers && a.kv_heads == model_.kv_heads);
+  AllocationCost c;
+  c.kv_bytes = KvCacheBytes(model_, a, options_);
+  const int64_t g = model_.q_heads / model_.kv_heads;
+  const int64_t w = options_.window, s = options_.sink, L = options_.context;
+  const int64_t full_pairs = HeadPrefillPairs(L, 0, 0), swa_pairs = HeadPrefillPairs(L, w, s);
+  for (int64_t l = 0; l < a.layers; ++l) {
+    const int64_t n_swa = a.SwaHeadsInLayer(l), n_full = a.kv_heads - n_swa;
+    c.prefill_pairs += g * (n_full * full_pairs + n_swa * swa_pairs);
+    c.decode_pairs += g * (n_full * HeadDecodePairs(L, 0, 0) + n_swa * HeadDecodePairs(L, w, s));
+    if (!options_.measure) continue;
+    const auto ms = LayerMs(n_swa);
+    c.prefill_ms += ms.first;
+    c.decode_ms += ms.second;
+  }
+  return c;
+}
+
+}  // namespace attntune

@@ -1,0 +1,69 @@
+// The cost side of an allocation: prefill time and decode time per token of all layers,
+// measured with the profiler's policy, and the KV-cache bytes at a context length.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "kernels/spec/tensors.h"
+#include "profiler/measure.h"
+#include "profiler/timer.h"
+#include "tuner/allocation/allocation.h"
+#include "tuner/model.h"
+
+namespace attntune {
+
+struct CostOptions {
+  int64_t context = 4096;  // prefill length, and the decode step's context
+  int64_t window = 1024;   // the SWA heads' window
+  int64_t sink = 0;
+  int64_t br = 32;  // tiles of the windowed kernel
+  int64_t bc = 64;
+  int64_t kv_elem_bytes = 2;                     // bf16 cache
+  bool measure = true;                           // false: pairs and bytes only (times stay 0)
+  MeasurePolicy policy = {1, 3, 20, 1.0, 0.05};  // lighter than tune's: many layers
+};
+
+struct AllocationCost {
+  double prefill_ms = 0;      // all layers, one sequence of `context` tokens
+  double decode_ms = 0;       // per token: one query over `context` keys, all layers
+  int64_t kv_bytes = 0;       // K and V cache at `context`, all layers
+  int64_t prefill_pairs = 0;  // attended (i, j) pairs summed over query heads and layers
+  int64_t decode_pairs = 0;
+};
+
+/// Attended pairs of one query head over Lq = Lk = L rows (window 0: full causal).
+int64_t HeadPrefillPairs(int64_t length, int64_t window, int64_t sink);
+/// Attended keys of one decode query at `context` (window 0: full).
+int64_t HeadDecodePairs(int64_t context, int64_t window, int64_t sink);
+/// K and V bytes of the allocation at the options' context; an SWA head keeps
+/// min(context, window + sink) tokens.
+int64_t KvCacheBytes(const ModelGeometry& m, const Allocation& a, const CostOptions& o);
+
+/// Measures allocations of one model. A layer's time depends on how many of its KV
+/// heads are SWA, so times are measured once per such count and reused across layers
+/// and allocations. With the `hybrid` variant in the table, a layer is one hybrid
+/// launch (its first `full` KV heads dense); otherwise two windowed launches (the
+/// full heads with window 0, then the SWA heads with window w).
+class CostMeter {
+ public:
+  CostMeter(const ModelGeometry& model, const CostOptions& options, Timer& timer);
+  AllocationCost Cost(const Allocation& a);
+  /// "hybrid" or "windowed-per-group": how layers were launched.
+  const std::string& Method() const { return method_; }
+
+ private:
+  std::pair<double, double> LayerMs(int64_t swa_heads);  // prefill, decode
+  double Time(const Tensors& t, int64_t swa_heads);
+
+  ModelGeometry model_;
+  CostOptions options_;
+  Timer& timer_;
+  std::string method_;
+  Tensors prefill_, decode_;
+  std::map<int64_t, std::pair<double, double>> memo_;
+};
+
+}  // namespace attntune
