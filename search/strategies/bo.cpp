@@ -28,9 +28,12 @@ double Matern52(double r) {
 class Gp {
  public:
   // Returns the log marginal likelihood, or -inf when the matrix is not positive definite.
-  double Fit(const MatrixXd& x, const VectorXd& y, const VectorXd& inv_ls, double noise) {
+  // `categorical`: the share of the value-match kernel in the sum (see Kernel).
+  double Fit(const MatrixXd& x, const VectorXd& y, const VectorXd& inv_ls, double noise,
+             double categorical) {
     x_ = x;
     inv_ls_ = inv_ls;
+    categorical_ = categorical;
     const Eigen::Index n = x.rows();
     MatrixXd k = Kernel(x);
     k.diagonal().array() += noise;
@@ -43,14 +46,32 @@ class Gp {
     return -0.5 * y.dot(alpha_) - log_det;
   }
 
-  /// Kernel between the rows of `a` and the training rows.
+  /// Kernel between the rows of `a` and the training rows: (1 - c) Matern 5/2 on the
+  /// ordered positions plus c exp(-sum over differing values of min(1, 1/lengthscale)).
+  /// The second term treats values as categories: it lets the model learn that one
+  /// combination of values is good while its ordered neighbours are not (GPU
+  /// parameters often interact so), with the same lengthscales saying which
+  /// dimensions matter.
   MatrixXd Kernel(const MatrixXd& a) const {
     const MatrixXd as = a * inv_ls_.asDiagonal();
     const MatrixXd xs = x_ * inv_ls_.asDiagonal();
     MatrixXd d2 = -2.0 * as * xs.transpose();
     d2.colwise() += as.rowwise().squaredNorm();
     d2.rowwise() += xs.rowwise().squaredNorm().transpose();
-    return d2.unaryExpr([](double v) { return Matern52(std::sqrt(std::max(v, 0.0))); });
+    MatrixXd k = d2.unaryExpr([](double v) { return Matern52(std::sqrt(std::max(v, 0.0))); });
+    if (categorical_ > 0) {
+      const Eigen::Index dims = a.cols();
+      for (Eigen::Index i = 0; i < a.rows(); ++i) {
+        for (Eigen::Index j = 0; j < x_.rows(); ++j) {
+          double h = 0;
+          for (Eigen::Index d = 0; d < dims; ++d) {
+            if (a(i, d) != x_(j, d)) h += std::min(1.0, inv_ls_(d));
+          }
+          k(i, j) = (1 - categorical_) * k(i, j) + categorical_ * std::exp(-h);
+        }
+      }
+    }
+    return k;
   }
 
   void Predict(const MatrixXd& a, VectorXd* mean, VectorXd* var) const {
@@ -63,6 +84,7 @@ class Gp {
  private:
   MatrixXd x_;
   VectorXd inv_ls_;
+  double categorical_ = 0;
   Eigen::LLT<MatrixXd> llt_;
   VectorXd alpha_;
 };
@@ -74,6 +96,7 @@ class Bo : public EngineStrategy {
  public:
   Bo(std::shared_ptr<const SpaceIndex> index, uint64_t seed, BoOptions options)
       : EngineStrategy(std::move(index), seed), options_(std::move(options)) {
+    categorical_ = options_.categorical;
     log_ls_.assign(this->index().Features(Point(this->index().Dims(), 0)).size(), std::log(0.5));
   }
   std::string Name() const override { return options_.name; }
@@ -90,7 +113,7 @@ class Bo : public EngineStrategy {
     VectorXd mean, var;
     gp_.Predict(a, &mean, &var);
     const VectorXd fail = FailureProbability(a);
-    double best_score = -1;
+    double best_score = -std::numeric_limits<double>::infinity();
     size_t best = 0;
     for (size_t i = 0; i < pool.size(); ++i) {
       const Eigen::Index r = static_cast<Eigen::Index>(i);
@@ -148,6 +171,13 @@ class Bo : public EngineStrategy {
     }
     const int want = options_.random_candidates;
     int found = 0;
+    if (index().Enumerated() &&
+        static_cast<int64_t>(index().Feasible().size()) - AskedCount() <= want) {
+      for (int64_t i : index().Feasible()) {
+        if (!Asked(i) && seen.insert(i).second) pool.push_back(index().FromIndex(i));
+      }
+      return pool;
+    }
     for (int attempt = 0; attempt < 4 * want && found < want; ++attempt) {
       int64_t i;
       if (index().Enumerated()) {
@@ -206,9 +236,9 @@ class Bo : public EngineStrategy {
       Tune(x, y);
       next_tune_ = std::max<int64_t>(next_tune_ + 1, next_tune_ * 3 / 2);
     }
-    if (!std::isfinite(gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_)))) {
+    if (!std::isfinite(gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_), categorical_))) {
       log_noise_ = std::min(log_noise_ + 2.0, std::log(0.5));  // add jitter until it factors
-      gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6);
+      gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6, categorical_);
     }
   }
 
@@ -219,10 +249,13 @@ class Bo : public EngineStrategy {
   }
 
   // Maximum likelihood by coordinate search over log lengthscales and log noise:
-  // halving and doubling each in turn while the likelihood improves.
+  // halving and doubling each in turn while the likelihood improves; then, when
+  // options_.tune_categorical, the kernel's categorical share.
   void Tune(const MatrixXd& x, const VectorXd& y) {
     Gp gp;
-    auto likelihood = [&]() { return gp.Fit(x, y, InverseLengthscales(), std::exp(log_noise_)); };
+    auto likelihood = [&]() {
+      return gp.Fit(x, y, InverseLengthscales(), std::exp(log_noise_), categorical_);
+    };
     double current = likelihood();
     const double step = std::log(2.0);
     for (int round = 0; round < 2; ++round) {
@@ -240,6 +273,20 @@ class Bo : public EngineStrategy {
           }
           param = old;
         }
+      }
+      if (options_.tune_categorical) {
+        // The categorical share: the likeliest of a few.
+        const double old = categorical_;
+        double best = old;
+        for (double c : {0.0, 0.25, 0.5, 0.75, 0.9}) {
+          categorical_ = c;
+          const double value = likelihood();
+          if (value > current + 1e-9) {
+            current = value;
+            best = c;
+          }
+        }
+        categorical_ = best;
       }
     }
   }
@@ -273,6 +320,7 @@ class Bo : public EngineStrategy {
   }
 
   BoOptions options_;
+  double categorical_ = 0;  // the kernel's categorical share (see Gp::Kernel)
   std::vector<Observation> ok_;
   std::vector<Eigen::RowVectorXd> failed_;
   bool positive_ = true;

@@ -1,5 +1,6 @@
 // Model-based search: a Gaussian-process surrogate of log(objective) over the ordered
-// value positions, expected improvement weighted by a kernel model of failure.
+// value positions and the values as categories (a sum of two kernels), expected
+// improvement weighted by a kernel model of failure.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,8 @@ struct BoOptions {
   int parents = 5;            // best points whose neighbours are scored per step
   int max_train = 100;        // the model sees at most this many points
   double xi = 0.0;            // EI's margin, in standard deviations of log(objective)
+  double categorical = 0.5;   // share of the value-match kernel (the start when tuned)
+  bool tune_categorical = true;  // choose the share by likelihood with the lengthscales
 };
 
 std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,

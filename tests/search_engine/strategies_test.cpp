@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "search/strategies/bo.h"
+#include "search/strategies/common.h"
 #include "search/strategies/registry.h"
 #include "search/strategy.h"
 
@@ -173,6 +175,54 @@ TEST_CASE("warm start asks the given points first", "[search_engine]") {
     REQUIRE(p);
     CHECK(*p == warm[2]);
   }
+}
+
+// Each dimension's values matter on their own, with no order among them (as GPU
+// parameters often do): log objective = sum of per-value effects from fixed tables
+// that are rough in the value order. 16 x 8 x 6 = 768 points, optimum 1.0 at
+// (13, 2, 4).
+double Rough(const Point& p) {
+  static const double a[16] = {0.9, 0.2, 1.0, 0.5, 0.8, 0.3, 1.0, 0.6,
+                               0.9, 0.4, 1.0, 0.7, 0.8, 0.0, 0.9, 0.5};
+  static const double b[8] = {0.8, 0.3, 0.0, 0.9, 0.4, 1.0, 0.5, 0.7};
+  static const double c[6] = {0.6, 1.0, 0.3, 0.8, 0.0, 0.9};
+  return std::exp(a[p[0]] + b[p[1]] + c[p[2]]);
+}
+
+// Mean over seeds of the best objective after `budget` evaluations of bo with `options`.
+double RoughMeanBest(const strategies::BoOptions& options, int budget) {
+  Space space;
+  space.AddDimension("a", Numbers(16));
+  space.AddDimension("b", Numbers(8));
+  space.AddDimension("c", Numbers(6));
+  auto index = std::make_shared<const strategies::SpaceIndex>(space);
+  double sum = 0;
+  const int seeds = 8;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    std::unique_ptr<strategies::EngineStrategy> s = strategies::MakeBoWith(index, seed, options);
+    double best = INFINITY;
+    for (int i = 0; i < budget; ++i) {
+      std::optional<Point> p = s->Next();
+      REQUIRE(p);
+      s->Tell(Evaluation{*p, true, Rough(*p)});
+      best = std::min(best, Rough(*p));
+    }
+    sum += best;
+  }
+  return sum / seeds;
+}
+
+TEST_CASE("bo's categorical kernel learns values that matter without order", "[search_engine]") {
+  strategies::BoOptions with;  // the defaults: categorical share tuned by likelihood
+  strategies::BoOptions without;
+  without.categorical = 0;
+  without.tune_categorical = false;
+  const double mean_with = RoughMeanBest(with, 40);
+  const double mean_without = RoughMeanBest(without, 40);
+  INFO("with " << mean_with << ", without " << mean_without);
+  CHECK(mean_with < mean_without);
+  // Random search's expected best of 40 draws is 1.81; the second-best point is 1.22.
+  CHECK(mean_with < 1.1);
 }
 
 TEST_CASE("unknown extended names give nullptr", "[search_engine]") {
