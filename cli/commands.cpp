@@ -98,6 +98,16 @@ class ProgressPrinter {
   bool pending_ = false;
 };
 
+// --impl: the named implementation of `variant`, or its first when none is named.
+const Implementation* FindImplementationArg(const Variant& variant, const std::string& id) {
+  if (id.empty()) return &variant.implementations.front();
+  if (const Implementation* impl = variant.FindImplementation(id)) return impl;
+  std::string known;
+  for (const auto& i : variant.implementations) known += (known.empty() ? "" : ", ") + i.id;
+  throw UserError("--impl: unknown implementation '" + id + "' of " + variant.id + " (known: " +
+                  known + ")");
+}
+
 void RegisterDevices(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("devices", "List the devices attntune can tune on");
   cmd->callback([rc] {
@@ -207,10 +217,7 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
-    const Implementation* impl = args->impl.empty()
-                                     ? &variant.implementations.front()
-                                     : variant.FindImplementation(args->impl);
-    if (!impl) throw UserError("--impl: unknown implementation '" + args->impl + "' of " + variant.id);
+    const Implementation* impl = FindImplementationArg(variant, args->impl);
     const Shape shape = ParseShape(args->shape, "--shape");
     ValidateShape(shape, "--shape");
     const Params params =
@@ -355,10 +362,7 @@ void RegisterRun(CLI::App& app, int* rc) {
   cmd->add_flag("--non-causal", args->non_causal, "Every query sees every key");
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
-    const Implementation* impl = args->impl.empty()
-                                     ? &variant.implementations.front()
-                                     : variant.FindImplementation(args->impl);
-    if (!impl) throw UserError("--impl: unknown implementation '" + args->impl + "' of " + variant.id);
+    const Implementation* impl = FindImplementationArg(variant, args->impl);
     const Params given = ParseParams(args->params, "--params");
     const StFile file = ReadSafetensors(args->in);
     const StTensor& q = RequireTensor(file, "q", args->in, 4);

@@ -49,6 +49,8 @@ expect_error(["bench", "--variant", "dense", "--shape", "B=1,Hq=6,Hkv=4,L=64,d=6
              "attntune: error: --shape: Hq=6 is not divisible by Hkv=4")
 expect_error(["bench", "--variant", "swa", "--params", "w=0", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
              "attntune: error: --params: w=0 is out of range (w >= 1)")
+expect_error(["bench", "--variant", "swa", "--impl", "fast", "--params", "w=4", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
+             "attntune: error: --impl: unknown implementation 'fast' of swa (known: tiled, generic)")
 expect_error(["bench", "--variant", "swa", "--params", "w=abc", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
              "attntune: error: --params: w='abc' is not an integer")
 expect_error(["run", "--variant", "dense", "--in", os.path.join(tmp, "missing.safetensors"),
