@@ -16,9 +16,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
 if [ "${#missing[@]}" -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "install-deps: installing ${missing[*]}"
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
@@ -27,6 +27,12 @@ fi
 if [ "$want_tests" = 1 ]; then
   if ! python3 -c "import numpy, safetensors" 2>/dev/null; then
     echo "install-deps: installing numpy and safetensors from PyPI"
-    python3 -m pip install --quiet --disable-pip-version-check numpy safetensors
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-pip
+    fi
+    pip=(python3 -m pip install --quiet --disable-pip-version-check numpy safetensors)
+    # Debian's own python3 refuses installs outside a venv (PEP 668); the test tools
+    # only need these two packages, so allow it there.
+    "${pip[@]}" || "${pip[@]}" --break-system-packages
   fi
 fi
