@@ -50,6 +50,10 @@ Params VariantParams(const Variant& variant, const Params& params);
 struct EvaluateOptions {
   MeasurePolicy policy;
   double tolerance = 1e-5;  // max relative error against the fp64 reference
+  /// false (bench --unchecked only, never tune): no fp64 reference and no quality
+  /// metrics, only a finite-output check, so that long lengths can be timed; the result
+  /// carries metric checked = 0.
+  bool check = true;
 };
 
 struct Evaluated {

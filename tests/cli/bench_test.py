@@ -1,0 +1,33 @@
+"""attntune bench --json: the fields the foundation issue names, checked against counts
+computed here; --unchecked times without the reference and says so."""
+import json
+
+from clitest import run, expect, finish
+
+# swa w=8, sink=2 on L=40, Hq=4: per row the window plus the sinks not already in it.
+L, w, sink, Hq, d = 40, 8, 2, 4, 64
+pairs = Hq * sum(len(set(range(max(0, i - w + 1), i + 1)) | set(range(min(sink, i + 1))))
+                 for i in range(L))
+dense_pairs = Hq * L * (L + 1) // 2
+
+p = run("bench", "--variant", "swa", "--params", f"w={w},sink={sink}", "--shape",
+        f"B=1,Hq={Hq},Hkv=2,L={L},d={d}", "--max-seconds", "0.2", "--json", check=0)
+j = json.loads(p.stdout)
+for key in ["median_ms", "useful_flops", "gflops", "pairs", "rel_err", "mass_recall"]:
+    expect(key in j, f"bench JSON has {key}")
+expect(j["status"] == "ok" and j["median_ms"] > 0, "bench measured a time")
+expect(j["pairs"] == pairs, f"pairs {j['pairs']} == {pairs} counted here")
+expect(j["useful_flops"] == 4 * d * pairs, "useful_flops = 4 d pairs")
+expect(abs(j["pair_ratio"] - pairs / dense_pairs) < 1e-12, "pair_ratio against dense")
+expect(abs(j["gflops"] - j["useful_flops"] / (j["median_ms"] * 1e6)) < 1e-9 * j["gflops"],
+       "gflops = useful_flops / median time")
+expect(0 < j["mass_recall"] < 1 and j["rel_err"] > 1e-3, "a window of 8 loses some dense mass")
+expect(j["check_err"] < 1e-5, "the kernel matched its fp64 reference")
+
+p = run("bench", "--variant", "dense", "--shape", f"B=1,Hq={Hq},Hkv=2,L={L},d={d}",
+        "--max-seconds", "0.2", "--unchecked", "--json", check=0)
+j = json.loads(p.stdout)
+expect(j["checked"] == 0 and "rel_err" not in j and "mass_recall" not in j and "check_err" not in j,
+       "--unchecked reports no quality it did not compute")
+expect(j["pairs"] == dense_pairs and j["pair_ratio"] == 1.0, "--unchecked still counts pairs")
+finish()
