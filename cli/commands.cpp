@@ -129,6 +129,8 @@ struct TuneArgs {
   std::string device = "cpu";
   std::string variants = "dense,swa";
   std::string seq_lens = "512,1024,2048";
+  std::string batch = std::to_string(TuneOptions{}.batch);
+  std::string budget = std::to_string(TuneOptions{}.budget);
 };
 
 void RegisterTune(CLI::App& app, int* rc) {
@@ -141,8 +143,8 @@ void RegisterTune(CLI::App& app, int* rc) {
   cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
   cmd->add_option("--seq-lens", args->seq_lens, "Comma-separated sequence lengths")
       ->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
-  cmd->add_option("--budget", o.budget, "Evaluations per (variant, sequence length)")
+  cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--budget", args->budget, "Evaluations per (variant, sequence length)")
       ->capture_default_str();
   cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
       ->capture_default_str();
@@ -160,7 +162,8 @@ void RegisterTune(CLI::App& app, int* rc) {
     TuneOptions options = args->options;
     options.variants = SplitList(args->variants);
     options.seq_lens = ParseSeqLens(args->seq_lens);
-    if (options.batch <= 0) throw UserError("--batch: must be a positive integer");
+    options.batch = ParsePositiveInt(args->batch, "--batch");
+    options.budget = ParsePositiveInt(args->budget, "--budget");
     options.args_json = nlohmann::json{{"model", options.model},
                                        {"device", args->device},
                                        {"variants", options.variants},

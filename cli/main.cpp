@@ -1,6 +1,7 @@
 // attntune: profile and autotune sparse and hybrid attention kernels.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +17,20 @@ int main(int argc, char** argv) {
   int rc = 0;
   attntune::RegisterCommands(app, &rc);
   attntune::KokkosRuntime kokkos;  // the subcommands run inside parse()
+  // A mistyped command gets named (CLI11 alone would only say one is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "attntune: error: unknown command '%s' (known: %s)\n", argv[1],
+                   names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

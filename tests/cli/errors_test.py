@@ -25,6 +25,13 @@ expect_error(["tune", "--variants", "dense,nosuch", "--out", tmp],
              "attntune: error: --variants: unknown variant 'nosuch' (known: dense, swa, hybrid, lsh, ks, hax, dma, dma_decode)")
 expect_error(["tune", "--seq-lens", "1024,4k", "--out", tmp],
              "attntune: error: --seq-lens: '4k' is not a positive integer")
+expect_error(["tune", "--budget", "abc", "--out", tmp],
+             "attntune: error: --budget: 'abc' is not a positive integer")
+expect_error(["tune", "--batch", "0", "--out", tmp],
+             "attntune: error: --batch: '0' is not a positive integer")
+expect_error(["frobnicate"],
+             "attntune: error: unknown command 'frobnicate' (known: devices, tune, bench, run, "
+             "emit, report, db, replay, allocate)")
 expect_error(["tune", "--seq-lens", "0", "--out", tmp],
              "attntune: error: --seq-lens: '0' is not a positive integer")
 expect_error(["tune", "--model", os.path.join(FIXTURES, "models/bad_heads/config.json"), "--out", tmp],
