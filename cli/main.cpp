@@ -45,6 +45,11 @@ int main(int argc, char** argv) {
   } catch (const attntune::UserError& e) {
     std::fprintf(stderr, "attntune: error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    // Not the user's mistake (a full disk, an I/O error): what is stored stays stored,
+    // every trial having been committed on its own.
+    std::fprintf(stderr, "attntune: failed: %s\n", e.what());
+    return 1;
   }
   return rc;
 }
