@@ -84,6 +84,16 @@ AllocationRecord Record(const AllocateResult& r, const AllocateOptions& o,
   rec.kv_bytes = r.cost.kv_bytes;
   rec.prefill_pairs = r.cost.prefill_pairs;
   rec.decode_pairs = r.cost.decode_pairs;
+  rec.tuned.tuned = r.tuned.tuned;
+  rec.tuned.br = r.tuned.br;
+  rec.tuned.bc = r.tuned.bc;
+  rec.tuned.window = r.tuned.window;
+  rec.tuned.layer_swa_heads = r.tuned.layer_swa_heads;
+  rec.tuned.evaluations = r.tuned.evaluations;
+  rec.tuned.budget = o.tune_budget;
+  rec.tuned.prefill_ms = r.tuned.prefill_ms;
+  rec.tuned.default_prefill_ms = r.tuned.default_prefill_ms;
+  rec.tuned.quality_loss = r.quality_loss;  // w is not searched: the chosen one's loss
   for (const SweepPoint& p : r.sweep)
     rec.sweep.push_back({p.rho, p.quality_loss, p.cost.prefill_ms, p.cost.decode_ms,
                          p.cost.kv_bytes, p.cost.prefill_pairs, p.on_front});
@@ -121,6 +131,9 @@ void RegisterAllocate(CLI::App& app, int* rc) {
       ->capture_default_str();
   cmd->add_option("--min-reps", o.cost.policy.min_reps,
                   "Minimum timed repetitions per layer pattern")
+      ->capture_default_str();
+  cmd->add_option("--tune-budget", o.tune_budget,
+                  "Timed points of the hybrid tile search for the chosen allocation (0: skip)")
       ->capture_default_str();
   cmd->add_flag("--no-measure", args->no_measure, "Skip timing (pairs and KV bytes only)");
   cmd->add_option("--out", args->out, "Output folder")->capture_default_str();
@@ -164,6 +177,18 @@ void RegisterAllocate(CLI::App& app, int* rc) {
         r.quality_loss, r.cost.prefill_ms, r.cost.decode_ms,
         static_cast<long long>(r.cost.kv_bytes), static_cast<long long>(options.context),
         r.cost_method.c_str());
+    if (r.tuned.tuned)
+      std::printf(
+          "  tuned tiles: Br %lld, Bc %lld at w %lld: %.3f ms per layer with %lld SWA KV heads "
+          "(defaults Br %lld, Bc %lld: %.3f ms; %lld points)\n",
+          static_cast<long long>(r.tuned.br), static_cast<long long>(r.tuned.bc),
+          static_cast<long long>(r.tuned.window), r.tuned.prefill_ms,
+          static_cast<long long>(r.tuned.layer_swa_heads),
+          static_cast<long long>(options.cost.br), static_cast<long long>(options.cost.bc),
+          r.tuned.default_prefill_ms, static_cast<long long>(r.tuned.evaluations));
+    else
+      std::printf("  tiles: not tuned (Br %lld, Bc %lld)\n",
+                  static_cast<long long>(options.cost.br), static_cast<long long>(options.cost.bc));
     std::printf("  front (rho, quality loss, prefill ms, decode ms, KV bytes):\n");
     for (const SweepPoint& p : r.sweep)
       std::printf("   %s %.4f %.5f %10.3f %8.4f %lld\n", p.on_front ? "*" : " ", p.rho,

@@ -80,6 +80,21 @@ std::string RenderAllocationJson(const AllocationRecord& r) {
                      {"prefill_pairs", p.prefill_pairs},
                      {"on_front", p.on_front}});
   a["sweep"] = sweep;
+  if (r.tuned.tuned)
+    a["tuned"] = {{"Br", r.tuned.br},
+                  {"Bc", r.tuned.bc},
+                  {"w", r.tuned.window},
+                  {"prefill_ms", r.tuned.prefill_ms},
+                  {"quality_loss", r.tuned.quality_loss},
+                  {"default_prefill_ms", r.tuned.default_prefill_ms},
+                  {"default_tiles", {{"Br", r.br}, {"Bc", r.bc}}},
+                  {"layer_swa_heads", r.tuned.layer_swa_heads},
+                  {"evaluations", r.tuned.evaluations},
+                  {"budget", r.tuned.budget},
+                  {"search", "random"},
+                  {"timed", "prefill of one layer"}};
+  else
+    a["tuned"] = nullptr;
   J doc;
   doc["schema"] = kAllocationJsonSchema;
   doc["tool"] = "attntune";
@@ -117,6 +132,17 @@ std::string RenderAllocationHtml(const AllocationRecord& r) {
        esc(r.strategy) + ", " + esc(r.budget) + "; window " + std::to_string(r.window) +
        ", context " + std::to_string(r.context) + "; measured on " + esc(r.device) + " (" +
        esc(r.cost_method) + ")</p>\n";
+  if (r.tuned.tuned) {
+    std::snprintf(buf, sizeof buf,
+                  "<p>tuned tiles: Br %lld, Bc %lld at w %lld: %.3f ms per layer with %lld SWA "
+                  "KV heads (defaults Br %lld, Bc %lld: %.3f ms; %lld points searched)</p>\n",
+                  static_cast<long long>(r.tuned.br), static_cast<long long>(r.tuned.bc),
+                  static_cast<long long>(r.tuned.window), r.tuned.prefill_ms,
+                  static_cast<long long>(r.tuned.layer_swa_heads), static_cast<long long>(r.br),
+                  static_cast<long long>(r.bc), r.tuned.default_prefill_ms,
+                  static_cast<long long>(r.tuned.evaluations));
+    h += buf;
+  }
   h +=
       "<h2>Layers x KV heads</h2><p>blue: full attention; orange: sliding window, darker = "
       "larger output error if SWA (hover for the head's statistics)</p>\n<table><tr><th>layer</th>";
@@ -175,7 +201,7 @@ std::string RenderAllocationHeader(const AllocationRecord& r) {
   h += "constexpr int kKvHeads = " + std::to_string(r.kv_heads) + ";\n";
   h += "constexpr int kSlidingWindow = " + std::to_string(r.window) + ";\n";
   h += "constexpr int kSink = " + std::to_string(r.sink) + ";\n";
-  char buf[64];
+  char buf[256];
   std::snprintf(buf, sizeof buf, "%.17g", r.rho);
   h += std::string("constexpr double kSwaShare = ") + buf + ";  // SWA share of all KV heads\n\n";
   h += "/// kWindows[layer][kv_head]: 0 = full attention, else the sliding window.\n";
@@ -187,6 +213,19 @@ std::string RenderAllocationHeader(const AllocationRecord& r) {
     h += "},\n";
   }
   h += "};\n\n";
+  if (r.tuned.tuned) {
+    std::snprintf(buf, sizeof buf,
+                  "/// Tiles of the hybrid kernel tuned for this allocation (%lld points): %.3f "
+                  "ms\n/// per layer at w %lld (defaults Br %lld, Bc %lld: %.3f ms).\n",
+                  static_cast<long long>(r.tuned.evaluations), r.tuned.prefill_ms,
+                  static_cast<long long>(r.tuned.window), static_cast<long long>(r.br),
+                  static_cast<long long>(r.bc), r.tuned.default_prefill_ms);
+    h += buf;
+  } else {
+    h += "/// Tiles of the hybrid kernel: not tuned (the defaults).\n";
+  }
+  h += "constexpr int kTileBr = " + std::to_string(r.tuned.tuned ? r.tuned.br : r.br) + ";\n";
+  h += "constexpr int kTileBc = " + std::to_string(r.tuned.tuned ? r.tuned.bc : r.bc) + ";\n\n";
   h += "/// The window of a KV head (0 = full attention); outside the table: 0, full\n"
        "/// attention, which is always correct.\n"
        "constexpr int32_t Window(int layer, int kv_head) {\n"

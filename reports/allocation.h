@@ -37,19 +37,28 @@ struct AllocationRecord {
     bool on_front = false;
   };
   std::vector<Point> sweep;
+  // The hybrid variant's tiles tuned for this allocation (tuned false: skipped).
+  struct Tuned {
+    bool tuned = false;
+    int64_t br = 0, bc = 0, window = 0, layer_swa_heads = 0, evaluations = 0, budget = 0;
+    double prefill_ms = 0, default_prefill_ms = 0;  // one layer
+    double quality_loss = 0;                        // of the allocation at `window`
+  } tuned;
 };
 
 /// attntune_config.json: schema 1, "allocations": [ the allocation ], where each entry
 /// has "transformers": {"sliding_window", "layer_types"} (a layer is
 /// "sliding_attention" iff all its KV heads are), "kv_head_windows" [layer][head]
-/// (0 = full) when any layer is mixed, the per-layer SWA share, costs and the front.
+/// (0 = full) when any layer is mixed, the per-layer SWA share, costs and the front, and
+/// "tuned": {"Br", "Bc", "w", "prefill_ms", ...} (null when tile tuning was skipped).
 std::string RenderAllocationJson(const AllocationRecord& r);
 
 /// allocation.html: self-contained page with the layers x KV heads heatmap (SWA or
 /// full, shaded by the head's swa_rel_err), the per-layer SWA share and the front.
 std::string RenderAllocationHtml(const AllocationRecord& r);
 
-/// attntune_allocation.h: constexpr kWindows[layer][kv_head] and a Window() lookup.
+/// attntune_allocation.h: constexpr kWindows[layer][kv_head], a Window() lookup and the
+/// tiles (kTileBr, kTileBc: tuned, else the defaults).
 std::string RenderAllocationHeader(const AllocationRecord& r);
 
 }  // namespace attntune

@@ -25,12 +25,19 @@ expect(a["rho"] == 0.5 and a["transformers"]["layer_types"].count("sliding_atten
 expect(a["sliding_window"] == 512, "the window defaults to the config's sliding_window")
 expect(a["cost"]["prefill_ms"] > 0 and a["cost"]["kv_bytes"] > 0, "costs are measured")
 expect(any(pt["on_front"] for pt in a["sweep"]), "the sweep marks a front")
+t = a["tuned"]
+expect(t is not None and t["Br"] in (16, 32, 64, 128) and t["Bc"] in (32, 64, 128, 256)
+       and t["w"] == 512 and t["prefill_ms"] > 0 and t["evaluations"] == 6,
+       f"the default --tune-budget 6 tunes the hybrid tiles from the grid ({t})")
+expect("tuned tiles: Br" in p.stdout, "the summary names the tuned tiles")
 with open(os.path.join(out, "full_attention_heads.tsv")) as f:
     rows = [r.split("\t") for r in f.read().splitlines()]
 expect(len(rows) == 26 and all(len(r) == 1 for r in rows), "TSV: one row per layer, one column per KV head")
 with open(os.path.join(out, "attntune_allocation.h")) as f:
     header = f.read()
 expect("constexpr int32_t kWindows[kLayers][kKvHeads]" in header, "header has the window table")
+expect(f"constexpr int kTileBr = {t['Br']};" in header and f"constexpr int kTileBc = {t['Bc']};" in header,
+       "header has the tuned tiles")
 with open(os.path.join(out, "allocation.html")) as f:
     html = f.read()
 expect(html.count('<td class="c"') == 26 and "Pareto front" in html,
@@ -43,6 +50,7 @@ run("allocate", "--model", tiny, "--rho", "0.5", "--granularity", "head", "--str
 b = load(out2)
 expect(b["swa_share_per_layer"] == [0.5, 0.5] and "kv_head_windows" in b,
        "head-wise: half of each layer's KV heads slide, per-head map written")
+expect(b["tuned"] is None, "--no-measure: tiles are not tuned")
 out3 = os.path.join(tmp, "import")
 run("allocate", "--model", tiny, "--strategy", "import", "--import",
     os.path.join(out2, "full_attention_heads.tsv"), "--context", "256", "--window", "32",
@@ -64,6 +72,8 @@ expect_error(["allocate", "--model", tiny, "--rho=-0.5", "--out", tmp],
              "attntune: error: --rho: -0.500000 is not a fraction in [0, 1]")
 expect_error(["allocate", "--model", tiny, "--out", tmp],
              "attntune: error: --rho: missing (give --rho R, --latency-ms T or --kv-bytes N)")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--tune-budget", "-1", "--out", tmp],
+             "attntune: error: --tune-budget: must be a non-negative integer")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--granularity", "row", "--out", tmp],
              "attntune: error: --granularity: 'row' is not a granularity (expected layer, head or head-global)")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--strategy", "import", "--import",

@@ -2,9 +2,13 @@
 // strictly, and prefill time from rho = 0 to rho = 1 by a wide margin.
 #include "tuner/allocation/cost.h"
 
+#include <set>
+#include <string>
+
 #include <catch2/catch.hpp>
 
 #include "kernels/spec/error.h"
+#include "kernels/spec/variant.h"
 #include "tuner/allocation/allocate.h"
 
 namespace attntune {
@@ -111,6 +115,53 @@ TEST_CASE("RunAllocate: a latency budget keeps the least-loss allocation that is
     CHECK(std::string(e.what()).rfind("--latency-ms: no allocation reaches 1e-09 ms (fastest: ",
                                       0) == 0);
   }
+}
+
+TEST_CASE("tile tuning: the tuned tiles come from the hybrid grid; budget 0 skips it") {
+  const Variant* hybrid = nullptr;
+  for (const Variant& v : Variants())
+    if (v.id == "hybrid") hybrid = &v;
+  REQUIRE(hybrid != nullptr);
+  const Implementation* impl = hybrid->FindImplementation("tiled");
+  REQUIRE(impl != nullptr);
+  auto grid = [&](const std::string& name) {
+    std::set<int64_t> values;
+    for (const ParamDecl& d : impl->tunables)
+      if (d.name == name)
+        for (const std::string& v : d.grid) values.insert(std::stoll(v));
+    return values;
+  };
+  const std::set<int64_t> br = grid("Br"), bc = grid("Bc");
+  REQUIRE(!br.empty());
+  REQUIRE(!bc.empty());
+
+  AllocateOptions o;
+  o.model = std::string(ATTNTUNE_FIXTURES_DIR) + "/models/tiny/config.json";  // 2 x 2 KV heads
+  o.granularity = Granularity::kHead;
+  o.context = 256;
+  o.window = 32;
+  o.calib_len = 64;
+  o.rho = 0.5;
+  o.cost.policy = {1, 3, 5, 0.2, 0.05};
+  o.tune_budget = 3;
+  CpuTimer timer;
+  const AllocateResult r = RunAllocate(o, timer);
+  REQUIRE(r.tuned.tuned);
+  CHECK(r.tuned.evaluations == 3);
+  CHECK(br.count(r.tuned.br) == 1);
+  CHECK(bc.count(r.tuned.bc) == 1);
+  CHECK(r.tuned.window == 32);
+  CHECK(r.tuned.layer_swa_heads == 1);  // head-wise 0.5: one of two KV heads per layer
+  CHECK(r.tuned.prefill_ms > 0);
+  CHECK(r.tuned.prefill_ms <= r.tuned.default_prefill_ms);  // the defaults are a candidate
+
+  o.tune_budget = 0;
+  CHECK_FALSE(RunAllocate(o, timer).tuned.tuned);
+  o.tune_budget = 3;
+  o.measure = false;  // nothing is timed without measuring
+  CHECK_FALSE(RunAllocate(o, timer).tuned.tuned);
+  o.tune_budget = -1;
+  CHECK_THROWS_WITH(RunAllocate(o, timer), "--tune-budget: must be a non-negative integer");
 }
 
 }  // namespace attntune

@@ -86,6 +86,7 @@ AllocateResult RunAllocate(const AllocateOptions& o, Timer& timer) {
   if (o.latency_ms >= 0 && !o.measure)
     throw UserError("--latency-ms: needs measured times (drop --no-measure)");
   if (o.context <= 0) throw UserError("--context: must be a positive integer");
+  if (o.tune_budget < 0) throw UserError("--tune-budget: must be a non-negative integer");
   r.window = o.window > 0                                           ? o.window
              : m.sliding_window > 0 && m.sliding_window < o.context ? m.sliding_window
                                                                     : o.context / 4;
@@ -189,6 +190,7 @@ AllocateResult RunAllocate(const AllocateOptions& o, Timer& timer) {
   }
   r.quality_loss = QualityLoss(r.chosen, r.stats);
   r.cost = meter.Cost(r.chosen);
+  r.tuned = meter.TuneTiles(r.chosen, o.tune_budget, o.seed);
   return r;
 }
 

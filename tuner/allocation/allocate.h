@@ -31,6 +31,7 @@ struct AllocateOptions {
   int64_t calib_len = 256;  // generator sequence length
   uint64_t seed = 1;
   bool measure = true;  // false: pairs and bytes only
+  int64_t tune_budget = 6;  // timed points of the chosen allocation's tile search; 0: skip
   CostOptions cost;     // br, bc, kv_elem_bytes, policy (context/window set here)
 };
 
@@ -53,6 +54,7 @@ struct AllocateResult {
   double quality_loss = 0;
   AllocationCost cost;
   std::string cost_method;
+  TunedTiles tuned;  // the chosen allocation's hybrid tiles (tuned.tuned false: skipped)
   std::vector<SweepPoint> sweep;
 };
 

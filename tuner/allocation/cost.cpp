@@ -6,6 +6,8 @@
 #include "kernels/kokkos/windowed.h"
 #include "kernels/spec/check.h"
 #include "kernels/spec/variant.h"
+#include "search/space.h"
+#include "search/strategy.h"
 
 namespace attntune {
 
@@ -66,6 +68,10 @@ CostMeter::CostMeter(const ModelGeometry& model, const CostOptions& options, Tim
 }
 
 double CostMeter::Time(const Tensors& t, int64_t swa_heads) {
+  return Time(t, swa_heads, options_.br, options_.bc);
+}
+
+double CostMeter::Time(const Tensors& t, int64_t swa_heads, int64_t br, int64_t bc) {
   const int64_t full = t.shape.Hkv - swa_heads;
   std::vector<float> out(static_cast<size_t>(t.shape.QElems()));
   if (const Variant* hybrid = FindHybrid()) {
@@ -74,8 +80,8 @@ double CostMeter::Time(const Tensors& t, int64_t swa_heads) {
     const Params given = {{"w", std::to_string(options_.window)},
                           {"full", std::to_string(full)},
                           {"sink", std::to_string(options_.sink)},
-                          {"Br", std::to_string(options_.br)},
-                          {"Bc", std::to_string(options_.bc)}};
+                          {"Br", std::to_string(br)},
+                          {"Bc", std::to_string(bc)}};
     const Params p = ResolveParams(*hybrid, impl, t.shape, given, "allocation cost");
     return Measure(
                timer_, [&] { impl->run(t, p, out.data()); }, options_.policy)
@@ -85,8 +91,8 @@ double CostMeter::Time(const Tensors& t, int64_t swa_heads) {
   WindowedArgs fa;
   fa.window = 0;
   fa.sink = 0;
-  fa.br = options_.br;
-  fa.bc = options_.bc;
+  fa.br = br;
+  fa.bc = bc;
   WindowedArgs sa = fa;
   sa.window = options_.window;
   sa.sink = options_.sink;
@@ -106,6 +112,62 @@ std::pair<double, double> CostMeter::LayerMs(int64_t swa_heads) {
   const std::pair<double, double> ms = {Time(prefill_, swa_heads), Time(decode_, swa_heads)};
   memo_[swa_heads] = ms;
   return ms;
+}
+
+TunedTiles CostMeter::TuneTiles(const Allocation& a, int64_t budget, uint64_t seed) {
+  CHECK(a.layers == model_.layers && a.kv_heads == model_.kv_heads);
+  TunedTiles tuned;
+  tuned.window = options_.window;
+  const Variant* hybrid = FindHybrid();
+  if (budget <= 0 || !options_.measure || hybrid == nullptr) return tuned;
+  const Implementation* impl = hybrid->FindImplementation("tiled");
+  CHECK(impl != nullptr);
+  // The layer pattern most layers share (ties: fewer SWA heads).
+  std::map<int64_t, int64_t> layers_with;
+  for (int64_t l = 0; l < a.layers; ++l) ++layers_with[a.SwaHeadsInLayer(l)];
+  int64_t n_swa = 0, most = -1;
+  for (const auto& [count, layers] : layers_with)
+    if (layers > most) n_swa = count, most = layers;
+  tuned.layer_swa_heads = n_swa;
+
+  Space space;
+  for (const char* name : {"Br", "Bc"})
+    for (const ParamDecl& d : impl->tunables)
+      if (d.name == name) space.AddDimension(d.name, d.grid);
+  CHECK(space.Dimensions().size() == 2);
+  const Shape shape = prefill_.shape;
+  const Params fixed = {{"w", std::to_string(options_.window)},
+                        {"full", std::to_string(model_.kv_heads - n_swa)},
+                        {"sink", std::to_string(options_.sink)}};
+  space.AddConstraint([&](const std::map<std::string, std::string>& values) {
+    Params p = fixed;
+    for (const auto& [k, v] : values) p[k] = v;
+    return CheckParams(*hybrid, *impl, shape, p);
+  });
+
+  tuned.br = options_.br;
+  tuned.bc = options_.bc;
+  tuned.default_prefill_ms = LayerMs(n_swa).first;
+  tuned.prefill_ms = tuned.default_prefill_ms;
+  auto strategy = MakeStrategy("random", space, seed, "tile search");
+  const std::vector<Evaluation> evals = RunSearch(*strategy, budget, [&](const Point& point) {
+    const auto values = space.Values(point);
+    Evaluation e;
+    e.point = point;
+    e.objective = Time(prefill_, n_swa, std::stoll(values.at("Br")), std::stoll(values.at("Bc")));
+    e.ok = true;
+    return e;
+  });
+  for (const Evaluation& e : evals) {
+    if (!e.ok || e.objective >= tuned.prefill_ms) continue;
+    const auto values = space.Values(e.point);
+    tuned.br = std::stoll(values.at("Br"));
+    tuned.bc = std::stoll(values.at("Bc"));
+    tuned.prefill_ms = e.objective;
+  }
+  tuned.evaluations = static_cast<int64_t>(evals.size());
+  tuned.tuned = true;
+  return tuned;
 }
 
 AllocationCost CostMeter::Cost(const Allocation& a) {

@@ -34,6 +34,19 @@ struct AllocationCost {
   int64_t decode_pairs = 0;
 };
 
+/// The hybrid variant's tiles (and the window) tuned for one allocation: a seeded
+/// random search over the `tiled` implementation's Br x Bc grid, each point timed as
+/// the prefill of one layer with the allocation's most common SWA-head count.
+struct TunedTiles {
+  bool tuned = false;             // false: skipped (budget 0, --no-measure, no hybrid)
+  int64_t br = 0, bc = 0;         // the fastest of the searched points and the defaults
+  int64_t window = 0;             // the window the tiles were timed at (not searched)
+  int64_t layer_swa_heads = 0;    // SWA KV heads of the timed layer
+  double prefill_ms = 0;          // one layer at (br, bc)
+  double default_prefill_ms = 0;  // one layer at the default tiles (CostOptions br, bc)
+  int64_t evaluations = 0;        // searched points timed (the defaults not counted)
+};
+
 /// Attended pairs of one query head over Lq = Lk = L rows (window 0: full causal).
 int64_t HeadPrefillPairs(int64_t length, int64_t window, int64_t sink);
 /// Attended keys of one decode query at `context` (window 0: full).
@@ -53,10 +66,13 @@ class CostMeter {
   AllocationCost Cost(const Allocation& a);
   /// "hybrid" or "windowed-per-group": how layers were launched.
   const std::string& Method() const { return method_; }
+  /// Tunes the hybrid tiles for `a` with at most `budget` timed points (0: skipped).
+  TunedTiles TuneTiles(const Allocation& a, int64_t budget, uint64_t seed);
 
  private:
   std::pair<double, double> LayerMs(int64_t swa_heads);  // prefill, decode
   double Time(const Tensors& t, int64_t swa_heads);
+  double Time(const Tensors& t, int64_t swa_heads, int64_t br, int64_t bc);
 
   ModelGeometry model_;
   CostOptions options_;
