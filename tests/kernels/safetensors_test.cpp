@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "kernels/spec/error.h"
+#include "tests/user_error_text.h"
 #include "kernels/spec/safetensors.h"
 
 namespace attntune {
@@ -42,15 +43,6 @@ std::string RawFile(const std::string& json, const std::string& data, int64_t le
   return out + json + data;
 }
 
-template <typename F>
-std::string UserErrorText(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError>";
-}
 
 TEST_CASE("safetensors round trip of F32 and I32 tensors") {
   TempDir dir;

@@ -3,22 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/spec/error.h"
+#include "tests/user_error_text.h"
 #include "kernels/spec/shape.h"
 #include "kernels/spec/variant.h"
 
 namespace attntune {
 namespace {
-
-// The message of the UserError that `f` throws ("<no UserError>" if none).
-template <typename F>
-std::string UserErrorText(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError>";
-}
 
 TEST_CASE("ParsePositiveInt accepts positive integers and names bad input") {
   CHECK(ParsePositiveInt("4096", "--seq-lens") == 4096);
