@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,12 +15,16 @@
 
 #include "build_info.h"
 #include "db/database.h"
+#include "kernels/cuda/cuda_variants.h"
 #include "kernels/kokkos/runtime.h"
 #include "kernels/spec/check.h"
 #include "kernels/spec/generators.h"
 #include "kernels/spec/safetensors.h"
 #include "profiler/device.h"
 #include "profiler/timer.h"
+#ifdef ATTNTUNE_HAVE_CUPTI
+#include "profiler/cuda/cupti_activity.h"
+#endif
 #include "search/strategy.h"
 #include "tuner/session.h"
 #include "cli/replay_command.h"
@@ -43,22 +49,68 @@ std::vector<int64_t> ParseSeqLens(const std::string& text) {
   return lens;
 }
 
-// "cpu" runs the Kokkos kernels; "cuda:N" needs a usable CUDA device.
-void RequireCpuDevice(const std::string& device) {
-  if (device == "cpu") return;
+// --device: "cpu" runs the Kokkos kernels; "cuda:N" the CUDA kernels on device N, which
+// must exist and be usable (one clear line otherwise). Returns -1 for the CPU, else N
+// (made the current device).
+int ResolveDevice(const std::string& device) {
+  if (device == "cpu") return -1;
   if (device.rfind("cuda", 0) == 0) {
     const std::string index = device.size() > 5 && device[4] == ':' ? device.substr(5) : "";
-    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos)
+    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos)
       throw UserError("--device: '" + device + "' is not a device (expected cpu or cuda:N)");
     const CudaProbe probe = ProbeCuda();
     if (!probe.usable) throw UserError("--device " + device + ": " + probe.reason);
-    if (std::stoll(index) >= probe.device_count)
+    const int n = std::stoi(index);
+    if (n >= probe.device_count)
       throw UserError("--device " + device + ": only " + std::to_string(probe.device_count) +
                       " CUDA device(s) present");
-    throw UserError("--device " + device +
-                    ": this attntune has no CUDA kernels yet; use --device cpu");
+    if (!CudaKernelsBuilt())
+      throw UserError("--device " + device + ": this attntune was built without CUDA kernels");
+    const std::string error = SelectCudaDevice(n);
+    if (!error.empty()) throw UserError("--device " + device + ": " + error);
+    return n;
   }
   throw UserError("--device: '" + device + "' is not a device (expected cpu or cuda:N)");
+}
+
+// --dtype: the CPU kernels are fp32; the CUDA kernels take fp16 or bf16.
+std::string ResolveDtype(const std::string& dtype, int cuda_index) {
+  if (cuda_index < 0) {
+    if (dtype.empty() || dtype == "fp32") return "fp32";
+    throw UserError("--dtype: '" + dtype + "' is not available on the CPU (fp32 only)");
+  }
+  if (dtype.empty()) return "fp16";
+  if (dtype == "fp16" || dtype == "bf16") return dtype;
+  throw UserError("--dtype: '" + dtype + "' is not available on CUDA (fp16 or bf16)");
+}
+
+// The timer of a device: CpuTimer, or on a GPU CUPTI activity tracing (CUDA events when
+// CUPTI cannot start; `note` says which and why).
+std::unique_ptr<Timer> MakeDeviceTimer(int cuda_index, std::string* note) {
+  if (cuda_index < 0) return std::make_unique<CpuTimer>();
+#ifdef ATTNTUNE_HAVE_CUPTI
+  std::string why;
+  std::unique_ptr<Timer> timer = MakeGpuTimer(&why);
+  *note = timer->Name() + (why.empty() ? "" : " (CUPTI unavailable: " + why + ")");
+  return timer;
+#else
+  *note = "no GPU timer in this build";
+  throw UserError("--device cuda: this attntune was built without CUPTI");
+#endif
+}
+
+// Wires the GPU readings into the evaluation: clocks after each measurement, and an L2
+// flush before each repetition when asked.
+void ConfigureGpuEvaluation(int cuda_index, bool flush_l2, EvaluateOptions* options) {
+  if (cuda_index < 0) {
+    if (flush_l2) throw UserError("--flush-l2: only for --device cuda:N");
+    return;
+  }
+  if (flush_l2) options->policy.before_each = [] { FlushL2(); };
+  options->after_measure = [cuda_index, flush_l2](std::map<std::string, double>* metrics) {
+    for (const auto& [name, value] : ReadGpuClocks(cuda_index)) (*metrics)[name] = value;
+    (*metrics)["l2_flushed"] = flush_l2 ? 1 : 0;
+  };
 }
 
 // Progress: one rewritten line on a terminal, plain lines otherwise.
@@ -115,8 +167,13 @@ void RegisterDevices(CLI::App& app, int* rc) {
     std::printf("cpu: %s\n  fingerprint: %s\n", cpu.name.c_str(), cpu.fingerprint_json.c_str());
     const CudaProbe probe = ProbeCuda();
     if (probe.usable) {
-      std::printf("cuda: %d device(s) found (no CUDA kernels in this build yet)\n",
-                  probe.device_count);
+      std::printf("cuda: %d device(s)%s\n", probe.device_count,
+                  CudaKernelsBuilt() ? "" : " (this attntune was built without CUDA kernels)");
+      for (int n = 0; n < probe.device_count; ++n) {
+        const DeviceInfo gpu = CudaDevice(n);
+        std::printf("cuda:%d: %s\n  fingerprint: %s\n", n, gpu.name.c_str(),
+                    gpu.fingerprint_json.c_str());
+      }
     } else {
       std::printf("cuda: none usable: %s\n", probe.reason.c_str());
     }
@@ -131,6 +188,8 @@ struct TuneArgs {
   std::string seq_lens = "512,1024,2048";
   std::string batch = std::to_string(TuneOptions{}.batch);
   std::string budget = std::to_string(TuneOptions{}.budget);
+  std::string dtype;
+  bool flush_l2 = false;
 };
 
 void RegisterTune(CLI::App& app, int* rc) {
@@ -140,6 +199,8 @@ void RegisterTune(CLI::App& app, int* rc) {
   cmd->add_option("--model", o.model, "Embedded model name or a Hugging Face config.json")
       ->capture_default_str();
   cmd->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Input dtype: fp32 (cpu), fp16 or bf16 (cuda; default fp16)");
+  cmd->add_flag("--flush-l2", args->flush_l2, "cuda: flush the L2 cache before every repetition");
   cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
   cmd->add_option("--seq-lens", args->seq_lens, "Comma-separated sequence lengths")
       ->capture_default_str();
@@ -158,14 +219,19 @@ void RegisterTune(CLI::App& app, int* rc) {
   cmd->add_option("--db", o.db_path, "SQLite database (default: <out>/attntune.db)");
   cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
   cmd->callback([args, rc] {
-    RequireCpuDevice(args->device);
+    const int cuda_index = ResolveDevice(args->device);
     TuneOptions options = args->options;
+    options.device = args->device;
+    options.dtype = ResolveDtype(args->dtype, cuda_index);
+    ConfigureGpuEvaluation(cuda_index, args->flush_l2, &options.evaluate);
     options.variants = SplitList(args->variants);
     options.seq_lens = ParseSeqLens(args->seq_lens);
     options.batch = ParsePositiveInt(args->batch, "--batch");
     options.budget = ParsePositiveInt(args->budget, "--budget");
     options.args_json = nlohmann::json{{"model", options.model},
                                        {"device", args->device},
+                                       {"dtype", options.dtype},
+                                       {"flush_l2", args->flush_l2},
                                        {"variants", options.variants},
                                        {"seq_lens", options.seq_lens},
                                        {"budget", options.budget},
@@ -173,15 +239,18 @@ void RegisterTune(CLI::App& app, int* rc) {
                                        {"seed", options.seed}}
                             .dump();
     TunePlan plan = PlanTune(options);
-    const DeviceInfo device = CpuDevice();
+    const DeviceInfo device = cuda_index < 0 ? CpuDevice() : CudaDevice(cuda_index);
+    std::string timer_note;
+    std::unique_ptr<Timer> timer = MakeDeviceTimer(cuda_index, &timer_note);
     std::fprintf(stderr, "attntune: tuning %s (%lld query heads, %lld KV heads, d=%lld) on %s (%s)\n",
                  plan.model.name.c_str(), static_cast<long long>(plan.model.q_heads),
                  static_cast<long long>(plan.model.kv_heads),
                  static_cast<long long>(plan.model.head_dim), device.name.c_str(),
-                 KokkosDescription().c_str());
-    CpuTimer timer;
+                 cuda_index < 0 ? KokkosDescription().c_str()
+                                : (options.dtype + ", timer " + timer_note).c_str());
     ProgressPrinter printer;
-    const TuneSummary s = RunTune(plan, device, timer, [&](const ProgressEvent& ev) { printer(ev); });
+    const TuneSummary s =
+        RunTune(plan, device, *timer, [&](const ProgressEvent& ev) { printer(ev); });
     printer.Finish();
     std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
                 static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
@@ -203,6 +272,9 @@ struct BenchArgs {
   bool json = false;
   bool unchecked = false;
   double max_seconds = 3.0;
+  std::string device = "cpu";
+  std::string dtype;
+  bool flush_l2 = false;
 };
 
 void RegisterBench(CLI::App& app, int* rc) {
@@ -221,22 +293,38 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--unchecked", args->unchecked,
                 "Time without the fp64 reference (long lengths): no rel_err, no mass_recall");
+  cmd->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Input dtype: fp32 (cpu), fp16 or bf16 (cuda; default fp16)");
+  cmd->add_flag("--flush-l2", args->flush_l2, "cuda: flush the L2 cache before every repetition");
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
-    const Implementation* impl = FindImplementationArg(variant, args->impl);
+    const int cuda_index = ResolveDevice(args->device);
+    const std::string dtype = ResolveDtype(args->dtype, cuda_index);
     const Shape shape = ParseShape(args->shape, "--shape");
     ValidateShape(shape, "--shape");
+    std::optional<Implementation> gpu_impl;
+    if (cuda_index >= 0) {
+      gpu_impl = CudaImplementation(variant, dtype, shape.d);
+      if (!gpu_impl)
+        throw UserError("--variant " + variant.id + ": no CUDA kernel for " + dtype + ", d=" +
+                        std::to_string(shape.d) + " (CUDA: dense, swa, hybrid; d = 64, 128)");
+      if (!args->impl.empty() && args->impl != "cuda")
+        throw UserError("--impl: on --device cuda:N the implementation is 'cuda'");
+    }
+    const Implementation* impl = gpu_impl ? &*gpu_impl : FindImplementationArg(variant, args->impl);
     const Params params =
         ResolveParams(variant, impl, shape, ParseParams(args->params, "--params"), "--params");
     ProblemContext problem =
         args->inputs == "gaussian"
             ? ProblemContext(shape, args->seed)
             : ProblemContext(StructuredTensors(shape, args->inputs, args->seed, "--inputs"));
-    CpuTimer timer;
+    std::string timer_note;
+    std::unique_ptr<Timer> timer = MakeDeviceTimer(cuda_index, &timer_note);
     EvaluateOptions options;
     options.policy.max_seconds = args->max_seconds;
     options.check = !args->unchecked;
-    const Evaluated ev = EvaluateCandidate(problem, variant, *impl, params, timer, options);
+    ConfigureGpuEvaluation(cuda_index, args->flush_l2, &options);
+    const Evaluated ev = EvaluateCandidate(problem, variant, *impl, params, *timer, options);
     const TrialResult& r = ev.result;
     nlohmann::json j;
     j["schema"] = 1;
@@ -244,7 +332,9 @@ void RegisterBench(CLI::App& app, int* rc) {
     j["implementation"] = impl->id;
     j["params"] = nlohmann::json::parse(CanonicalParamsJson(variant, *impl, params));
     j["shape"] = shape.ToString();
-    j["device"] = CpuDevice().name;
+    j["device"] = cuda_index < 0 ? CpuDevice().name : CudaDevice(cuda_index).name;
+    j["dtype"] = dtype;
+    j["timer"] = cuda_index < 0 ? timer->Name() : timer_note;
     j["status"] = ToString(r.status);
     if (!r.message.empty()) j["message"] = r.message;
     for (const auto& [name, value] : r.metrics) j[name] = value;

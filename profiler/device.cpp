@@ -3,11 +3,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "kernels/kokkos/runtime.h"
+#include "kernels/spec/error.h"
 
 #ifdef ATTNTUNE_HAVE_CUDA
 #include "profiler/cuda/cuda_probe.h"
@@ -102,6 +104,33 @@ DeviceInfo CpuDevice() {
   info.name = cpu.model;
   info.fingerprint_json = fingerprint.dump();
   return info;
+}
+
+DeviceInfo CudaDevice(int index) {
+  const CudaProbe probe = ProbeCuda();
+  if (!probe.usable) throw UserError("cuda:" + std::to_string(index) + ": " + probe.reason);
+  if (index < 0 || index >= probe.device_count) {
+    throw UserError("cuda:" + std::to_string(index) + ": only " +
+                    std::to_string(probe.device_count) + " CUDA device(s) present");
+  }
+#ifdef ATTNTUNE_HAVE_CUDA
+  try {
+    return CudaDeviceRuntime(index);
+  } catch (const std::runtime_error& e) {
+    throw UserError("cuda:" + std::to_string(index) + ": " + e.what());
+  }
+#else
+  throw UserError("this attntune was built without CUDA support");
+#endif
+}
+
+std::map<std::string, double> ReadGpuClocks(int index) {
+#ifdef ATTNTUNE_HAVE_CUDA
+  return ReadGpuClocksRuntime(index);
+#else
+  (void)index;
+  return {};
+#endif
 }
 
 CudaProbe ProbeCuda() {

@@ -1,6 +1,7 @@
 // Device fingerprints (DESIGN.md s4) and the CUDA availability probe.
 #pragma once
 
+#include <map>
 #include <string>
 
 namespace attntune {
@@ -24,5 +25,14 @@ struct CudaProbe {
 
 /// Asks the CUDA runtime for devices (this build without CUDA: not usable, says so).
 CudaProbe ProbeCuda();
+
+/// The fingerprint of CUDA device `index`: name, UUID, compute capability, SMs, memory,
+/// L2, shared memory, clocks' maxima, ECC, PCI bus, driver and runtime versions. Throws
+/// UserError when the device is unusable (the probe's reason).
+DeviceInfo CudaDevice(int index);
+
+/// The clocks and temperature of CUDA device `index` right now (NVML), recorded with
+/// each GPU measurement; empty when NVML or CUDA is unavailable.
+std::map<std::string, double> ReadGpuClocks(int index);
 
 }  // namespace attntune

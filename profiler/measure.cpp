@@ -63,7 +63,11 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   CHECK(policy.warmup >= 0);
   CHECK(policy.min_reps >= 1);
   CHECK(policy.max_reps >= policy.min_reps);
-  for (int i = 0; i < policy.warmup; ++i) timer.TimeMs(fn);
+  auto timed = [&] {
+    if (policy.before_each) policy.before_each();
+    return timer.TimeMs(fn);
+  };
+  for (int i = 0; i < policy.warmup; ++i) timed();
 
   // The time cap sums the timed samples beyond the floor (not the wall clock), so the
   // number of repetitions depends on the samples alone.
@@ -72,7 +76,7 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(policy.min_reps));
   while (static_cast<int>(samples.size()) < policy.max_reps) {
-    const double ms = timer.TimeMs(fn);
+    const double ms = timed();
     samples.push_back(ms);
     const int n = static_cast<int>(samples.size());
     if (n < policy.min_reps) continue;

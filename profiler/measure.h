@@ -15,6 +15,9 @@ struct MeasurePolicy {
   int max_reps = 100;         // ceiling
   double max_seconds = 3.0;   // time cap on the timed repetitions (after min_reps)
   double target_rel_ci = 0.02;  // stop when the median's ~95% CI half-width / median is below
+  /// Optional, run before every repetition (warm-up included) outside the timed region:
+  /// the GPU path flushes L2 here (tune/bench --flush-l2).
+  std::function<void()> before_each;
 };
 
 struct Stats {

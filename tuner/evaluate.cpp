@@ -1,5 +1,6 @@
 #include "tuner/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <exception>
@@ -118,10 +119,12 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
   }
   const double check_err = options.check ? RelErr(out.data(), truth.reference) : 0.0;
   if (options.check) r.metrics["check_err"] = check_err;
-  if (options.check && !(check_err <= options.tolerance)) {
+  const double tolerance =
+      impl.tolerance ? std::max(options.tolerance, impl.tolerance(params)) : options.tolerance;
+  if (options.check && !(check_err <= tolerance)) {
     char msg[128];
     std::snprintf(msg, sizeof msg, "relative error %.3g against the fp64 reference exceeds %.3g",
-                  check_err, options.tolerance);
+                  check_err, tolerance);
     r.status = TrialStatus::kWrongResult;
     r.message = msg;
     r.finished_at = UtcNow();
@@ -131,8 +134,13 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
   Stats stats;
   {
     NvtxRange range("measure " + variant.id + "/" + impl.id);
-    stats = Measure(timer, [&] { impl.run(in, params, out.data()); }, options.policy);
+    if (impl.launch) {
+      stats = Measure(timer, [&] { impl.launch(in, params); }, options.policy);
+    } else {
+      stats = Measure(timer, [&] { impl.run(in, params, out.data()); }, options.policy);
+    }
   }
+  if (options.after_measure) options.after_measure(&r.metrics);
   r.status = TrialStatus::kOk;
   r.median_ms = stats.median_ms;
   r.p10_ms = stats.p10_ms;

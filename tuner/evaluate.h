@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +55,9 @@ struct EvaluateOptions {
   /// metrics, only a finite-output check, so that long lengths can be timed; the result
   /// carries metric checked = 0.
   bool check = true;
+  /// Optional: adds device readings taken right after the measurement (the GPU path
+  /// records its SM and memory clocks and temperature here).
+  std::function<void(std::map<std::string, double>* metrics)> after_measure;
 };
 
 struct Evaluated {

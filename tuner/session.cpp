@@ -5,8 +5,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "build_info.h"
+#include "kernels/cuda/cuda_variants.h"
 #include "kernels/spec/check.h"
 #include "profiler/nvtx.h"
 #include "search/strategy.h"
@@ -76,6 +78,18 @@ TunePlan PlanTune(const TuneOptions& options) {
   plan.model = LoadModel(options.model, "--model");
   for (const auto& id : options.variants) plan.variants.push_back(&FindVariant(id, "--variants"));
   if (plan.variants.empty()) throw UserError("--variants: no variant given");
+  if (options.device != "cpu") {
+    for (const Variant* variant : plan.variants) {
+      std::optional<Implementation> impl =
+          CudaImplementation(*variant, options.dtype, plan.model.head_dim);
+      if (!impl) {
+        throw UserError("--variants: " + variant->id + " has no CUDA kernel for " + options.dtype +
+                        ", d=" + std::to_string(plan.model.head_dim) +
+                        " (CUDA: dense, swa, hybrid; d = 64, 128)");
+      }
+      plan.gpu_impls.push_back(std::move(*impl));
+    }
+  }
   if (options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
   if (options.budget <= 0) throw UserError("--budget: must be a positive integer");
   {
@@ -116,17 +130,19 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
     shape.Lq = shape.Lk = L;
     shape.d = model.head_dim;
     ValidateShape(shape, "--model");
-    const int64_t problem_id = db->PutProblem({0, shape, "fp32", "prefill"});
+    const int64_t problem_id = db->PutProblem({0, shape, options.dtype, "prefill"});
     // Inputs depend on the shape and the seed only, so every variant sees the same ones.
     ProblemContext context(shape, options.seed ^ static_cast<uint64_t>(L));
 
-    for (const Variant* variant : variants) {
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const Variant* variant = variants[v];
       ++problem_index;
       const std::string problem_name = variant->id + " L=" + std::to_string(L);
       NvtxRange problem_range("tune " + problem_name);
       // One implementation per variant today; the implementation becomes a search
       // dimension when a variant has more than one.
-      const Implementation& impl = variant->implementations.front();
+      const Implementation& impl =
+          plan.gpu_impls.empty() ? variant->implementations.front() : plan.gpu_impls[v];
       Space space = BuildSpace(*variant, impl);
       auto strategy = MakeStrategy(options.strategy, space, options.seed, "--strategy");
       int64_t eval_index = 0;

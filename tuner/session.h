@@ -28,6 +28,8 @@ struct TuneOptions {
   std::string db_path;  // empty: <out_dir>/attntune.db
   EvaluateOptions evaluate;
   std::string args_json;  // the command line, stored with the run
+  std::string device = "cpu";  // or "cuda:N" (the caller made N current)
+  std::string dtype = "fp32";  // the problems' dtype: fp32 on the CPU, fp16/bf16 on CUDA
 };
 
 struct ProgressEvent {
@@ -65,6 +67,9 @@ struct TunePlan {
   TuneOptions options;
   ModelGeometry model;
   std::vector<const Variant*> variants;
+  /// On a GPU: the CUDA implementation of each variant (same order); empty on the CPU,
+  /// where each variant's first implementation runs.
+  std::vector<Implementation> gpu_impls;
   std::string db_path;
   std::unique_ptr<Database> db;
 };

@@ -303,6 +303,8 @@ std::string ErrorText(cudaError_t error, const char* call) {
   return std::string(cudaGetErrorName(error)) + " (" + call + "): " + cudaGetErrorString(error);
 }
 
+}  // namespace
+
 uint16_t ToBits(float x, Dtype dtype) {
   uint16_t bits;
   if (dtype == Dtype::kF16) {
@@ -325,8 +327,6 @@ float FromBits(uint16_t bits, Dtype dtype) {
   memcpy(&h, &bits, 2);
   return __bfloat162float(h);
 }
-
-}  // namespace
 
 std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& tile,
                            const WindowedDeviceArgs& args) {

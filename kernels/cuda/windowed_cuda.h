@@ -22,6 +22,10 @@ struct WindowedDeviceArgs {
   void* stream = nullptr;            // cudaStream_t; nullptr = the default stream
 };
 
+/// Round-to-nearest conversion of fp32 to the 2-byte `dtype` and back (host side).
+uint16_t ToBits(float x, Dtype dtype);
+float FromBits(uint16_t bits, Dtype dtype);
+
 /// Enqueues one launch of `tile`; returns "" or the CUDA error ("cudaErrorInvalidValue:
 /// ..."). Does not synchronise.
 std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& tile,

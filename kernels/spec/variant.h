@@ -49,6 +49,12 @@ struct Implementation {
   ConstraintFn check;             // constraints on the tunables (may be empty)
   /// Writes O[B,Hq,Lq,d] into `out` (sized by the caller). Params are complete and valid.
   std::function<void(const Tensors&, const Params&, float* out)> run;
+  /// Optional: the work alone, without returning O to the host (a GPU launch without its
+  /// copies); the measurement times this when set, else `run`. The timer synchronises.
+  std::function<void(const Tensors&, const Params&)> launch;
+  /// Optional: the relative-error bound of the correctness gate for this implementation's
+  /// arithmetic (fp16 inputs, say); the gate uses the larger of it and the caller's.
+  std::function<double(const Params&)> tolerance;
 };
 
 struct Variant {

@@ -69,6 +69,17 @@ size_t ActivityLedger::MalformedBuffers() const {
   return malformed_;
 }
 
+std::string ActivityLedger::Counts() const {
+  size_t kernels = 0, externals = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kernels = kernels_.size();
+    externals = external_of_.size();
+  }
+  return std::to_string(kernels) + " kernel records, " + std::to_string(externals) +
+         " external records, " + std::to_string(Unattributed()) + " unattributed";
+}
+
 std::string ActivityLedger::Problems() const {
   const size_t dropped = Dropped(), malformed = MalformedBuffers();
   if (dropped == 0 && malformed == 0) return "";

@@ -46,6 +46,8 @@ class ActivityLedger {
   size_t MalformedBuffers() const;
   /// "" when every record arrived; else one line naming what was lost.
   std::string Problems() const;
+  /// "K kernel records, E external records, U unattributed": for error messages.
+  std::string Counts() const;
   void Clear();
 
  private:

@@ -124,6 +124,17 @@ std::string StartCuptiActivity() {
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     return CuptiError(r, "cuptiActivityEnable(EXTERNAL_CORRELATION)");
   }
+  // External correlation records are emitted beside the records of the API calls made
+  // while an id is pushed: without an API kind enabled CUPTI writes none (seen on an
+  // H100, CUDA 13.0, driver 580). The runtime and driver records themselves are ignored.
+  for (const CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
+    r = cuptiActivityEnable(kind);
+    if (r != CUPTI_SUCCESS) {
+      StopCuptiActivity();
+      return CuptiError(r, kind == CUPTI_ACTIVITY_KIND_RUNTIME ? "cuptiActivityEnable(RUNTIME)"
+                                                               : "cuptiActivityEnable(DRIVER)");
+    }
+  }
   return "";
 }
 
@@ -131,6 +142,8 @@ void StopCuptiActivity() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
 }
 
 std::string BeginCandidate(uint64_t external_id) {
@@ -167,7 +180,8 @@ double CuptiTimer::TimeMs(const std::function<void()>& fn) {
   const auto attributed = CuptiLedger().Attribute();
   const auto it = attributed.find(id);
   if (it == attributed.end() || it->second.kernels.empty()) {
-    throw std::runtime_error("CUPTI recorded no timed kernel for candidate " + std::to_string(id));
+    throw std::runtime_error("CUPTI recorded no timed kernel for candidate " + std::to_string(id) +
+                             " (" + CuptiLedger().Counts() + ")");
   }
   return it->second.TotalMs();
 }

@@ -74,8 +74,18 @@ else:
     reason = "this attntune was built without CUDA support"
 if os.environ.get("ATTNTUNE_EXPECT_NO_GPU", "1") == "1":
     expect_error(["tune", "--device", "cuda:0", "--out", tmp], f"attntune: error: --device cuda:0: {reason}")
+    expect_error(["bench", "--variant", "dense", "--device", "cuda:0"],
+                 f"attntune: error: --device cuda:0: {reason}")
     p = run("devices", check=0)
     expect(f"cuda: none usable: {reason}" in p.stdout, "devices says why there is no CUDA device")
+expect_error(["bench", "--variant", "dense", "--device", "cuda:x"],
+             "attntune: error: --device: 'cuda:x' is not a device (expected cpu or cuda:N)")
+expect_error(["bench", "--variant", "dense", "--dtype", "fp16", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
+             "attntune: error: --dtype: 'fp16' is not available on the CPU (fp32 only)")
+expect_error(["bench", "--variant", "dense", "--flush-l2", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
+             "attntune: error: --flush-l2: only for --device cuda:N")
+expect_error(["tune", "--dtype", "bf16", "--out", tmp],
+             "attntune: error: --dtype: 'bf16' is not available on the CPU (fp32 only)")
 
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)

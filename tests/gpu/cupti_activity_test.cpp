@@ -101,6 +101,7 @@ TEST_CASE("Out-of-order records across buffers are joined, kernels sorted by sta
     first.Complete();
   }
   CHECK(CuptiLedger().Unattributed() == 3);
+  CHECK(CuptiLedger().Counts() == "3 kernel records, 0 external records, 3 unattributed");
   {
     BufferWriter second;
     second.External(9, 300);

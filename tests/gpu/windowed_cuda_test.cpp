@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
+#include "kernels/cuda/cuda_variants.h"
 #include "kernels/cuda/plan.h"
 #include "kernels/spec/reference.h"
 #include "kernels/spec/selection.h"
@@ -106,4 +108,38 @@ TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[g
   StopCuptiActivity();
   CHECK(kernel_ms > 0.0);
   CHECK(kernel_ms < 20.0);  // kernel time only, not the host sleep
+}
+
+TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]") {
+  Shape shape;
+  shape.B = 1;
+  shape.Hq = 4;
+  shape.Hkv = 2;
+  shape.Lq = shape.Lk = 333;
+  shape.d = 128;
+  const Tensors tensors = GaussianTensors(shape, 5);
+  for (const char* dtype : {"fp16", "bf16"}) {
+    for (const char* id : {"dense", "swa", "hybrid"}) {
+      const Variant& variant = FindVariant(id, "test");
+      const std::optional<Implementation> impl = CudaImplementation(variant, dtype, shape.d);
+      REQUIRE(impl.has_value());
+      Params given;
+      if (std::string(id) != "dense") given["w"] = "40";
+      const Params params = ResolveParams(variant, &*impl, shape, given, "test");
+      const std::vector<double> ref = ReferenceOutput(variant, tensors, params);
+      for (const std::string& tile : impl->tunables.front().grid) {
+        Params p = params;
+        p["Tile"] = tile;
+        INFO(dtype << " " << id << " " << tile);
+        REQUIRE(impl->check(shape, p) == "");
+        std::vector<float> out(tensors.q.size(), 0.f);
+        impl->run(tensors, p, out.data());
+        CHECK(RelErr(out.data(), ref) < impl->tolerance(p));
+        impl->launch(tensors, p);  // enqueues only; must not throw
+      }
+    }
+  }
+  FlushL2();
+  CHECK(!CudaImplementation(FindVariant("lsh", "test"), "fp16", 128).has_value());
+  CHECK(!CudaImplementation(FindVariant("dense", "test"), "fp16", 96).has_value());
 }
