@@ -307,7 +307,7 @@ void RegisterBench(CLI::App& app, int* rc) {
       gpu_impl = CudaImplementation(variant, dtype, shape.d);
       if (!gpu_impl)
         throw UserError("--variant " + variant.id + ": no CUDA kernel for " + dtype + ", d=" +
-                        std::to_string(shape.d) + " (CUDA: dense, swa, hybrid; d = 64, 128)");
+                        std::to_string(shape.d) + " (CUDA: dense, swa, hybrid, ks, dma; d = 64, 128)");
       if (!args->impl.empty() && args->impl != "cuda")
         throw UserError("--impl: on --device cuda:N the implementation is 'cuda'");
     }

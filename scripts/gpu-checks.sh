@@ -22,7 +22,7 @@ for t in cuda_plan_test cuda_resources_test cupti_activity_test cupti_metrics_te
 done
 if command -v compute-sanitizer >/dev/null && [ -x "$build/tests/gpu/gpu_windowed_test" ]; then
   (cd "$build/tests/gpu" && timeout 400 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    ./gpu_windowed_test "CUDA windowed kernels match*" >"$out/memcheck.log" 2>&1)
+    ./gpu_windowed_test "CUDA windowed kernels match*,The variant table*" >"$out/memcheck.log" 2>&1)
   log "compute-sanitizer memcheck rc=$?"
   tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
 fi
@@ -45,7 +45,7 @@ if [ -x "$build/attntune" ]; then
   log "attntune devices rc=$?"
   cat "$out/devices.txt" | tee -a "$out/summary.txt"
   s=B=1,Hq=16,Hkv=8,L=2048,d=128
-  for v in "dense" "swa w=1024" "hybrid w=256,full=2" "dense dtype=bf16"; do
+  for v in "dense" "swa w=1024" "hybrid w=256,full=2" "dense dtype=bf16" "ks k=64" "dma w=1024"; do
     set -- $v
     extra=()
     case "${2:-}" in dtype=*) extra=(--dtype "${2#dtype=}");; ?*) extra=(--params "$2");; esac
@@ -54,23 +54,25 @@ if [ -x "$build/attntune" ]; then
     log "bench checked $v rc=$?"
     name=$(echo "bench_$1_${2:-none}" | tr -c 'a-zA-Z0-9_\n' '_')
     mv "$out/bench.json" "$out/$name.json"
-    grep -E '"(status|message|check_err|median_ms|gflops|timer|sm_clock_mhz|dtype|params)"' \
+    grep -E '"(status|message|check_err|median_ms|gflops|select_ms|timer|sm_clock_mhz|dtype|params)"' \
       "$out/$name.json" | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
   done
   s=B=1,Hq=16,Hkv=8,L=16384,d=128
   for flush in "" "--flush-l2"; do
-    for v in "dense" "swa w=1024"; do
+    for v in "dense" "swa w=1024" "ks k=64" "dma w=1024" "dma w=64"; do
       set -- $v
       timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} $flush --shape $s \
-        --unchecked --json >"$out/bench16k_$1${flush#--}.json" 2>&1
+        --unchecked --json >"$out/bench16k.json" 2>&1
+      name=$(echo "bench16k_$1_${2:-none}${flush#--}" | tr -c 'a-zA-Z0-9_\n' '_')
+      mv "$out/bench16k.json" "$out/$name.json"
       log "bench unchecked L=16384 $v $flush rc=$?"
-      grep -E '"(status|message|median_ms|p10_ms|p90_ms|gflops|timer|sm_clock_mhz|mem_clock_mhz|gpu_temp_c|l2_flushed|params)"' \
-        "$out/bench16k_$1${flush#--}.json" | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
+      grep -E '"(status|message|median_ms|p10_ms|p90_ms|gflops|pairs|select_ms|timer|sm_clock_mhz|mem_clock_mhz|gpu_temp_c|l2_flushed|params)"' \
+        "$out/$name.json" | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
     done
   done
   for pass in 1 2; do
     start=$(date +%s)
-    timeout 300 "$at" tune --device cuda:0 --variants dense,swa,hybrid --seq-lens 1024,2048 \
+    timeout 300 "$at" tune --device cuda:0 --variants dense,swa,hybrid,ks,dma --seq-lens 1024,2048 \
       --budget 4 --out "$out/tune" >"$out/tune$pass.log" 2>&1
     log "attntune tune --device cuda:0 pass $pass rc=$? in $(( $(date +%s) - start )) s"
     tail -n 30 "$out/tune$pass.log" | tee -a "$out/summary.txt"

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "kernels/cuda/plan.h"
 #include "kernels/cuda/windowed_cuda.h"
 #include "kernels/spec/params.h"
+#include "kernels/kokkos/sparse.h"
 #include "kernels/spec/selection.h"
 
 namespace attntune {
@@ -55,6 +57,10 @@ struct Resident {
   cp::Dtype dtype = cp::Dtype::kF16;
   int device = -1;
   DeviceBuffer q, k, v, o, windows;
+  // The block-skipping family's selection for these inputs (host, fp64, once per key).
+  std::string selection;
+  DeviceBuffer offsets, keys, evict, bias;
+  bool has_bias = false;
 };
 
 std::mutex g_mutex;
@@ -81,6 +87,7 @@ Resident& Prepare(const Tensors& t, cp::Dtype dtype) {
                     r.shape.Lk == s.Lk && r.shape.d == s.d;
   if (same) return r;
   r.source = nullptr;  // invalid until every upload succeeded
+  r.selection.clear();
   Upload(r.q, t.q, dtype);
   Upload(r.k, t.k, dtype);
   Upload(r.v, t.v, dtype);
@@ -116,10 +123,61 @@ cp::WindowedProblem ProblemOf(const std::string& variant, const Tensors& t, cons
   return problem;
 }
 
+template <class T>
+void UploadRaw(DeviceBuffer& buffer, const std::vector<T>& host) {
+  buffer.Resize(host.size() * sizeof(T));
+  if (!host.empty()) {
+    Check(cudaMemcpy(buffer.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+  }
+}
+
+bool BlockSparse(const std::string& variant) { return variant == "ks" || variant == "dma"; }
+
+// The prefix top-k selection of ks or dma for the resident inputs and the tile's block
+// sizes: scores, eviction positions and key-block lists on the host (fp64, the same
+// functions as the reference), uploaded once; timed as the phase attntune::select::*.
+void PrepareSelection(const std::string& variant, const Tensors& t, const Params& p,
+                      const cp::WindowedTile& tile, Resident& r) {
+  const bool dma = variant == "dma";
+  const int64_t k = ParamInt(p, dma ? "w" : "k");
+  const bool bias = dma && ParamInt(p, "bias") == 1;
+  const std::string key = variant + "|" + std::to_string(k) + "|" +
+                          (dma ? std::to_string(ParamInt(p, "seed")) : "") + "|" +
+                          std::to_string(bias) + "|" + std::to_string(tile.br);
+  if (r.selection == key) return;
+  r.selection.clear();
+  const Shape& s = t.shape;
+  std::vector<double> x;
+  std::vector<int32_t> evict(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  cp::KeyLists lists;
+  RunPhase("attntune::select::scores", [&] {
+    x = dma ? DmaScores(t, static_cast<uint64_t>(ParamInt(p, "seed"))) : KsScores(t);
+  });
+  RunPhase("attntune::select::topk", [&] {
+    for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+      const std::vector<int32_t> e = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k);
+      std::copy(e.begin(), e.end(), evict.begin() + head * s.Lk);
+    }
+    lists = cp::BuildKeyLists(s, evict, tile.br);
+  });
+  UploadRaw(r.offsets, lists.offsets);
+  UploadRaw(r.keys, lists.keys);
+  UploadRaw(r.evict, evict);
+  r.has_bias = bias;
+  if (bias) {
+    std::vector<float> b(x.size());
+    for (size_t n = 0; n < x.size(); ++n) b[n] = static_cast<float>(x[n] * 1.4426950408889634);
+    UploadRaw(r.bias, b);
+  }
+  r.selection = key;
+}
+
 // Enqueues the launch on the resident buffers (uploading first if needed).
 Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) {
   const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
   Resident& r = Prepare(t, tile.dtype);
+  if (BlockSparse(variant)) PrepareSelection(variant, t, p, tile, r);
   std::vector<int32_t> windows;
   const cp::WindowedProblem problem = ProblemOf(variant, t, p, &windows);
   if (!windows.empty()) {
@@ -132,6 +190,13 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
   args.v = r.v.ptr;
   args.o = r.o.ptr;
   args.windows = static_cast<const int32_t*>(r.windows.ptr);
+  if (BlockSparse(variant)) {
+    args.block_sparse = true;
+    args.list_offsets = static_cast<const int32_t*>(r.offsets.ptr);
+    args.list_keys = static_cast<const int32_t*>(r.keys.ptr);
+    args.evict = static_cast<const int32_t*>(r.evict.ptr);
+    args.bias_log2 = r.has_bias ? static_cast<const float*>(r.bias.ptr) : nullptr;
+  }
   const std::string error = cp::LaunchWindowed(problem, tile, args);
   if (!error.empty()) throw std::runtime_error(error);
   return r;
@@ -144,7 +209,7 @@ bool CudaKernelsBuilt() { return true; }
 std::optional<Implementation> CudaImplementation(const Variant& variant, const std::string& dtype,
                                                  int64_t head_dim) {
   const std::string id = variant.id;
-  if (id != "dense" && id != "swa" && id != "hybrid") return std::nullopt;
+  if (id != "dense" && id != "swa" && id != "hybrid" && !BlockSparse(id)) return std::nullopt;
   if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
   const cp::Dtype want = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
   ParamDecl tile_decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
@@ -157,7 +222,11 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
   tile_decl.default_value = tile_decl.choices.front();
   Implementation impl;
   impl.id = "cuda";
-  impl.summary = "CUDA tensor-core windowed kernel (mma.sync, " + dtype + " in, fp32 accumulation)";
+  impl.summary = BlockSparse(id)
+                     ? "CUDA tensor-core block-skipping kernel over prefix top-k block lists "
+                       "(selection on the host), " + dtype + " in, fp32 accumulation"
+                     : "CUDA tensor-core windowed kernel (mma.sync, " + dtype +
+                           " in, fp32 accumulation)";
   impl.tunables = {tile_decl};
   impl.check = [id](const Shape& shape, const Params& p) -> std::string {
     const cp::WindowedTile& tile = TileNamed(p.at("Tile"));

@@ -19,7 +19,8 @@ bool CudaKernelsBuilt();
 /// over the compiled tiles of that dtype and head dimension (kernel names), `run` uploads the inputs once per tensors object, launches,
 /// and returns O as fp32 (poisoned before the launch); `launch` enqueues the kernel alone
 /// for the timers; `tolerance` is the dtype's rounding bound. nullopt when the variant has
-/// no CUDA kernel (today: anything but dense, swa, hybrid), no tile is compiled for
+/// no CUDA kernel (today: anything but dense, swa, hybrid, ks, dma; ks and dma run the
+/// block-skipping kernel, their selection on the host), no tile is compiled for
 /// (dtype, head_dim), or the build has none.
 std::optional<Implementation> CudaImplementation(const Variant& variant, const std::string& dtype,
                                                  int64_t head_dim);

@@ -1,5 +1,6 @@
 #include "kernels/cuda/plan.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 #include <stdexcept>
@@ -46,6 +47,32 @@ std::string KernelName(const WindowedTile& t) {
   name << "attntune_windowed_" << DtypeTag(t.dtype) << "_d" << t.d << "_br" << t.br << "_bc" << t.bc
        << "_w" << t.warps << "_s" << t.stages;
   return name.str();
+}
+
+std::string BlockSparseKernelName(const WindowedTile& t) {
+  std::string name = KernelName(t);
+  return "attntune_blocksparse_" + name.substr(std::string("attntune_windowed_").size());
+}
+
+KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br) {
+  CHECK(br > 0 && s.Lq <= s.Lk && s.causal);
+  CHECK(static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);
+  KeyLists lists;
+  lists.query_blocks = (s.Lq + br - 1) / br;
+  lists.offsets.push_back(0);
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const int32_t* e = evict.data() + head * s.Lk;
+    for (int64_t qb = 0; qb < lists.query_blocks; ++qb) {
+      const int64_t i0 = qb * br, i1 = std::min(s.Lq, i0 + br) - 1;
+      const int64_t p0 = s.QueryPos(i0), p1 = s.QueryPos(i1);
+      for (int64_t j = 0; j <= p1; ++j) {
+        if (e[j] > j && e[j] > p0) lists.keys.push_back(static_cast<int32_t>(j));
+      }
+      CHECK(lists.keys.size() < static_cast<size_t>(INT32_MAX));
+      lists.offsets.push_back(static_cast<int32_t>(lists.keys.size()));
+    }
+  }
+  return lists;
 }
 
 int64_t SmemBytes(const WindowedTile& t) {

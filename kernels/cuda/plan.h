@@ -59,6 +59,9 @@ struct WindowedTile {
 const std::vector<WindowedTile>& WindowedTiles();
 /// "attntune_windowed_f16_d128_br64_bc64_w4_s2": the extern "C" kernel symbol.
 std::string KernelName(const WindowedTile& tile);
+/// "attntune_blocksparse_f16_d128_br64_bc64_w4_s2": the block-skipping kernel of the same
+/// tile (every row of instantiations.def is compiled in both families).
+std::string BlockSparseKernelName(const WindowedTile& tile);
 /// Dynamic shared memory of one block: Q tile plus `stages` K and V tiles, rows padded
 /// by 8 elements (16 bytes) so that the fragment loads hit distinct banks.
 int64_t SmemBytes(const WindowedTile& tile);
@@ -121,6 +124,20 @@ WindowedLaunchPlan PlanWindowed(const WindowedProblem& problem, const WindowedTi
 /// nullptr when none fits.
 const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
                                 const std::vector<KernelResources>& table);
+
+/// The gathered key lists of the block-skipping family (dma, ks: prefix top-k), CSR over
+/// (batch, KV head, query block): keys[offsets[x] .. offsets[x+1]) ascending, x =
+/// (b * Hkv + h) * QueryBlocks + qb. Key j belongs to S(i) iff j <= p(i) < evict[j]
+/// (evict[B,Hkv,Lk], as the prefix top-k selection computes it), so query block qb
+/// lists exactly the union of its rows' sets: the keys with j <= p(last row) and
+/// evict[j] > max(j, p(first row)). The kernel loads them Bc at a time (DESIGN.md s2:
+/// "prefix top-k sets shared by a query block and gathered once"). Causal, Lq <= Lk.
+struct KeyLists {
+  int64_t query_blocks = 0;
+  std::vector<int32_t> offsets;  // size B * Hkv * query_blocks + 1
+  std::vector<int32_t> keys;
+};
+KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, int br);
 
 // ---- shared host/device logic: the kernel calls exactly these ----
 

@@ -31,6 +31,14 @@ struct KernelParams {
   int hq, hkv;
   int64_t window, sink;
   float scale_log2;  // log2(e) / sqrt(d): softmax in base 2
+  // The block-skipping family only (SPARSE kernels): the key-block lists of KeyLists,
+  // the prefix top-k eviction positions [B,Hkv,Lk], and the additive logit bias already
+  // in base 2 ([B,Hkv,Lk] b_j * log2(e), or nullptr).
+  const int32_t* list_offsets;
+  const int32_t* list_keys;
+  const int32_t* evict;
+  const float* bias_log2;
+  int64_t query_blocks;
 };
 
 template <Dtype DT>
@@ -85,7 +93,32 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES>
+/// What one thread block visits: the key blocks of the window spans, or (SPARSE) the
+/// tiles of its gathered key list: tile k holds keys[k*BC .. k*BC+BC) of the list.
+template <bool SPARSE, int BC>
+struct VisitList;
+template <int BC>
+struct VisitList<false, BC> {
+  BlockSpans spans;
+  __device__ int Count() const { return static_cast<int>(spans.Count()); }
+  __device__ int64_t At(int k) const { return spans.At(k); }
+  /// Key of row r of visited tile `at` (At()'s value); lk or more means none.
+  __device__ int64_t Key(int64_t at, int r) const { return at * BC + r; }
+};
+template <int BC>
+struct VisitList<true, BC> {
+  const int32_t* keys;
+  int n;
+  int64_t none;  // Lk: marks the padding rows of the last tile
+  __device__ int Count() const { return (n + BC - 1) / BC; }
+  __device__ int64_t At(int k) const { return k; }
+  __device__ int64_t Key(int64_t at, int r) const {
+    const int64_t x = at * BC + r;
+    return x < n ? keys[x] : none;
+  }
+};
+
+template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES, bool SPARSE>
 __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   static_assert(BR == 16 * WARPS, "each warp owns 16 query rows");
   static_assert(D % 16 == 0 && BC % 16 == 0, "m16n8k16 needs multiples of 16");
@@ -128,14 +161,26 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
     qa[kc][3] = *reinterpret_cast<const uint32_t*>(base + 8 * LD + 8);
   }
 
-  const BlockSpans spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
-  const int n = static_cast<int>(spans.Count());
+  VisitList<SPARSE, BC> spans;
+  const int32_t* evict = nullptr;
+  const float* bias = nullptr;
+  if constexpr (SPARSE) {
+    const int64_t list = (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
+    spans.keys = p.list_keys + p.list_offsets[list];
+    spans.n = p.list_offsets[list + 1] - p.list_offsets[list];
+    spans.none = p.lk;
+    evict = p.evict + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+    if (p.bias_log2 != nullptr) bias = p.bias_log2 + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+  } else {
+    spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
+  }
+  const int n = spans.Count();
   auto load_kv = [&](int64_t kblock, int stage) {
     uint16_t* kd = ks + stage * BC * LD;
     uint16_t* vd = vs + stage * BC * LD;
     for (int c = tid; c < BC * CHUNKS; c += THREADS) {
       const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-      const int64_t j = kblock * BC + r;
+      const int64_t j = spans.Key(kblock, r);
       const bool ok = j < p.lk;
       CpAsync16(kd + r * LD + col, ok ? kg + j * D + col : kg, ok);
       CpAsync16(vd + r * LD + col, ok ? vg + j * D + col : vg, ok);
@@ -185,9 +230,15 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
     for (int nt = 0; nt < BC / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t j = kblock * BC + nt * 8 + 2 * t + (e & 1);
-        const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
-        s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+        const int64_t j = spans.Key(kblock, nt * 8 + 2 * t + (e & 1));
+        if constexpr (SPARSE) {
+          const int64_t at = pos[e >> 1];
+          const bool keep = j < p.lk && j <= at && at < evict[j];
+          s[nt][e] = keep ? s[nt][e] * p.scale_log2 + (bias != nullptr ? bias[j] : 0.f) : -INFINITY;
+        } else {
+          const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
+          s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+        }
         mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
       }
     }
@@ -266,7 +317,13 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
       attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
           attntune::cuda_plan::KernelParams p) {                                              \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages>(p);                                             \
+                                      stages, false>(p);                                      \
+  }                                                                                           \
+  extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
+      attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(             \
+          attntune::cuda_plan::KernelParams p) {                                              \
+    attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
+                                      stages, true>(p);                                       \
   }
 #include "kernels/cuda/instantiations.def"
 #undef ATTNTUNE_WINDOWED_TILE
@@ -278,23 +335,26 @@ namespace {
 struct CompiledKernel {
   WindowedTile tile;
   const void* function;
+  const void* sparse_function;  // the block-skipping kernel of the same tile
 };
 
 const std::vector<CompiledKernel>& CompiledKernels() {
   static const std::vector<CompiledKernel> kernels = {
-#define ATTNTUNE_WINDOWED_TILE(dtype, tag, d, br, bc, warps, stages) \
-  {{Dtype::k##dtype, d, br, bc, warps, stages},                      \
-   reinterpret_cast<const void*>(                                    \
-       &attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages)},
+#define ATTNTUNE_WINDOWED_TILE(dtype, tag, d, br, bc, warps, stages)                \
+  {{Dtype::k##dtype, d, br, bc, warps, stages},                                     \
+   reinterpret_cast<const void*>(                                                   \
+       &attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages),   \
+   reinterpret_cast<const void*>(                                                   \
+       &attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages)},
 #include "kernels/cuda/instantiations.def"
 #undef ATTNTUNE_WINDOWED_TILE
   };
   return kernels;
 }
 
-const void* FindKernel(const WindowedTile& tile) {
+const void* FindKernel(const WindowedTile& tile, bool sparse = false) {
   for (const CompiledKernel& k : CompiledKernels()) {
-    if (k.tile == tile) return k.function;
+    if (k.tile == tile) return sparse ? k.sparse_function : k.function;
   }
   return nullptr;
 }
@@ -332,13 +392,16 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
                            const WindowedDeviceArgs& args) {
   const std::string why = CanImplement(problem, tile);
   if (!why.empty()) return why;
-  const void* function = FindKernel(tile);
+  const bool sparse = args.block_sparse;
+  if (sparse && (args.list_offsets == nullptr || args.list_keys == nullptr || args.evict == nullptr))
+    return "block-sparse launch without its block lists";
+  const void* function = FindKernel(tile, sparse);
   if (function == nullptr) return KernelName(tile) + " is not compiled";
   const WindowedLaunchPlan plan = PlanWindowed(problem, tile);
   cudaError_t error = cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(plan.smem_bytes));
   if (error != cudaSuccess) return ErrorText(error, "cudaFuncSetAttribute");
-  KernelParams params;
+  KernelParams params{};
   params.q = static_cast<const uint16_t*>(args.q);
   params.k = static_cast<const uint16_t*>(args.k);
   params.v = static_cast<const uint16_t*>(args.v);
@@ -351,6 +414,13 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
   params.window = problem.window;
   params.sink = problem.sink;
   params.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double(tile.d)));
+  if (sparse) {
+    params.list_offsets = args.list_offsets;
+    params.list_keys = args.list_keys;
+    params.evict = args.evict;
+    params.bias_log2 = args.bias_log2;
+    params.query_blocks = plan.grid_x;
+  }
   void* kernel_args[] = {&params};
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
                   static_cast<unsigned>(plan.grid_z));
@@ -362,23 +432,25 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
 }
 
 std::string ConfirmOnDevice(const WindowedTile& tile) {
-  const void* function = FindKernel(tile);
-  if (function == nullptr) return KernelName(tile) + " is not compiled";
-  cudaFuncAttributes attributes;
-  cudaError_t error = cudaFuncGetAttributes(&attributes, function);
-  if (error != cudaSuccess) return ErrorText(error, "cudaFuncGetAttributes");
-  if (attributes.localSizeBytes > 0) {
-    return KernelName(tile) + " spills: " + std::to_string(attributes.localSizeBytes) +
-           " bytes local";
+  for (const bool sparse : {false, true}) {
+    const std::string name = sparse ? BlockSparseKernelName(tile) : KernelName(tile);
+    const void* function = FindKernel(tile, sparse);
+    if (function == nullptr) return name + " is not compiled";
+    cudaFuncAttributes attributes;
+    cudaError_t error = cudaFuncGetAttributes(&attributes, function);
+    if (error != cudaSuccess) return ErrorText(error, "cudaFuncGetAttributes");
+    if (attributes.localSizeBytes > 0) {
+      return name + " spills: " + std::to_string(attributes.localSizeBytes) + " bytes local";
+    }
+    const int smem = static_cast<int>(SmemBytes(tile));
+    error = cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (error != cudaSuccess) return ErrorText(error, "cudaFuncSetAttribute");
+    int blocks = 0;
+    error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function, Threads(tile), smem);
+    if (error != cudaSuccess)
+      return ErrorText(error, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (blocks < 1) return name + ": no block fits on one SM";
   }
-  const int smem = static_cast<int>(SmemBytes(tile));
-  error = cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (error != cudaSuccess) return ErrorText(error, "cudaFuncSetAttribute");
-  int blocks = 0;
-  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function, Threads(tile), smem);
-  if (error != cudaSuccess)
-    return ErrorText(error, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  if (blocks < 1) return KernelName(tile) + ": no block fits on one SM";
   return "";
 }
 

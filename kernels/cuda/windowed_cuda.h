@@ -20,6 +20,15 @@ struct WindowedDeviceArgs {
   void* o = nullptr;
   const int32_t* windows = nullptr;  // device [Hkv] when problem.per_head_windows
   void* stream = nullptr;            // cudaStream_t; nullptr = the default stream
+  // The block-skipping family (dma, ks): run the attntune_blocksparse_* kernel of the
+  // tile over KeyLists (device copies of offsets and keys), the eviction positions
+  // evict[B,Hkv,Lk] and an optional bias b_j * log2(e) [B,Hkv,Lk]. The problem's window,
+  // sink and per-head windows are ignored.
+  bool block_sparse = false;
+  const int32_t* list_offsets = nullptr;
+  const int32_t* list_keys = nullptr;
+  const int32_t* evict = nullptr;
+  const float* bias_log2 = nullptr;
 };
 
 /// Round-to-nearest conversion of fp32 to the 2-byte `dtype` and back (host side).

@@ -1,5 +1,6 @@
 #include "kernels/spec/selection.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/spec/check.h"
@@ -168,6 +169,24 @@ std::vector<int64_t> HybridWindows(const Tensors& t, const Params& params) {
   const int64_t full = ParamInt(params, "full"), win = ParamInt(params, "w");
   for (int64_t h = 0; h < s.Hkv; ++h) w[h] = h < full ? 0 : win;
   return w;
+}
+
+std::vector<int32_t> PrefixTopKEvictions(const double* x, int64_t n, int64_t k) {
+  std::vector<int32_t> evict(static_cast<size_t>(n), static_cast<int32_t>(n));
+  // Heap ordered so that its front is the key that ranks last (evicted first).
+  auto ranks_before = [x](int64_t a, int64_t b) { return RanksBefore(x, a, b); };
+  std::vector<int64_t> heap;
+  heap.reserve(static_cast<size_t>(std::min(n, k) + 1));
+  for (int64_t j = 0; j < n; ++j) {
+    heap.push_back(j);
+    std::push_heap(heap.begin(), heap.end(), ranks_before);
+    if (static_cast<int64_t>(heap.size()) > k) {
+      std::pop_heap(heap.begin(), heap.end(), ranks_before);
+      evict[static_cast<size_t>(heap.back())] = static_cast<int32_t>(j);
+      heap.pop_back();
+    }
+  }
+  return evict;
 }
 
 }  // namespace attntune

@@ -43,6 +43,11 @@ inline bool RanksBefore(const double* x, int64_t a, int64_t b) {
   return x[a] > x[b] || (x[a] == x[b] && a < b);
 }
 
+/// Prefix top-k of scores x[0, n) under RanksBefore: key j belongs to the top-k of the
+/// prefix [0, p] iff j <= p < evict[j]; evict[j] = the position at which it drops out (n
+/// if never, j if it never enters). One heap pass, O(n log k).
+std::vector<int32_t> PrefixTopKEvictions(const double* x, int64_t n, int64_t k);
+
 /// Last key row i may see: p(i) when causal, else every key.
 inline int64_t LastKey(const Shape& s, int64_t i) {
   return s.causal ? s.QueryPos(i) : s.Lk - 1;

@@ -131,6 +131,7 @@ TEST_CASE("The tile table matches instantiations.def and the shared-memory model
   REQUIRE(tiles.size() == 6);
   CHECK(cp::KernelName(tiles[1]) == "attntune_windowed_f16_d128_br64_bc64_w4_s2");
   CHECK(cp::KernelName(tiles[4]) == "attntune_windowed_bf16_d64_br64_bc64_w4_s2");
+  CHECK(cp::BlockSparseKernelName(tiles[4]) == "attntune_blocksparse_bf16_d64_br64_bc64_w4_s2");
   for (const cp::WindowedTile& t : tiles) {
     CHECK(t.br == 16 * t.warps);
     CHECK(t.d % 16 == 0);
@@ -253,4 +254,73 @@ TEST_CASE("ResolveMetrics picks each role's first valid name and reports the res
   CHECK(sel.chosen[0].second == "y.sum");
   REQUIRE(sel.unresolved.size() == 1);
   CHECK(sel.unresolved[0] == "b");
+}
+
+TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma key sets") {
+  using attntune::Params;
+  using attntune::Shape;
+  struct Case {
+    const char* variant;
+    Params params;
+    int64_t lq, lk;
+    int br, bc;
+  };
+  const Case cases[] = {
+      {"ks", {{"k", "7"}}, 130, 130, 64, 64},     {"ks", {{"k", "200"}}, 97, 97, 16, 32},
+      {"dma", {{"w", "20"}, {"bias", "1"}, {"seed", "0"}}, 60, 150, 32, 16},
+      {"dma", {{"w", "1"}, {"bias", "0"}, {"seed", "2"}}, 77, 77, 64, 32},
+  };
+  for (const Case& c : cases) {
+    Shape shape;
+    shape.B = 2;
+    shape.Hq = 4;
+    shape.Hkv = 2;
+    shape.Lq = c.lq;
+    shape.Lk = c.lk;
+    shape.d = 16;
+    attntune::Tensors t = attntune::GaussianTensors(shape, 13);
+    if (std::string(c.variant) == "ks") {  // ties: scores in few distinct values
+      t.scores.resize(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
+      for (size_t n = 0; n < t.scores.size(); ++n) t.scores[n] = static_cast<float>((n * 7) % 5);
+    }
+    const attntune::Variant& variant = attntune::FindVariant(c.variant, "test");
+    const auto sets = variant.key_sets(t, c.params);
+    const std::vector<double> x = std::string(c.variant) == "ks"
+                                      ? attntune::KsScores(t)
+                                      : attntune::DmaScores(t, std::stoull(c.params.at("seed")));
+    const int64_t k = std::stoll(c.params.count("k") ? c.params.at("k") : c.params.at("w"));
+    std::vector<int32_t> evict;
+    for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {
+      const auto e = attntune::PrefixTopKEvictions(x.data() + head * shape.Lk, shape.Lk, k);
+      evict.insert(evict.end(), e.begin(), e.end());
+    }
+    const cp::KeyLists lists = cp::BuildKeyLists(shape, evict, c.br);
+    REQUIRE(lists.offsets.size() ==
+            static_cast<size_t>(shape.B * shape.Hkv * lists.query_blocks + 1));
+    std::vector<int64_t> row;
+    for (int64_t b = 0; b < shape.B; ++b) {
+      for (int64_t hq = 0; hq < shape.Hq; ++hq) {
+        const int64_t hk = hq / (shape.Hq / shape.Hkv);
+        const int32_t* e = evict.data() + (b * shape.Hkv + hk) * shape.Lk;
+        for (int64_t qb = 0; qb < lists.query_blocks; ++qb) {
+          std::set<int64_t> needed;
+          for (int64_t i = qb * c.br; i < std::min(shape.Lq, (qb + 1) * c.br); ++i) {
+            sets->Row(b, hq, i, &row);
+            const std::set<int64_t> in(row.begin(), row.end());
+            const int64_t p = shape.QueryPos(i);
+            for (int64_t j = 0; j < shape.Lk; ++j) {
+              INFO(c.variant << " b=" << b << " hq=" << hq << " i=" << i << " j=" << j);
+              REQUIRE((j <= p && p < e[j]) == (in.count(j) == 1));
+            }
+            needed.insert(row.begin(), row.end());
+          }
+          const int64_t list = (b * shape.Hkv + hk) * lists.query_blocks + qb;
+          const std::vector<int64_t> listed(lists.keys.begin() + lists.offsets[list],
+                                            lists.keys.begin() + lists.offsets[list + 1]);
+          INFO(c.variant << " qb=" << qb);
+          CHECK(listed == std::vector<int64_t>(needed.begin(), needed.end()));  // ascending
+        }
+      }
+    }
+  }
 }

@@ -10,14 +10,17 @@ namespace cp = attntune::cuda_plan;
 
 TEST_CASE("The resource table covers every compiled tile on every arch") {
   const auto& table = cp::CompiledResources();
-  CHECK(table.size() == cp::WindowedTiles().size() * cp::SupportedArchs().size());
+  // Two families per tile: the windowed kernel and the block-skipping kernel.
+  CHECK(table.size() == 2 * cp::WindowedTiles().size() * cp::SupportedArchs().size());
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
     for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
-      INFO(cp::KernelName(tile) << " sm_" << arch.sm);
-      const cp::KernelResources* r = cp::FindResources(table, arch.sm, cp::KernelName(tile));
-      REQUIRE(r != nullptr);
-      CHECK(r->registers > 0);
-      CHECK(r->registers <= 255);
+      for (const std::string& name : {cp::KernelName(tile), cp::BlockSparseKernelName(tile)}) {
+        INFO(name << " sm_" << arch.sm);
+        const cp::KernelResources* r = cp::FindResources(table, arch.sm, name);
+        REQUIRE(r != nullptr);
+        CHECK(r->registers > 0);
+        CHECK(r->registers <= 255);
+      }
     }
   }
 }

@@ -119,12 +119,15 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
   shape.d = 128;
   const Tensors tensors = GaussianTensors(shape, 5);
   for (const char* dtype : {"fp16", "bf16"}) {
-    for (const char* id : {"dense", "swa", "hybrid"}) {
-      const Variant& variant = FindVariant(id, "test");
+    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias"}) {
+      const std::string name = id;
+      const Variant& variant = FindVariant(name == "dma_nobias" ? "dma" : name, "test");
       const std::optional<Implementation> impl = CudaImplementation(variant, dtype, shape.d);
       REQUIRE(impl.has_value());
       Params given;
-      if (std::string(id) != "dense") given["w"] = "40";
+      if (name == "swa" || name == "hybrid" || name == "dma") given["w"] = "40";
+      if (name == "ks") given["k"] = "24";
+      if (name == "dma_nobias") given = {{"w", "50"}, {"bias", "0"}, {"seed", "3"}};
       const Params params = ResolveParams(variant, &*impl, shape, given, "test");
       const std::vector<double> ref = ReferenceOutput(variant, tensors, params);
       for (const std::string& tile : impl->tunables.front().grid) {
@@ -141,5 +144,6 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
   }
   FlushL2();
   CHECK(!CudaImplementation(FindVariant("lsh", "test"), "fp16", 128).has_value());
+  CHECK(!CudaImplementation(FindVariant("dma_decode", "test"), "fp16", 128).has_value());
   CHECK(!CudaImplementation(FindVariant("dense", "test"), "fp16", 96).has_value());
 }

@@ -162,4 +162,17 @@ TEST_CASE("CpuTimer times the call") {
   CHECK(ms < 10000.0);
 }
 
+TEST_CASE("Measure: before_each runs before every repetition, outside the timed call") {
+  FakeTimer timer({2.0});
+  std::vector<char> order;  // 'b' = before_each, 'r' = the timed function
+  MeasurePolicy policy;
+  policy.warmup = 1;
+  policy.min_reps = 3;
+  policy.before_each = [&] { order.push_back('b'); };
+  const Stats s = Measure(
+      timer, [&] { order.push_back('r'); }, policy);
+  CHECK(s.samples_ms.size() == 3);
+  CHECK(order == std::vector<char>{'b', 'r', 'b', 'r', 'b', 'r', 'b', 'r'});
+}
+
 }  // namespace attntune
