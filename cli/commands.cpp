@@ -304,12 +304,19 @@ void RegisterBench(CLI::App& app, int* rc) {
     ValidateShape(shape, "--shape");
     std::optional<Implementation> gpu_impl;
     if (cuda_index >= 0) {
-      gpu_impl = CudaImplementation(variant, dtype, shape.d);
-      if (!gpu_impl)
-        throw UserError("--variant " + variant.id + ": no CUDA kernel for " + dtype + ", d=" +
-                        std::to_string(shape.d) + " (CUDA: dense, swa, hybrid, ks, dma; d = 64, 128)");
-      if (!args->impl.empty() && args->impl != "cuda")
-        throw UserError("--impl: on --device cuda:N the implementation is 'cuda'");
+      if (args->impl == "cuda_decode") {
+        gpu_impl = CudaDecodeImplementation(variant, dtype, shape.d);
+        if (!gpu_impl)
+          throw UserError("--impl cuda_decode: no split-KV decode for " + variant.id + ", " + dtype +
+                          ", d=" + std::to_string(shape.d) + " (dense, swa; d = 64, 128)");
+      } else {
+        if (!args->impl.empty() && args->impl != "cuda")
+          throw UserError("--impl: on --device cuda:N the implementation is 'cuda' or 'cuda_decode'");
+        gpu_impl = CudaImplementation(variant, dtype, shape.d);
+        if (!gpu_impl)
+          throw UserError("--variant " + variant.id + ": no CUDA kernel for " + dtype + ", d=" +
+                          std::to_string(shape.d) + " (CUDA: dense, swa, hybrid, ks, dma; d = 64, 128)");
+      }
     }
     const Implementation* impl = gpu_impl ? &*gpu_impl : FindImplementationArg(variant, args->impl);
     const Params params =

@@ -26,7 +26,7 @@ if command -v compute-sanitizer >/dev/null && [ -x "$build/tests/gpu/gpu_windowe
   log "compute-sanitizer memcheck rc=$?"
   tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
 fi
-if [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
+if [ -z "${QUICK:-}" ] && [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
   timeout 300 "$build/benchmarks/cuda_windowed_bench" 4096 16384 >"$out/bench.jsonl" 2>&1
   log "cuda_windowed_bench rc=$?"
   cat "$out/bench.jsonl" | tee -a "$out/summary.txt"
@@ -59,6 +59,7 @@ if [ -x "$build/attntune" ]; then
   done
   s=B=1,Hq=16,Hkv=8,L=16384,d=128
   for flush in "" "--flush-l2"; do
+    [ -n "${QUICK:-}" ] && break
     for v in "dense" "swa w=1024" "ks k=64" "dma w=1024" "dma w=64"; do
       set -- $v
       timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} $flush --shape $s \
@@ -71,6 +72,7 @@ if [ -x "$build/attntune" ]; then
     done
   done
   for pass in 1 2; do
+    [ -n "${QUICK:-}" ] && break
     start=$(date +%s)
     timeout 300 "$at" tune --device cuda:0 --variants dense,swa,hybrid,ks,dma --seq-lens 1024,2048 \
       --budget 4 --out "$out/tune" >"$out/tune$pass.log" 2>&1
@@ -78,9 +80,10 @@ if [ -x "$build/attntune" ]; then
     tail -n 30 "$out/tune$pass.log" | tee -a "$out/summary.txt"
   done
 fi
+# (QUICK=1 skips the long-L benches, the tune and ncu.)
 # Hardware counters of one launch (ncu), as a cross-check of the metric names attntune
 # validated offline: the roofline point of the dense kernel at L=4096.
-if command -v ncu >/dev/null && [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
+if [ -z "${QUICK:-}" ] && command -v ncu >/dev/null && [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
   timeout 200 ncu --launch-count 1 --metrics gpu__time_duration.sum,dram__bytes.sum,\
 sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,\
 sm__throughput.avg.pct_of_peak_sustained_elapsed "$build/benchmarks/cuda_windowed_bench" 4096 \
@@ -90,3 +93,25 @@ sm__throughput.avg.pct_of_peak_sustained_elapsed "$build/benchmarks/cuda_windowe
 fi
 # Everything in one archive (the device tool returns few files).
 tar -C "$out" -czf "$out.tar.gz" . && mv "$out.tar.gz" "$out/all.tar.gz"
+# Decode: one query row per head against a long cache, split-KV (cuda_decode) beside the
+# windowed kernel (cuda), checked against the CPU reference.
+if [ -x "$build/attntune" ]; then
+  for lk in 4096 65536; do
+    for v in "dense" "swa w=1024"; do
+      set -- $v
+      for impl in "cuda" "cuda_decode Split=16" "cuda_decode Split=64" "cuda_decode Split=256"; do
+        set -- $v
+        variant=$1; vparams=${2:-}
+        set -- $impl
+        params=$(echo "$vparams,${2:-}" | sed 's/^,//; s/,$//')
+        timeout 120 "$at" bench --device cuda:0 --variant "$variant" --impl "$1" \
+          ${params:+--params $params} --shape B=1,Hq=16,Hkv=8,Lq=1,Lk=$lk,d=128 --json \
+          >"$out/decode.json" 2>&1
+        log "decode Lk=$lk $variant $impl rc=$?"
+        grep -E '"(status|message|check_err|median_ms|p10_ms|p90_ms|timer)"' "$out/decode.json" \
+          | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
+      done
+    done
+  done
+  tar -C "$out" -czf "$out.tar.gz" . && mv "$out.tar.gz" "$out/all.tar.gz"
+fi

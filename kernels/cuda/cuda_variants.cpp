@@ -60,6 +60,7 @@ struct Resident {
   // The block-skipping family's selection for these inputs (host, fp64, once per key).
   std::string selection;
   DeviceBuffer offsets, keys, evict, bias;
+  DeviceBuffer workspace;  // split-KV decode partials
   bool has_bias = false;
 };
 
@@ -102,7 +103,7 @@ Resident& Prepare(const Tensors& t, cp::Dtype dtype) {
 
 const cp::WindowedTile& TileNamed(const std::string& name) {
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
-    if (cp::KernelName(tile) == name) return tile;
+    if (cp::KernelName(tile) == name || cp::BlockSparseKernelName(tile) == name) return tile;
   }
   throw std::runtime_error("no compiled CUDA tile named " + name);
 }
@@ -215,8 +216,9 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
   ParamDecl tile_decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
     if (tile.dtype != want || tile.d != head_dim) continue;
-    tile_decl.choices.push_back(cp::KernelName(tile));
-    tile_decl.grid.push_back(cp::KernelName(tile));
+    const std::string name = BlockSparse(id) ? cp::BlockSparseKernelName(tile) : cp::KernelName(tile);
+    tile_decl.choices.push_back(name);
+    tile_decl.grid.push_back(name);
   }
   if (tile_decl.choices.empty()) return std::nullopt;
   tile_decl.default_value = tile_decl.choices.front();
@@ -257,6 +259,67 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
   // Inputs rounded once to the dtype and P rounded once before P V: fp16 keeps 11
   // significant bits, bf16 8 (the bounds the [gpu] numerics test checks).
   const double tolerance = want == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
+  impl.tolerance = [tolerance](const Params&) { return tolerance; };
+  return impl;
+}
+
+std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
+                                                       const std::string& dtype, int64_t head_dim) {
+  const std::string id = variant.id;
+  if (id != "dense" && id != "swa") return std::nullopt;
+  if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
+  if (head_dim != 64 && head_dim != 128) return std::nullopt;
+  const cp::Dtype dt = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
+  Implementation impl;
+  impl.id = "cuda_decode";
+  impl.summary = "CUDA split-KV decode (one query row per head), " + dtype + " in, fp32 state";
+  impl.tunables = {{"Split", ParamKind::kInt, 1, 65535, {}, "64", {"16", "32", "64", "128", "256"},
+                    "key-axis splits (thread blocks per KV head)"}};
+  auto problem_of = [id](const Shape& shape, const Params& p) {
+    cp::WindowedProblem problem;
+    problem.shape = shape;
+    if (id == "swa") {
+      problem.window = ParamInt(p, "w");
+      problem.sink = ParamInt(p, "sink");
+    }
+    return problem;
+  };
+  impl.check = [problem_of](const Shape& shape, const Params& p) {
+    return cp::CanImplementDecode(problem_of(shape, p), ParamInt(p, "Split"));
+  };
+  auto launch = [problem_of, dt](const Tensors& t, const Params& p) -> Resident& {
+    Resident& r = Prepare(t, dt);
+    const cp::WindowedProblem problem = problem_of(t.shape, p);
+    const int64_t splits = ParamInt(p, "Split");
+    r.workspace.Resize(static_cast<size_t>(cp::PlanDecode(problem, splits).workspace_bytes));
+    cp::WindowedDeviceArgs args;
+    args.q = r.q.ptr;
+    args.k = r.k.ptr;
+    args.v = r.v.ptr;
+    args.o = r.o.ptr;
+    const std::string error = cp::LaunchDecode(problem, dt, splits, args, r.workspace.ptr);
+    if (!error.empty()) throw std::runtime_error(error);
+    return r;
+  };
+  impl.run = [launch, dt](const Tensors& t, const Params& p, float* out) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Resident& r = Prepare(t, dt);
+    const std::vector<uint16_t> poison(t.q.size(), 0x7fff);  // NaN in fp16 and bf16
+    Check(cudaMemcpy(r.o.ptr, poison.data(), poison.size() * 2, cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    launch(t, p);
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    std::vector<uint16_t> bits(t.q.size());
+    Check(cudaMemcpy(bits.data(), r.o.ptr, bits.size() * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    for (size_t x = 0; x < bits.size(); ++x) out[x] = cp::FromBits(bits[x], dt);
+  };
+  impl.launch = [launch](const Tensors& t, const Params& p) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    launch(t, p);
+  };
+  // Inputs rounded once to the dtype; the state and P stay fp32 (no P rounding), so the
+  // windowed kernels' bounds hold with margin.
+  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
   impl.tolerance = [tolerance](const Params&) { return tolerance; };
   return impl;
 }

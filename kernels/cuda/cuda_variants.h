@@ -25,6 +25,12 @@ bool CudaKernelsBuilt();
 std::optional<Implementation> CudaImplementation(const Variant& variant, const std::string& dtype,
                                                  int64_t head_dim);
 
+/// Split-KV decode of `variant` (dense or swa; one query row per head, Lq = 1): id
+/// "cuda_decode", one tunable "Split" (key-axis splits, PlanDecode), same run / launch /
+/// tolerance contract as CudaImplementation. nullopt for other variants or builds.
+std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
+                                                       const std::string& dtype, int64_t head_dim);
+
 /// Makes device `index` current for this thread; "" or the CUDA error.
 std::string SelectCudaDevice(int index);
 

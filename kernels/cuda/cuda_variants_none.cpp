@@ -11,6 +11,10 @@ std::optional<Implementation> CudaImplementation(const Variant&, const std::stri
   return std::nullopt;
 }
 
+std::optional<Implementation> CudaDecodeImplementation(const Variant&, const std::string&, int64_t) {
+  return std::nullopt;
+}
+
 std::string SelectCudaDevice(int) { return "this attntune was built without CUDA kernels"; }
 
 void FlushL2() { throw std::runtime_error("this attntune was built without CUDA kernels"); }

@@ -232,6 +232,42 @@ std::string CanImplement(const WindowedProblem& problem, const WindowedTile& til
   return "";
 }
 
+std::string CanImplementDecode(const WindowedProblem& problem, int64_t splits) {
+  const Shape& s = problem.shape;
+  if (s.Lq != 1) return "split-KV decode computes one query row (Lq = 1)";
+  if (s.d != 64 && s.d != 128) return "split-KV decode is compiled for d = 64 and 128";
+  if (!s.causal) return "non-causal attention is not implemented on CUDA";
+  if (s.Hkv <= 0 || s.Hq % s.Hkv != 0) return "Hq must be a multiple of Hkv";
+  if (s.Hq / s.Hkv > kDecodeMaxGroup) {
+    return "split-KV decode handles at most " + std::to_string(kDecodeMaxGroup) +
+           " query heads per KV head";
+  }
+  if (problem.per_head_windows) return "split-KV decode takes one window for every head";
+  if (problem.window < 0 || problem.sink < 0) return "window and sink must be >= 0";
+  if (splits < 1 || splits > 65535) return "splits must be in 1..65535";
+  if (s.Hkv > 65535 || s.B > 65535) return "Hkv and B must be at most 65535";
+  return "";
+}
+
+DecodePlan PlanDecode(const WindowedProblem& problem, int64_t splits) {
+  ATTNTUNE_CHECK(CanImplementDecode(problem, splits).empty());
+  const Shape& s = problem.shape;
+  const int64_t p = s.Lk - 1;  // the one row's position
+  DecodePlan plan;
+  // With a window and no sink the keys before p - w + 1 are never attended: the splits
+  // cover [first_key, p] only. With a sink they cover [0, p] (the sink blocks are few).
+  plan.first_key = problem.window > 0 && problem.sink == 0 ? std::max<int64_t>(0, p - problem.window + 1) : 0;
+  const int64_t keys = p + 1 - plan.first_key;
+  plan.splits = std::min(splits, keys);
+  plan.keys_per_split = (keys + plan.splits - 1) / plan.splits;
+  plan.splits = (keys + plan.keys_per_split - 1) / plan.keys_per_split;
+  plan.grid_x = plan.splits;
+  plan.grid_y = s.Hkv;
+  plan.grid_z = s.B;
+  plan.workspace_bytes = 4 * s.B * s.Hq * plan.splits * (s.d + 2);
+  return plan;
+}
+
 WindowedLaunchPlan PlanWindowed(const WindowedProblem& problem, const WindowedTile& tile) {
   ATTNTUNE_CHECK(CanImplement(problem, tile).empty());
   WindowedLaunchPlan plan;

@@ -139,6 +139,26 @@ struct KeyLists {
 };
 KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, int br);
 
+/// Split-KV decode (dense and swa, one query row per head: Lq = 1): the keys the row
+/// attends are cut into `splits` contiguous ranges of the key axis, one thread block per
+/// (split, KV head, batch) computes the partial softmax state (max, sum, unnormalised O)
+/// of every query head of its group, and a combine kernel merges the splits.
+struct DecodePlan {
+  int64_t splits = 0;
+  int64_t keys_per_split = 0;   // the last split may hold fewer
+  int64_t first_key = 0;        // keys before it are never attended (window, no sink)
+  int64_t grid_x = 0, grid_y = 0, grid_z = 0;  // splits, Hkv, B
+  int threads = 128;
+  int64_t workspace_bytes = 0;  // fp32 partial O [B,Hq,splits,d] + (max, sum) [B,Hq,splits,2]
+};
+/// Head dims and groups the decode kernels are compiled for.
+constexpr int kDecodeMaxGroup = 8;
+/// Why split-KV decode cannot compute `problem` with `splits` ("" = it can).
+std::string CanImplementDecode(const WindowedProblem& problem, int64_t splits);
+/// The plan; CHECKs CanImplementDecode. Splits past the attended keys are dropped
+/// (never more splits than attended keys).
+DecodePlan PlanDecode(const WindowedProblem& problem, int64_t splits);
+
 // ---- shared host/device logic: the kernel calls exactly these ----
 
 /// Whether query row i (absolute position p) attends key j (DESIGN.md s1, causal).

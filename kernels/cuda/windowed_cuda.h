@@ -40,6 +40,12 @@ float FromBits(uint16_t bits, Dtype dtype);
 std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& tile,
                            const WindowedDeviceArgs& args);
 
+/// Enqueues split-KV decode (PlanDecode): the split kernel and the combine kernel, for
+/// one query row per head; `workspace` holds PlanDecode(...).workspace_bytes on the device.
+/// Returns "" or the reason / CUDA error.
+std::string LaunchDecode(const WindowedProblem& problem, Dtype dtype, int64_t splits,
+                         const WindowedDeviceArgs& args, void* workspace);
+
 /// Run-time confirmation of the static table on the current device: reads
 /// cudaFuncGetAttributes and the occupancy of `tile`; "" when at least one block fits.
 std::string ConfirmOnDevice(const WindowedTile& tile);

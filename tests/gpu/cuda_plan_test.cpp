@@ -324,3 +324,41 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
     }
   }
 }
+
+TEST_CASE("PlanDecode covers exactly the attended keys with at most the asked splits") {
+  cp::WindowedProblem problem;
+  problem.shape.B = 2;
+  problem.shape.Hq = 8;
+  problem.shape.Hkv = 2;
+  problem.shape.Lq = 1;
+  problem.shape.d = 128;
+  for (int64_t lk : {1, 2, 37, 1000, 65536}) {
+    for (int64_t w : {0, 1, 100, 5000}) {
+      for (int64_t sink : {0, 4}) {
+        for (int64_t splits : {1, 3, 64, 5000}) {
+          problem.shape.Lk = lk;
+          problem.window = w;
+          problem.sink = sink;
+          REQUIRE(cp::CanImplementDecode(problem, splits) == "");
+          const cp::DecodePlan plan = cp::PlanDecode(problem, splits);
+          INFO("Lk=" << lk << " w=" << w << " sink=" << sink << " splits=" << splits);
+          CHECK(plan.splits >= 1);
+          CHECK(plan.splits <= splits);
+          // Splits tile [first_key, Lk) and every split holds at least one key.
+          CHECK(plan.first_key + (plan.splits - 1) * plan.keys_per_split < lk);
+          CHECK(plan.first_key + plan.splits * plan.keys_per_split >= lk);
+          // Keys before first_key are never attended by the row at p = Lk - 1.
+          for (int64_t j = 0; j < plan.first_key; ++j) CHECK_FALSE(cp::Attends(lk - 1, j, w, sink));
+          CHECK(plan.workspace_bytes == 4 * 2 * 8 * plan.splits * (128 + 2));
+          CHECK(plan.grid_y == 2);
+        }
+      }
+    }
+  }
+  problem.shape.Lq = 2;
+  CHECK(cp::CanImplementDecode(problem, 8) == "split-KV decode computes one query row (Lq = 1)");
+  problem.shape.Lq = 1;
+  problem.shape.Hq = 16;
+  problem.shape.Hkv = 1;
+  CHECK(cp::CanImplementDecode(problem, 8) == "split-KV decode handles at most 8 query heads per KV head");
+}

@@ -10,8 +10,16 @@ namespace cp = attntune::cuda_plan;
 
 TEST_CASE("The resource table covers every compiled tile on every arch") {
   const auto& table = cp::CompiledResources();
-  // Two families per tile: the windowed kernel and the block-skipping kernel.
-  CHECK(table.size() == 2 * cp::WindowedTiles().size() * cp::SupportedArchs().size());
+  // Two families per tile (the windowed kernel and the block-skipping kernel) plus the
+  // split-KV decode kernels (split and combine, f16/bf16, d 64/128).
+  CHECK(table.size() == (2 * cp::WindowedTiles().size() + 8) * cp::SupportedArchs().size());
+  for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
+    for (const char* name :
+         {"attntune_decode_split_f16_d128", "attntune_decode_combine_bf16_d64"}) {
+      INFO(name << " sm_" << arch.sm);
+      REQUIRE(cp::FindResources(table, arch.sm, name) != nullptr);
+    }
+  }
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
     for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
       for (const std::string& name : {cp::KernelName(tile), cp::BlockSparseKernelName(tile)}) {

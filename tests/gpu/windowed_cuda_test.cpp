@@ -147,3 +147,39 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
   CHECK(!CudaImplementation(FindVariant("dma_decode", "test"), "fp16", 128).has_value());
   CHECK(!CudaImplementation(FindVariant("dense", "test"), "fp16", 96).has_value());
 }
+
+TEST_CASE("Split-KV decode matches the reference for one query row", "[gpu]") {
+  for (int64_t lk : {1, 37, 1000, 5000}) {
+    for (int64_t group : {1, 2, 8}) {
+      Shape shape;
+      shape.B = 2;
+      shape.Hkv = 2;
+      shape.Hq = 2 * group;
+      shape.Lq = 1;
+      shape.Lk = lk;
+      shape.d = group == 2 ? 64 : 128;
+      const Tensors tensors = GaussianTensors(shape, 21);
+      for (const char* dtype : {"fp16", "bf16"}) {
+        for (const char* id : {"dense", "swa"}) {
+          const Variant& variant = FindVariant(id, "test");
+          const std::optional<Implementation> impl = CudaDecodeImplementation(variant, dtype, shape.d);
+          REQUIRE(impl.has_value());
+          Params given;
+          if (std::string(id) == "swa") given = {{"w", "100"}, {"sink", "4"}};
+          const Params params = ResolveParams(variant, &*impl, shape, given, "test");
+          const std::vector<double> ref = ReferenceOutput(variant, tensors, params);
+          for (const char* split : {"1", "7", "64"}) {
+            Params p = params;
+            p["Split"] = split;
+            INFO(dtype << " " << id << " Lk=" << lk << " group=" << group << " Split=" << split);
+            REQUIRE(impl->check(shape, p) == "");
+            std::vector<float> out(tensors.q.size(), 0.f);
+            impl->run(tensors, p, out.data());
+            CHECK(RelErr(out.data(), ref) < impl->tolerance(p));
+          }
+        }
+      }
+    }
+  }
+  CHECK(!CudaDecodeImplementation(FindVariant("hybrid", "test"), "fp16", 128).has_value());
+}
