@@ -24,6 +24,7 @@
 #include "profiler/timer.h"
 #ifdef ATTNTUNE_HAVE_CUPTI
 #include "profiler/cuda/cupti_activity.h"
+#include "profiler/cuda/metric_set.h"
 #endif
 #include "search/strategy.h"
 #include "tuner/session.h"
@@ -275,6 +276,7 @@ struct BenchArgs {
   std::string device = "cpu";
   std::string dtype;
   bool flush_l2 = false;
+  bool metrics = false;
 };
 
 void RegisterBench(CLI::App& app, int* rc) {
@@ -296,6 +298,8 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Input dtype: fp32 (cpu), fp16 or bf16 (cuda; default fp16)");
   cmd->add_flag("--flush-l2", args->flush_l2, "cuda: flush the L2 cache before every repetition");
+  cmd->add_flag("--metrics", args->metrics,
+                "cuda: after timing, read the roofline counters with CUPTI's range profiler");
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
     const int cuda_index = ResolveDevice(args->device);
@@ -331,8 +335,30 @@ void RegisterBench(CLI::App& app, int* rc) {
     options.policy.max_seconds = args->max_seconds;
     options.check = !args->unchecked;
     ConfigureGpuEvaluation(cuda_index, args->flush_l2, &options);
+    if (args->metrics && cuda_index < 0) throw UserError("--metrics: only for --device cuda:N");
     const Evaluated ev = EvaluateCandidate(problem, variant, *impl, params, *timer, options);
     const TrialResult& r = ev.result;
+    nlohmann::json hw;  // hardware counters, in passes of their own after the timing
+#ifdef ATTNTUNE_HAVE_CUPTI
+    if (args->metrics && r.status == TrialStatus::kOk) {
+      StopCuptiActivity();  // the range profiler replays alone
+      const MetricValues m =
+          CollectRooflineMetrics(cuda_index, [&] { impl->launch(problem.Inputs(), params); });
+      if (!m.error.empty()) {
+        hw["error"] = m.error;
+      } else {
+        hw["chip"] = m.plan.chip;
+        hw["passes"] = m.replays;
+        for (const auto& [role, value] : m.by_role) hw[role] = value;
+        const double ns = m.by_role.count("duration") ? m.by_role.at("duration") : 0.0;
+        const std::string ops = dtype == "bf16" ? "tensor_ops_bf16" : "tensor_ops_f16";
+        if (ns > 0 && m.by_role.count(ops)) hw["tensor_tflops"] = m.by_role.at(ops) / ns / 1e3;
+        if (ns > 0 && m.by_role.count("dram_bytes")) hw["dram_gb_per_s"] = m.by_role.at("dram_bytes") / ns;
+        if (m.by_role.count(ops) && m.by_role.count("dram_bytes") && m.by_role.at("dram_bytes") > 0)
+          hw["ops_per_dram_byte"] = m.by_role.at(ops) / m.by_role.at("dram_bytes");
+      }
+    }
+#endif
     nlohmann::json j;
     j["schema"] = 1;
     j["variant"] = variant.id;
@@ -361,6 +387,7 @@ void RegisterBench(CLI::App& app, int* rc) {
     j["kernels"] = kernels;
     j["inputs"] = args->inputs;
     j["select_ms"] = select_ms;
+    if (!hw.is_null()) j["hardware"] = hw;
     if (args->json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {
@@ -383,6 +410,7 @@ void RegisterBench(CLI::App& app, int* rc) {
       if (!ev.kernels.empty())
         std::printf("  selection phase %.3f ms (of the checked run)\n", select_ms);
       for (const auto& k : ev.kernels) std::printf("  kernel %s (%s) %.3f ms\n", k.name.c_str(), k.kind.c_str(), k.ms);
+      if (!hw.is_null()) std::printf("  hardware counters: %s\n", hw.dump().c_str());
     }
     *rc = r.status == TrialStatus::kOk ? 0 : 1;
   });

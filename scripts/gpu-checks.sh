@@ -93,6 +93,17 @@ sm__throughput.avg.pct_of_peak_sustained_elapsed "$build/benchmarks/cuda_windowe
 fi
 # Everything in one archive (the device tool returns few files).
 tar -C "$out" -czf "$out.tar.gz" . && mv "$out.tar.gz" "$out/all.tar.gz"
+# Hardware counters through attntune's own range-profiler collection (bench --metrics).
+if [ -x "$build/attntune" ]; then
+  for v in "dense" "swa w=1024" "ks k=64"; do
+    set -- $v
+    timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --metrics --unchecked \
+      --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --json >"$out/metrics.json" 2>&1
+    log "bench --metrics $v rc=$?"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({"median_ms": j.get("median_ms"), "gflops": j.get("gflops"), "hardware": j.get("hardware")}))' \
+      "$out/metrics.json" 2>&1 | tee -a "$out/summary.txt" || tail -3 "$out/metrics.json" | tee -a "$out/summary.txt"
+  done
+fi
 # Decode: one query row per head against a long cache, split-KV (cuda_decode) beside the
 # windowed kernel (cuda), checked against the CPU reference.
 if [ -x "$build/attntune" ]; then

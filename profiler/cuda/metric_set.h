@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,18 @@ struct MetricPlan {
 /// read its pass count. Defined in profiler/cuda/metric_set_cupti.cpp; a build
 /// without CUPTI has no definition.
 MetricPlan PlanMetricsOffline(const std::string& chip);
+
+/// Hardware counters of the work `fn` launches, on CUDA device `device_index` (made
+/// current): CUPTI's range profiler with one user range and user replay, so `fn` runs once
+/// per pass and must launch the same work every call; the metric set is the roofline one,
+/// resolved for the device's chip with its counter-availability image. Separate from the
+/// timed runs: call it after measuring.
+struct MetricValues {
+  MetricPlan plan;                          // chip, chosen names, passes
+  std::map<std::string, double> by_role;    // "duration" -> ns, "dram_bytes" -> bytes, ...
+  int replays = 0;                          // times fn ran
+  std::string error;                        // "" or the failing call and its result
+};
+MetricValues CollectRooflineMetrics(int device_index, const std::function<void()>& fn);
 
 }  // namespace attntune

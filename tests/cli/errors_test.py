@@ -84,6 +84,8 @@ expect_error(["bench", "--variant", "dense", "--dtype", "fp16", "--shape", "Hq=2
              "attntune: error: --dtype: 'fp16' is not available on the CPU (fp32 only)")
 expect_error(["bench", "--variant", "dense", "--flush-l2", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
              "attntune: error: --flush-l2: only for --device cuda:N")
+expect_error(["bench", "--variant", "dense", "--metrics", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
+             "attntune: error: --metrics: only for --device cuda:N")
 expect_error(["tune", "--dtype", "bf16", "--out", tmp],
              "attntune: error: --dtype: 'bf16' is not available on the CPU (fp32 only)")
 

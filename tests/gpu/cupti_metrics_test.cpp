@@ -42,3 +42,14 @@ TEST_CASE("An unknown chip is reported by the failing CUPTI call") {
   const MetricPlan plan = PlanMetricsOffline("GX999");
   CHECK(plan.error.rfind("cuptiProfilerHostInitialize(GX999): ", 0) == 0);
 }
+
+TEST_CASE("Range-profiler collection without a usable device fails cleanly, never runs the work") {
+  int runs = 0;
+  const attntune::MetricValues m = attntune::CollectRooflineMetrics(0, [&] { ++runs; });
+  if (m.error.rfind("no usable CUDA device: ", 0) != 0) {
+    WARN("a CUDA device is present (" << m.error << "); the [gpu] test checks the values");
+    return;
+  }
+  CHECK(runs == 0);
+  CHECK(m.by_role.empty());
+}

@@ -15,6 +15,7 @@
 #include "kernels/spec/tensors.h"
 #include "kernels/spec/variant.h"
 #include "profiler/cuda/cupti_activity.h"
+#include "profiler/cuda/metric_set.h"
 
 namespace cp = attntune::cuda_plan;
 using namespace attntune;
@@ -182,4 +183,32 @@ TEST_CASE("Split-KV decode matches the reference for one query row", "[gpu]") {
     }
   }
   CHECK(!CudaDecodeImplementation(FindVariant("hybrid", "test"), "fp16", 128).has_value());
+}
+
+TEST_CASE("The range profiler reads the roofline counters of a launch", "[gpu]") {
+  Shape shape;
+  shape.Hq = 16;
+  shape.Hkv = 8;
+  shape.Lq = shape.Lk = 4096;
+  shape.d = 128;
+  const Tensors tensors = GaussianTensors(shape, 4);
+  const std::optional<Implementation> impl =
+      CudaImplementation(FindVariant("dense", "test"), "fp16", 128);
+  REQUIRE(impl.has_value());
+  Params p = {{"Tile", impl->tunables.front().default_value}};
+  std::vector<float> out(tensors.q.size());
+  impl->run(tensors, p, out.data());  // uploads the inputs
+  const MetricValues m = CollectRooflineMetrics(0, [&] { impl->launch(tensors, p); });
+  INFO(m.error);
+  REQUIRE(m.error.empty());
+  CHECK(m.replays == static_cast<int>(m.plan.passes));
+  std::string all;
+  for (const auto& [role, value] : m.by_role) all += " " + role + "=" + std::to_string(value);
+  WARN(m.plan.chip << ", " << m.replays << " replays:" << all);
+  const double useful = 4.0 * 128 * 16 * (4096.0 * 4097.0 / 2.0);
+  REQUIRE(m.by_role.count("tensor_ops_f16") == 1);
+  CHECK(m.by_role.at("tensor_ops_f16") >= useful);        // the kernel does all useful work
+  CHECK(m.by_role.at("tensor_ops_f16") <= 1.1 * useful);  // and masks little beyond it
+  CHECK(m.by_role.at("duration") > 0);
+  CHECK(m.by_role.at("dram_bytes") > 0);
 }
