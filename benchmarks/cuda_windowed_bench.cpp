@@ -36,6 +36,17 @@ int64_t PairsPerHead(int64_t L, int64_t w) {
   return pairs;
 }
 
+cp::WindowedProblem Problem(int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t d, int64_t w) {
+  cp::WindowedProblem problem;
+  problem.shape.B = B;
+  problem.shape.Hq = Hq;
+  problem.shape.Hkv = Hkv;
+  problem.shape.Lq = problem.shape.Lk = L;
+  problem.shape.d = d;
+  problem.window = w;
+  return problem;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,13 +106,7 @@ int main(int argc, char** argv) {
       if (tile.d != d) continue;
       if (!have || filled != tile.dtype) fill(tile.dtype);
       for (const int64_t w : {int64_t{0}, int64_t{1024}}) {
-        cp::WindowedProblem problem;
-        problem.shape.B = B;
-        problem.shape.Hq = Hq;
-        problem.shape.Hkv = Hkv;
-        problem.shape.Lq = problem.shape.Lk = L;
-        problem.shape.d = d;
-        problem.window = w;
+        const cp::WindowedProblem problem = Problem(B, Hq, Hkv, L, d, w);
         const std::string why = cp::CanImplement(problem, tile);
         if (!why.empty()) {
           std::printf("{\"kernel\":\"%s\",\"L\":%lld,\"w\":%lld,\"skipped\":\"%s\"}\n",
@@ -160,13 +165,7 @@ int main(int argc, char** argv) {
       for (const cp::WindowedTile& t : cp::WindowedTiles())
         if (t.d == d && t.dtype == filled) tile = &t;
       for (const int64_t w : {int64_t{0}, int64_t{1024}}) {
-        cp::WindowedProblem problem;
-        problem.shape.B = B;
-        problem.shape.Hq = Hq;
-        problem.shape.Hkv = Hkv;
-        problem.shape.Lq = problem.shape.Lk = L;
-        problem.shape.d = d;
-        problem.window = w;
+        const cp::WindowedProblem problem = Problem(B, Hq, Hkv, L, d, w);
         cp::WindowedDeviceArgs args;
         args.q = q;
         args.k = k;
