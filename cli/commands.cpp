@@ -107,6 +107,7 @@ void ConfigureGpuEvaluation(int cuda_index, bool flush_l2, EvaluateOptions* opti
     if (flush_l2) throw UserError("--flush-l2: only for --device cuda:N");
     return;
   }
+  options->element_bytes = 2.0;  // fp16 or bf16
   if (flush_l2) options->policy.before_each = [] { FlushL2(); };
   options->after_measure = [cuda_index, flush_l2](std::map<std::string, double>* metrics) {
     for (const auto& [name, value] : ReadGpuClocks(cuda_index)) (*metrics)[name] = value;

@@ -158,7 +158,7 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
   r.metrics["useful_flops"] = flops;
   r.metrics["gflops"] = stats.median_ms > 0 ? flops / (stats.median_ms * 1e6) : 0.0;
   r.metrics["io_bytes"] =
-      4.0 * static_cast<double>(2 * shape.QElems() + 2 * shape.KvElems());
+      options.element_bytes * static_cast<double>(2 * shape.QElems() + 2 * shape.KvElems());
   r.finished_at = UtcNow();
   return ev;
 }

@@ -55,6 +55,9 @@ struct EvaluateOptions {
   /// metrics, only a finite-output check, so that long lengths can be timed; the result
   /// carries metric checked = 0.
   bool check = true;
+  /// Bytes per element of Q, K, V and O as the implementation reads them (io_bytes):
+  /// 4 for the fp32 CPU kernels, 2 for fp16/bf16 on CUDA.
+  double element_bytes = 4.0;
   /// Optional: adds device readings taken right after the measurement (the GPU path
   /// records its SM and memory clocks and temperature here).
   std::function<void(std::map<std::string, double>* metrics)> after_measure;
