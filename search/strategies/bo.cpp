@@ -231,6 +231,8 @@ class Bo : public EngineStrategy {
     const double mu = y.mean();
     const double sd = std::sqrt(std::max((y.array() - mu).square().mean(), 1e-18));
     y = (y.array() - mu) / sd;
+    ++fits_;
+    if (options_.capped_every > 0 && fits_ % options_.capped_every == 0) Cap(&y);
     y_best_ = y.minCoeff();
     if (static_cast<int64_t>(ok_.size()) >= next_tune_) {
       Tune(x, y);
@@ -240,6 +242,21 @@ class Bo : public EngineStrategy {
       log_noise_ = std::min(log_noise_ + 2.0, std::log(0.5));  // add jitter until it factors
       gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6, categorical_);
     }
+  }
+
+  // Caps standardised targets at their quantile options_.cap_quantile and standardises
+  // again: the model then spends itself on telling good points apart, not on how bad the
+  // bad half is (log(time) of slow configurations spans far more than the good ones').
+  void Cap(VectorXd* y) const {
+    const Eigen::Index n = y->size();
+    if (n < 5) return;
+    std::vector<double> sorted(y->data(), y->data() + n);
+    std::sort(sorted.begin(), sorted.end());
+    const double q = sorted[static_cast<size_t>(options_.cap_quantile * static_cast<double>(n - 1))];
+    *y = y->array().min(q);
+    const double mu = y->mean();
+    const double sd = std::sqrt(std::max((y->array() - mu).square().mean(), 1e-18));
+    *y = (y->array() - mu) / sd;
   }
 
   VectorXd InverseLengthscales() const {
@@ -327,6 +344,7 @@ class Bo : public EngineStrategy {
   std::vector<double> log_ls_;
   double log_noise_ = std::log(1e-3);
   int64_t next_tune_ = 8;
+  int64_t fits_ = 0;  // model fits so far (capped_every counts them)
   double y_best_ = 0;
   Gp gp_;
 };

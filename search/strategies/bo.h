@@ -21,6 +21,11 @@ struct BoOptions {
   double xi = 0.0;            // EI's margin, in standard deviations of log(objective)
   double categorical = 0.5;   // share of the value-match kernel (the start when tuned)
   bool tune_categorical = true;  // choose the share by likelihood with the lengthscales
+  // Every capped_every-th model fit (0: never) sees its targets capped at their
+  // cap_quantile quantile: a model of how good the good points are, blind to how bad
+  // the bad ones are. Alternating (2) keeps both views of the space in one search.
+  int capped_every = 0;
+  double cap_quantile = 0.5;
 };
 
 std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,
