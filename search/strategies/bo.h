@@ -26,6 +26,10 @@ struct BoOptions {
   // the bad ones are. Alternating (2) keeps both views of the space in one search.
   int capped_every = 0;
   double cap_quantile = 0.5;
+  // Each step also fits the other view (capped when the step's own targets are plain,
+  // plain when capped) and sums the two expected improvements, each relative to its
+  // best candidate. Needs capped_every > 0 to mean anything.
+  bool both_views = false;
 };
 
 std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,
