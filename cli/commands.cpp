@@ -192,6 +192,7 @@ struct TuneArgs {
   std::string budget = std::to_string(TuneOptions{}.budget);
   std::string dtype;
   bool flush_l2 = false;
+  std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
 };
 
 void RegisterTune(CLI::App& app, int* rc) {
@@ -212,6 +213,10 @@ void RegisterTune(CLI::App& app, int* rc) {
   cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
+  cmd->add_option("--warm-start", args->warm_start,
+                  "on: ask first the best stored configurations of the same variant on this "
+                  "device at the nearest other sequence length; off: no warm start")
+      ->capture_default_str();
   cmd->add_option("--tolerance", o.evaluate.tolerance,
                   "Max relative error against the fp64 reference")
       ->capture_default_str();
@@ -230,6 +235,10 @@ void RegisterTune(CLI::App& app, int* rc) {
     options.seq_lens = ParseSeqLens(args->seq_lens);
     options.batch = ParsePositiveInt(args->batch, "--batch");
     options.budget = ParsePositiveInt(args->budget, "--budget");
+    if (args->warm_start != "on" && args->warm_start != "off") {
+      throw UserError("--warm-start: '" + args->warm_start + "' is not on or off");
+    }
+    options.warm_start = args->warm_start == "on";
     options.args_json = nlohmann::json{{"model", options.model},
                                        {"device", args->device},
                                        {"dtype", options.dtype},
@@ -238,6 +247,7 @@ void RegisterTune(CLI::App& app, int* rc) {
                                        {"seq_lens", options.seq_lens},
                                        {"budget", options.budget},
                                        {"strategy", options.strategy},
+                                       {"warm_start", options.warm_start},
                                        {"seed", options.seed}}
                             .dump();
     TunePlan plan = PlanTune(options);

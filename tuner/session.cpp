@@ -1,21 +1,29 @@
 #include "tuner/session.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <utility>
 
 #include "build_info.h"
 #include "kernels/cuda/cuda_variants.h"
 #include "kernels/spec/check.h"
 #include "profiler/nvtx.h"
+#include "search/strategies/registry.h"
 #include "search/strategy.h"
 
 namespace attntune {
 
 namespace {
+
+// Stored configurations a warm-started search asks first.
+constexpr size_t kWarmStartPoints = 3;
 
 // The search space of one (variant, implementation): the variant's parameters and the
 // implementation's tunables, each over its declared grid (or its default when the
@@ -32,7 +40,72 @@ Space BuildSpace(const Variant& variant, const Implementation& impl) {
   return space;
 }
 
+// Warm start matches stored configurations against the points of spaces up to this size.
+constexpr int64_t kWarmStartSpaceLimit = int64_t{1} << 16;
+
+bool SameButLength(const ProblemRecord& a, const ProblemRecord& b) {
+  const Shape& x = a.shape;
+  const Shape& y = b.shape;
+  return a.dtype == b.dtype && a.phase == b.phase && x.B == y.B && x.Hq == y.Hq &&
+         x.Hkv == y.Hkv && x.d == y.d && x.causal == y.causal && x.Lq == x.Lk && y.Lq == y.Lk &&
+         x.Lk != y.Lk;
+}
+
 }  // namespace
+
+std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
+                                   const Implementation& impl, const Space& space,
+                                   const ProblemRecord& problem, size_t count) {
+  if (count == 0 || space.Size() > kWarmStartSpaceLimit) return {};
+  TrialFilter filter;
+  filter.device_id = device_id;
+  filter.variant = variant.id;
+  filter.ok_only = true;
+  std::vector<TrialRow> rows;
+  for (TrialRow& row : db.Trials(filter)) {
+    if (row.result.status == TrialStatus::kOk && row.config.implementation == impl.id &&
+        SameButLength(row.problem, problem)) {
+      rows.push_back(std::move(row));
+    }
+  }
+  if (rows.empty()) return {};
+  // The nearest length by ratio; the shorter one on a tie.
+  const double here = std::log(static_cast<double>(problem.shape.Lk));
+  auto distance = [&](int64_t L) { return std::abs(std::log(static_cast<double>(L)) - here); };
+  int64_t nearest = rows.front().problem.shape.Lk;
+  for (const TrialRow& row : rows) {
+    const int64_t L = row.problem.shape.Lk;
+    const double d = distance(L), best = distance(nearest);
+    if (d < best - 1e-12 || (std::abs(d - best) <= 1e-12 && L < nearest)) nearest = L;
+  }
+  // Each configuration's best time there, fastest first (ties: the older trial).
+  std::vector<std::pair<double, std::string>> configs;
+  std::map<std::string, size_t> seen;
+  for (const TrialRow& row : rows) {
+    if (row.problem.shape.Lk != nearest) continue;
+    auto it = seen.find(row.config.params_json);
+    if (it == seen.end()) {
+      seen.emplace(row.config.params_json, configs.size());
+      configs.emplace_back(row.result.median_ms, row.config.params_json);
+    } else {
+      configs[it->second].first = std::min(configs[it->second].first, row.result.median_ms);
+    }
+  }
+  std::stable_sort(configs.begin(), configs.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::map<std::string, Point> points;  // canonical params -> point of this space
+  for (int64_t i = 0; i < space.Size(); ++i) {
+    Point p = space.FromIndex(i);
+    points.emplace(CanonicalParamsJson(variant, impl, space.Values(p)), std::move(p));
+  }
+  std::vector<Point> out;
+  for (const auto& [ms, params_json] : configs) {
+    if (out.size() >= count) break;
+    auto it = points.find(params_json);
+    if (it != points.end()) out.push_back(it->second);
+  }
+  return out;
+}
 
 void WriteTextFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -145,6 +218,11 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
           plan.gpu_impls.empty() ? variant->implementations.front() : plan.gpu_impls[v];
       Space space = BuildSpace(*variant, impl);
       auto strategy = MakeStrategy(options.strategy, space, options.seed, "--strategy");
+      if (options.warm_start) {
+        WarmStart(*strategy, WarmStartPoints(*db, device_id, *variant, impl, space,
+                                             {problem_id, shape, options.dtype, "prefill"},
+                                             kWarmStartPoints));
+      }
       int64_t eval_index = 0;
 
       RunSearch(*strategy, options.budget, [&](const Point& point) {

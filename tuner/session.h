@@ -11,6 +11,7 @@
 #include "db/database.h"
 #include "profiler/device.h"
 #include "reports/reports.h"
+#include "search/space.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
 
@@ -22,7 +23,10 @@ struct TuneOptions {
   std::vector<int64_t> seq_lens = {512, 1024, 2048};
   int64_t batch = 1;
   int64_t budget = 6;  // evaluations per (variant, sequence length)
-  std::string strategy = "random";
+  std::string strategy = "auto";
+  // Ask first the best stored configurations of the same variant on the same device
+  // (fingerprint) at the nearest other sequence length of the same shape otherwise.
+  bool warm_start = true;
   uint64_t seed = 1;
   std::string out_dir = "attntune_out";
   std::string db_path;  // empty: <out_dir>/attntune.db
@@ -80,6 +84,15 @@ TunePlan PlanTune(const TuneOptions& options);
 /// Tunes every (sequence length, variant) of the plan, then emits the outputs.
 TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
                     const ProgressFn& progress);
+
+/// Warm start of one search: the `count` best distinct ok configurations of `variant`'s
+/// implementation `impl` stored for `device_id` at the sequence length nearest to
+/// `shape`'s (by ratio; the shorter on a tie) among stored problems that differ from
+/// `shape` only in the sequence length, as points of `space`, best first. Empty when
+/// there is none, or when `space` is too large to match configurations against.
+std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
+                                   const Implementation& impl, const Space& space,
+                                   const ProblemRecord& problem, size_t count);
 
 /// Everything the reporters need, read from the database.
 ReportInput LoadReportInput(const Database& db);

@@ -21,6 +21,15 @@ struct BoOptions {
   double xi = 0.0;            // EI's margin, in standard deviations of log(objective)
   double categorical = 0.5;   // share of the value-match kernel (the start when tuned)
   bool tune_categorical = true;  // choose the share by likelihood with the lengthscales
+  // Every capped_every-th model fit (0: never) sees its targets capped at their
+  // cap_quantile quantile: a model of how good the good points are, blind to how bad
+  // the bad ones are. Alternating (2) keeps both views of the space in one search.
+  int capped_every = 0;
+  double cap_quantile = 0.5;
+  // Each step also fits the other view (capped when the step's own targets are plain,
+  // plain when capped) and sums the two expected improvements, each relative to its
+  // best candidate. Needs capped_every > 0 to mean anything.
+  bool both_views = false;
 };
 
 std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,

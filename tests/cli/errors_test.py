@@ -29,6 +29,8 @@ expect_error(["tune", "--budget", "abc", "--out", tmp],
              "attntune: error: --budget: 'abc' is not a positive integer")
 expect_error(["tune", "--batch", "0", "--out", tmp],
              "attntune: error: --batch: '0' is not a positive integer")
+expect_error(["tune", "--warm-start", "maybe", "--out", tmp],
+             "attntune: error: --warm-start: 'maybe' is not on or off")
 expect_error(["frobnicate"],
              "attntune: error: unknown command 'frobnicate' (known: devices, tune, bench, run, "
              "emit, report, db, replay, allocate)")

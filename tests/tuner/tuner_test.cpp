@@ -1,12 +1,16 @@
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
 #include <cmath>
+#include <filesystem>
 #include <stdexcept>
 
 #include "kernels/spec/error.h"
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
+#include "tuner/session.h"
 
 using namespace attntune;
 
@@ -156,4 +160,140 @@ TEST_CASE("ProblemContext builds inputs and references once") {
   const auto* again = &problem.TruthOf(FindVariant("dense", "test"), {{"Br", "16"}});
   CHECK(first == again);  // tunables do not change the truth
   CHECK(problem.Dense().pairs == 4 * 45 * 46 / 2);
+}
+
+namespace {
+
+// A timer whose every call is faster than the last: later candidates measure faster.
+class FasterTimer : public Timer {
+ public:
+  std::string Name() const override { return "faster"; }
+  double TimeMs(const std::function<void()>& fn) override {
+    fn();
+    return 1000.0 - ++calls;
+  }
+  int calls = 0;
+};
+
+// A fresh directory per test case, removed at the end.
+struct TempDir {
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "attntune_tuner_XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+TuneOptions TinyTune(const std::string& dir, std::vector<int64_t> seq_lens, int64_t budget) {
+  TuneOptions o;
+  o.model = std::string(ATTNTUNE_FIXTURES_DIR) + "/models/tiny/config.json";
+  o.variants = {"dense"};
+  o.seq_lens = std::move(seq_lens);
+  o.budget = budget;
+  o.out_dir = dir + "/out";
+  o.db_path = dir + "/attntune.db";
+  o.evaluate.policy.min_reps = 1;
+  o.evaluate.policy.max_reps = 1;
+  o.evaluate.policy.warmup = 0;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("The default strategy is auto with warm start on") {
+  TuneOptions o;
+  CHECK(o.strategy == "auto");
+  CHECK(o.warm_start);
+}
+
+// The evaluations a tune reports, as (problem, config, status, median_ms).
+struct Seen {
+  std::vector<ProgressEvent> events;
+  ProgressFn Fn() {
+    return [this](const ProgressEvent& ev) {
+      if (ev.status != "running") events.push_back(ev);
+    };
+  }
+  // The config of the fastest ok evaluation of `problem` ("dense L=64").
+  std::string Best(const std::string& problem) const {
+    std::string best;
+    double best_ms = 1e300;
+    for (const ProgressEvent& ev : events) {
+      if (ev.problem == problem && ev.status == "ok" && ev.median_ms < best_ms) {
+        best_ms = ev.median_ms;
+        best = ev.config;
+      }
+    }
+    return best;
+  }
+  std::string First(const std::string& problem) const {
+    for (const ProgressEvent& ev : events) {
+      if (ev.problem == problem) return ev.config;
+    }
+    return "";
+  }
+};
+
+TEST_CASE("A warm-started tune asks the best stored configuration of the nearest length first") {
+  TempDir dir;
+  FasterTimer timer;
+  const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
+  Seen seen;
+  {
+    // Four candidates at L=64 and at L=128; the last ok one measured is each one's best.
+    TunePlan plan = PlanTune(TinyTune(dir.path, {64, 128}, 4));
+    RunTune(plan, device, timer, seen.Fn());
+  }
+  REQUIRE_FALSE(seen.Best("dense L=64").empty());
+  REQUIRE_FALSE(seen.Best("dense L=128").empty());
+  for (int64_t L : {80, 112}) {
+    // One evaluation: with warm start it is the nearest length's best.
+    TunePlan plan = PlanTune(TinyTune(dir.path, {L}, 1));
+    RunTune(plan, device, timer, seen.Fn());
+    const std::string nearest = L == 80 ? "dense L=64" : "dense L=128";
+    CHECK(seen.First("dense L=" + std::to_string(L)) == seen.Best(nearest));
+  }
+  {
+    // Without warm start the first evaluation is the strategy's own pick: over several
+    // seeds it is not always the neighbour's best (16 configurations).
+    int same = 0;
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      TuneOptions o = TinyTune(dir.path, {72}, 1);
+      o.warm_start = false;
+      o.seed = seed;
+      TunePlan plan = PlanTune(o);
+      Seen off;
+      RunTune(plan, device, timer, off.Fn());
+      same += off.First("dense L=72") == seen.Best("dense L=64") ? 1 : 0;
+    }
+    CHECK(same < 6);
+  }
+  SECTION("WarmStartPoints: best first, distinct, nearest length by ratio, same device only") {
+    TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1));
+    const Variant& dense = FindVariant("dense", "test");
+    const Implementation& impl = dense.implementations.front();
+    Space space;
+    for (const auto& decl : dense.params) {
+      space.AddDimension(decl.name, decl.grid.empty() ? std::vector<std::string>{decl.default_value} : decl.grid);
+    }
+    for (const auto& decl : impl.tunables) {
+      space.AddDimension(decl.name, decl.grid.empty() ? std::vector<std::string>{decl.default_value} : decl.grid);
+    }
+    const int64_t device_id = plan.db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
+    ProblemRecord problem;
+    problem.shape = plan.db->Trials(TrialFilter{}).front().problem.shape;
+    problem.shape.Lq = problem.shape.Lk = 125;  // nearest stored: 128 (then 112, 80, 64)
+    const std::vector<Point> points = WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3);
+    REQUIRE(points.size() >= 2);
+    CHECK(ParamsToString(space.Values(points[0])) == seen.Best("dense L=128"));
+    CHECK(points[0] != points[1]);
+    const int64_t other = plan.db->PutDevice({0, "cpu", "other cpu", "{\"test\":2}"});
+    CHECK(WarmStartPoints(*plan.db, other, dense, impl, space, problem, 3).empty());
+  }
 }
