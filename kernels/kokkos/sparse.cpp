@@ -5,9 +5,11 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "kernels/kokkos/gather_tile.h"
+#include "kernels/kokkos/panel_tile.h"
 #include "kernels/spec/check.h"
 
 namespace attntune {
@@ -16,6 +18,12 @@ namespace {
 
 using tiles::GatherScratch;
 using tiles::GatherTile;
+using tiles::kPanel;
+using tiles::kRowTile;
+using tiles::PanelKv;
+using tiles::RoundUp;
+using tiles::RowGroup;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 using HostPolicy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
 
 template <class Fn>
@@ -202,6 +210,94 @@ std::vector<LshBlock> SortQueries(const Tensors& t, const LshBins& bins,
   return blocks;
 }
 
+// first[head] = index of the first block of (batch, query head) `head`; B*Hq+1 entries.
+std::vector<int64_t> FirstBlocks(const Shape& s, const std::vector<LshBlock>& blocks) {
+  std::vector<int64_t> first(static_cast<size_t>(s.B * s.Hq + 1));
+  int64_t n = 0;
+  for (int64_t head = 0; head <= s.B * s.Hq; ++head) {
+    while (n < static_cast<int64_t>(blocks.size()) && blocks[n].head < head) ++n;
+    first[head] = n;
+  }
+  return first;
+}
+
+// Columns of one score tile of a row group: Bc rounded up to whole panels.
+int64_t PieceCols(const SparseTiles& tl) { return std::max(kPanel, RoundUp(tl.bc, kPanel)); }
+
+// This thread's row-group state (kept between tasks).
+RowGroup& Group(int64_t d, const SparseTiles& tl) {
+  thread_local RowGroup g;
+  g.Reserve(d, PieceCols(tl));
+  return g;
+}
+
+struct HaxScratch {
+  std::vector<int64_t> keys;  // ks keys of the block, ascending
+  PanelKv kv;                 // their K^T panels and V rows
+};
+HaxScratch& ThreadHaxScratch() {
+  thread_local HaxScratch h;
+  return h;
+}
+
+// Queries in (bin, position) order sit far apart in memory (no hardware prefetch):
+// fetch the Q rows and the output rows of the next row group while this one computes.
+void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n, int64_t end,
+                  float* out) {
+  const Shape& s = t.shape;
+  const int64_t b = head / s.Hq, hq = head % s.Hq;
+  for (int64_t m = n; m < std::min(end, n + kRowTile); ++m) {
+    const char* src = reinterpret_cast<const char*>(t.Q(b, hq, q.rows[m]));
+    const char* dst = reinterpret_cast<const char*>(out + OutIndex(s, b, hq, q.rows[m], 0));
+    for (int64_t off = 0; off < s.d * static_cast<int64_t>(sizeof(float)); off += 64) {
+      __builtin_prefetch(src + off, 0);
+      __builtin_prefetch(dst + off, 1);
+    }
+  }
+}
+
+struct NoExtraKeys {
+  void operator()(RowGroup&) const {}
+};
+
+// Rows [n, n + nr) (nr <= 4) of one (batch, query head)'s sorted queries: each attends
+// its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels covering
+// the union of the group's windows, then whatever `extra(group)` adds (hax's ks part).
+template <class Extra>
+void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
+              int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
+              const Extra& extra) {
+  const Shape& s = t.shape;
+  const int64_t b = head / s.Hq, hq = head % s.Hq;
+  const int64_t* rows = q.rows.data() + n;
+  g.Begin(t, b, hq, rows, nr);
+  int64_t glo = s.Lk, ghi = 0;
+  for (int64_t r = 0; r < nr; ++r) {
+    if (q.lo[n + r] < q.hi[n + r]) {
+      glo = std::min(glo, q.lo[n + r]);
+      ghi = std::max(ghi, q.hi[n + r]);
+    }
+  }
+  const int64_t w = PieceCols(tl);
+  for (int64_t j0 = glo / kPanel * kPanel; j0 < ghi; j0 += w) {
+    const int64_t ncp = std::min(w, RoundUp(ghi - j0, kPanel));
+    g.Scores(kv.Panel(j0), ncp);
+    auto mask = [&](int64_t r, float* row) {
+      const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
+      const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
+      if (e <= a) {
+        std::fill(row, row + ncp, kNegInf);
+      } else {
+        std::fill(row, row + a, kNegInf);
+        std::fill(row + e, row + ncp, kNegInf);
+      }
+    };
+    g.Update(ncp, kv.VRows(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
+  }
+  extra(g);
+  g.Store(s, b, hq, rows, out);
+}
+
 }  // namespace
 
 void RunPhase(const char* name, const std::function<void()>& fn) {
@@ -241,30 +337,26 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
   const std::vector<BinnedKeys> keys = SortKeysAll(t, bins);
   std::vector<LshQueries> queries;
   const std::vector<LshBlock> blocks = SortQueries(t, bins, keys, k, tl, &queries);
-  ParallelTasks("attntune::attend::lsh", static_cast<int64_t>(blocks.size()), [&](int64_t task) {
-    const LshBlock& blk = blocks[task];
-    const int64_t b = blk.head / s.Hq, hq = blk.head % s.Hq;
-    const LshQueries& q = queries[blk.head];
-    const BinnedKeys& bk = keys[b * s.Hkv + hq / s.Group()];
-    const int64_t nr = blk.end - blk.begin;
-    // Windows [lo, hi) grow with the row; [lo of the last row, hi of the first) is in
-    // every row's window: those keys go first, then the rest of the union.
-    const int64_t lo = q.lo[blk.begin], hi = q.hi[blk.end - 1];
-    const int64_t all_lo = q.lo[blk.end - 1], all_hi = std::max(all_lo, q.hi[blk.begin]);
-    std::vector<int64_t> at;  // perm indices in processing order
-    for (int64_t g = all_lo; g < all_hi; ++g) at.push_back(g);
-    for (int64_t g = lo; g < hi; ++g) {
-      if (g < all_lo || g >= all_hi) at.push_back(g);
-    }
-    std::vector<int64_t> keys(at.size());
-    for (size_t n = 0; n < at.size(); ++n) keys[n] = bk.perm[at[n]];
-    auto allowed = [&](int64_t r, int64_t n) {
-      const int64_t g = at[n];
-      return g >= q.lo[blk.begin + r] && g < q.hi[blk.begin + r];
-    };
-    GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, q.rows.data() + blk.begin, nr, keys.data(),
-               static_cast<int64_t>(keys.size()), all_hi - all_lo, nullptr, allowed, out);
-  });
+  const std::vector<int64_t> first = FirstBlocks(s, blocks);
+  PanelKv kv;  // one KV head's keys in (bin, position) order, rebuilt per head
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
+    const int64_t q0 = b * s.Hq + hkv * s.Group();  // its first (batch, query head)
+    RunPhase("attntune::select::sort_kv", [&] {
+      kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, keys[head].perm.data(), s.Lk);
+    });
+    const int64_t t0 = first[q0], t1 = first[q0 + s.Group()];
+    ParallelTasks("attntune::attend::lsh", t1 - t0, [&](int64_t task) {
+      const LshBlock& blk = blocks[t0 + task];
+      const LshQueries& q = queries[blk.head];
+      RowGroup& g = Group(s.d, tl);
+      for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
+        const int64_t nr = std::min(kRowTile, blk.end - n);
+        PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
+        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, NoExtraKeys());
+      }
+    });
+  }
 }
 
 void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
@@ -272,8 +364,9 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   float* out) {
   CheckInputs(t, tl);
   const Shape& s = t.shape;
-  // Blocks in lsh's (bin, position) order: the lsh part of a block is one slice of the
-  // sorted keys; the ks part is the keys selected at some row of the block.
+  // Blocks in lsh's (bin, position) order: the lsh part of a row is a window of the
+  // sorted keys; the ks part of a block is the keys selected at some row of the block,
+  // gathered once per block, each masked where the row's lsh part already holds it.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
   std::vector<std::vector<int64_t>> ever(heads.size());  // keys ever in a top-k, ascending
   ParallelTasks("attntune::select::topk_keys", static_cast<int64_t>(heads.size()),
@@ -285,42 +378,70 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
   std::vector<LshQueries> queries;
   const std::vector<LshBlock> blocks = SortQueries(t, bins, binned, k_lsh, tl, &queries);
-  ParallelTasks("attntune::attend::hax", static_cast<int64_t>(blocks.size()), [&](int64_t task) {
-    const LshBlock& blk = blocks[task];
-    const int64_t b = blk.head / s.Hq, hq = blk.head % s.Hq;
-    const int64_t head = b * s.Hkv + hq / s.Group();
+  const std::vector<int64_t> first = FirstBlocks(s, blocks);
+  PanelKv kv;
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
+    const int64_t q0 = b * s.Hq + hkv * s.Group();
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
-    const LshQueries& q = queries[blk.head];
-    const int32_t* qbin = bins.query_bin.data() + blk.head * s.Lq;
     const int32_t* kbin = bins.key_bin.data() + head * s.Lk;
-    const int64_t nr = blk.end - blk.begin;
-    const int64_t* rows = q.rows.data() + blk.begin;
-    int64_t p_first = s.Lk, p_last = -1;
-    std::vector<int64_t> keys, lsh_first(static_cast<size_t>(nr));
-    for (int64_t r = 0; r < nr; ++r) {
-      p_first = std::min(p_first, LastKey(s, rows[r]));
-      p_last = std::max(p_last, LastKey(s, rows[r]));
-      const int64_t lo = q.lo[blk.begin + r], hi = q.hi[blk.begin + r];
-      // Row r's lsh keys are exactly its bin's keys in [lsh_first, p]; none when empty.
-      lsh_first[r] = lo < hi ? bk.perm[lo] : s.Lk;
-    }
-    keys.assign(bk.perm.begin() + q.lo[blk.begin], bk.perm.begin() + q.hi[blk.end - 1]);
-    for (int64_t j : ever[head]) {
-      if (j > p_last) break;
-      if (h.evict[j] > p_first) keys.push_back(j);  // selected at some p in [p_first, p_last]
-    }
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    const int32_t bin = qbin[rows[0]];
-    auto allowed = [&](int64_t r, int64_t n) {
-      const int64_t j = keys[n], p = LastKey(s, rows[r]);
-      if (j > p) return false;
-      return p < h.evict[j] || (j >= lsh_first[r] && kbin[j] == bin);
-    };
-    GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows, nr, keys.data(),
-               static_cast<int64_t>(keys.size()), 0, nullptr, allowed, out);
-  });
+    RunPhase("attntune::select::sort_kv", [&] {
+      kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, bk.perm.data(), s.Lk);
+    });
+    const int64_t t0 = first[q0], t1 = first[q0 + s.Group()];
+    ParallelTasks("attntune::attend::hax", t1 - t0, [&](int64_t task) {
+      const LshBlock& blk = blocks[t0 + task];
+      const LshQueries& q = queries[blk.head];
+      const int64_t* rows = q.rows.data() + blk.begin;
+      const int64_t nrows = blk.end - blk.begin;
+      HaxScratch& hs = ThreadHaxScratch();
+      int64_t p_first = s.Lk, p_last = -1;
+      for (int64_t r = 0; r < nrows; ++r) {
+        p_first = std::min(p_first, LastKey(s, rows[r]));
+        p_last = std::max(p_last, LastKey(s, rows[r]));
+      }
+      hs.keys.clear();
+      for (int64_t j : ever[head]) {
+        if (j > p_last) break;
+        if (h.evict[j] > p_first) hs.keys.push_back(j);  // selected at some p in [p_first, p_last]
+      }
+      hs.kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, hs.keys.data(),
+                  static_cast<int64_t>(hs.keys.size()));
+      const int32_t bin = bins.query_bin[blk.head * s.Lq + rows[0]];
+      RowGroup& g = Group(s.d, tl);
+      for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
+        const int64_t nr = std::min(kRowTile, blk.end - n);
+        PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
+        // Row r's lsh keys are its bin's keys in [lsh_first[r], p]; none when empty.
+        int64_t lsh_first[kRowTile], pos[kRowTile];
+        for (int64_t r = 0; r < nr; ++r) {
+          lsh_first[r] = q.lo[n + r] < q.hi[n + r] ? bk.perm[q.lo[n + r]] : s.Lk;
+          pos[r] = LastKey(s, q.rows[n + r]);
+        }
+        auto ks_part = [&](RowGroup& grp) {
+          const int64_t nks = hs.kv.n, w = PieceCols(tl);
+          const int64_t* ks = hs.keys.data();
+          for (int64_t j0 = 0; j0 < nks; j0 += w) {
+            const int64_t nc = std::min(w, nks - j0), ncp = RoundUp(nc, kPanel);
+            grp.Scores(hs.kv.Panel(j0), ncp);
+            auto mask = [&](int64_t r, float* row) {
+              const int64_t p = pos[r], lf = lsh_first[r];
+              for (int64_t u = 0; u < nc; ++u) {
+                const int64_t j = ks[j0 + u];
+                const bool in_ks = j <= p && p < h.evict[j];
+                const bool in_lsh = kbin[j] == bin && j >= lf;
+                if (!in_ks || in_lsh) row[u] = kNegInf;
+              }
+              std::fill(row + nc, row + ncp, kNegInf);
+            };
+            grp.Update(ncp, hs.kv.VRows(j0), 0, nc, mask);
+          }
+        };
+        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ks_part);
+      }
+    });
+  }
 }
 
 void RunGenericKokkos(const Tensors& t, const Variant& variant, const Params& params,
