@@ -231,15 +231,6 @@ RowGroup& Group(int64_t d, const SparseTiles& tl) {
   return g;
 }
 
-struct HaxScratch {
-  std::vector<int64_t> keys;  // ks keys of the block, ascending
-  PanelKv kv;                 // their K^T panels and V rows
-};
-HaxScratch& ThreadHaxScratch() {
-  thread_local HaxScratch h;
-  return h;
-}
-
 // Queries in (bin, position) order sit far apart in memory (no hardware prefetch):
 // fetch the Q rows and the output rows of the next row group while this one computes.
 void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n, int64_t end,
@@ -256,17 +247,13 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
   }
 }
 
-struct NoExtraKeys {
-  void operator()(RowGroup&) const {}
-};
-
 // Rows [n, n + nr) (nr <= 4) of one (batch, query head)'s sorted queries: each attends
 // its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels covering
-// the union of the group's windows, then whatever `extra(group)` adds (hax's ks part).
-template <class Extra>
+// the union of the group's windows. With `ml` (hax), the rows are merged into a first
+// pass's output (RowGroup::StoreMerged).
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
               int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
-              const Extra& extra) {
+              const float* ml) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hq, hq = head % s.Hq;
   const int64_t* rows = q.rows.data() + n;
@@ -294,8 +281,11 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     };
     g.Update(ncp, kv.VRows(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
   }
-  extra(g);
-  g.Store(s, b, hq, rows, out);
+  if (ml != nullptr) {
+    g.StoreMerged(s, b, hq, rows, ml, out);
+  } else {
+    g.Store(s, b, hq, rows, out);
+  }
 }
 
 }  // namespace
@@ -353,7 +343,7 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
       for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
         const int64_t nr = std::min(kRowTile, blk.end - n);
         PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
-        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, NoExtraKeys());
+        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, nullptr);
       }
     });
   }
@@ -364,83 +354,61 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   float* out) {
   CheckInputs(t, tl);
   const Shape& s = t.shape;
-  // Blocks in lsh's (bin, position) order: the lsh part of a row is a window of the
-  // sorted keys; the ks part of a block is the keys selected at some row of the block,
-  // gathered once per block, each masked where the row's lsh part already holds it.
+  // Two passes per query head, merged per row (each key once): the ks part in natural
+  // order (prefix top-k, as ks: a block of Br rows gathers the union of its rows' sets
+  // once), minus the keys the row's lsh part holds; then the lsh part in (bin, position)
+  // order (as lsh), whose row groups merge their softmax into the first pass's rows.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
-  std::vector<std::vector<int64_t>> ever(heads.size());  // keys ever in a top-k, ascending
-  ParallelTasks("attntune::select::topk_keys", static_cast<int64_t>(heads.size()),
-                [&](int64_t h) {
-                  for (int64_t j = 0; j < s.Lk; ++j) {
-                    if (heads[h].evict[j] > j) ever[h].push_back(j);
-                  }
-                });
   const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
   std::vector<LshQueries> queries;
   const std::vector<LshBlock> blocks = SortQueries(t, bins, binned, k_lsh, tl, &queries);
   const std::vector<int64_t> first = FirstBlocks(s, blocks);
+  const int64_t nat_blocks = QueryBlocks(s, tl);
   PanelKv kv;
+  std::vector<int64_t> lsh_first(static_cast<size_t>(s.Lq));
+  std::vector<float> ml(static_cast<size_t>(2 * s.Lq));
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
-    const int64_t q0 = b * s.Hq + hkv * s.Group();
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
     const int32_t* kbin = bins.key_bin.data() + head * s.Lk;
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, bk.perm.data(), s.Lk);
     });
-    const int64_t t0 = first[q0], t1 = first[q0 + s.Group()];
-    ParallelTasks("attntune::attend::hax", t1 - t0, [&](int64_t task) {
-      const LshBlock& blk = blocks[t0 + task];
-      const LshQueries& q = queries[blk.head];
-      const int64_t* rows = q.rows.data() + blk.begin;
-      const int64_t nrows = blk.end - blk.begin;
-      HaxScratch& hs = ThreadHaxScratch();
-      int64_t p_first = s.Lk, p_last = -1;
-      for (int64_t r = 0; r < nrows; ++r) {
-        p_first = std::min(p_first, LastKey(s, rows[r]));
-        p_last = std::max(p_last, LastKey(s, rows[r]));
-      }
-      hs.keys.clear();
-      for (int64_t j : ever[head]) {
-        if (j > p_last) break;
-        if (h.evict[j] > p_first) hs.keys.push_back(j);  // selected at some p in [p_first, p_last]
-      }
-      hs.kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, hs.keys.data(),
-                  static_cast<int64_t>(hs.keys.size()));
-      const int32_t bin = bins.query_bin[blk.head * s.Lq + rows[0]];
-      RowGroup& g = Group(s.d, tl);
-      for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
-        const int64_t nr = std::min(kRowTile, blk.end - n);
-        PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
-        // Row r's lsh keys are its bin's keys in [lsh_first[r], p]; none when empty.
-        int64_t lsh_first[kRowTile], pos[kRowTile];
-        for (int64_t r = 0; r < nr; ++r) {
-          lsh_first[r] = q.lo[n + r] < q.hi[n + r] ? bk.perm[q.lo[n + r]] : s.Lk;
-          pos[r] = LastKey(s, q.rows[n + r]);
+    for (int64_t hq = hkv * s.Group(); hq < (hkv + 1) * s.Group(); ++hq) {
+      const int64_t qhead = b * s.Hq + hq;
+      const LshQueries& q = queries[qhead];
+      const int32_t* qbin = bins.query_bin.data() + qhead * s.Lq;
+      // Row i's lsh keys are exactly its bin's keys in [lsh_first[i], p(i)]; none: Lk.
+      RunPhase("attntune::select::lsh_first", [&] {
+        for (int64_t n = 0; n < s.Lq; ++n) {
+          lsh_first[q.rows[n]] = q.lo[n] < q.hi[n] ? bk.perm[q.lo[n]] : s.Lk;
         }
-        auto ks_part = [&](RowGroup& grp) {
-          const int64_t nks = hs.kv.n, w = PieceCols(tl);
-          const int64_t* ks = hs.keys.data();
-          for (int64_t j0 = 0; j0 < nks; j0 += w) {
-            const int64_t nc = std::min(w, nks - j0), ncp = RoundUp(nc, kPanel);
-            grp.Scores(hs.kv.Panel(j0), ncp);
-            auto mask = [&](int64_t r, float* row) {
-              const int64_t p = pos[r], lf = lsh_first[r];
-              for (int64_t u = 0; u < nc; ++u) {
-                const int64_t j = ks[j0 + u];
-                const bool in_ks = j <= p && p < h.evict[j];
-                const bool in_lsh = kbin[j] == bin && j >= lf;
-                if (!in_ks || in_lsh) row[u] = kNegInf;
-              }
-              std::fill(row + nc, row + ncp, kNegInf);
-            };
-            grp.Update(ncp, hs.kv.VRows(j0), 0, nc, mask);
-          }
+      });
+      ParallelTasks("attntune::attend::hax_ks", nat_blocks, [&](int64_t qb) {
+        const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
+        thread_local std::vector<int64_t> rows, keys;
+        rows.resize(static_cast<size_t>(nr));
+        for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
+        TopKUnion(s, h, qb, i0, nr, &keys);
+        auto allowed = [&](int64_t r, int64_t n) {
+          const int64_t j = keys[n], i = i0 + r, p = LastKey(s, i);
+          return j <= p && p < h.evict[j] && !(kbin[j] == qbin[i] && j >= lsh_first[i]);
         };
-        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ks_part);
-      }
-    });
+        GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows.data(), nr, keys.data(),
+                   static_cast<int64_t>(keys.size()), 0, nullptr, allowed, out, ml.data());
+      });
+      const int64_t t0 = first[qhead], t1 = first[qhead + 1];
+      ParallelTasks("attntune::attend::hax_lsh", t1 - t0, [&](int64_t task) {
+        const LshBlock& blk = blocks[t0 + task];
+        RowGroup& g = Group(s.d, tl);
+        for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
+          const int64_t nr = std::min(kRowTile, blk.end - n);
+          PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
+          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ml.data());
+        }
+      });
+    }
   }
 }
 
