@@ -250,10 +250,11 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
 // Rows [n, n + nr) (nr <= 4) of one (batch, query head)'s sorted queries: each attends
 // its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels covering
 // the union of the group's windows. With `ml` (hax), the rows are merged into a first
-// pass's output (RowGroup::StoreMerged).
+// pass's output (RowGroup::StoreMerged), and a key of the window whose top-k interval
+// holds the row's position (evict[n] > p: the first pass attended it) is masked.
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
               int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
-              const float* ml) {
+              const float* ml, const int64_t* evict) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hq, hq = head % s.Hq;
   const int64_t* rows = q.rows.data() + n;
@@ -274,9 +275,13 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
       const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
       if (e <= a) {
         std::fill(row, row + ncp, kNegInf);
-      } else {
-        std::fill(row, row + a, kNegInf);
-        std::fill(row + e, row + ncp, kNegInf);
+        return;
+      }
+      std::fill(row, row + a, kNegInf);
+      std::fill(row + e, row + ncp, kNegInf);
+      if (evict != nullptr) {
+        const int64_t p = LastKey(s, rows[r]);  // keys in the window are <= p
+        for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
       }
     };
     g.Update(ncp, kv.VRows(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
@@ -343,7 +348,7 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
       for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
         const int64_t nr = std::min(kRowTile, blk.end - n);
         PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
-        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, nullptr);
+        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, nullptr, nullptr);
       }
     });
   }
@@ -355,9 +360,9 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   CheckInputs(t, tl);
   const Shape& s = t.shape;
   // Two passes per query head, merged per row (each key once): the ks part in natural
-  // order (prefix top-k, as ks: a block of Br rows gathers the union of its rows' sets
-  // once), minus the keys the row's lsh part holds; then the lsh part in (bin, position)
-  // order (as lsh), whose row groups merge their softmax into the first pass's rows.
+  // order (exactly ks: a block of Br rows gathers the union of its rows' sets once);
+  // then the lsh part in (bin, position) order (as lsh) minus the keys the row's ks part
+  // holds, whose row groups merge their softmax into the first pass's rows.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
   const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
   std::vector<LshQueries> queries;
@@ -365,38 +370,31 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   const std::vector<int64_t> first = FirstBlocks(s, blocks);
   const int64_t nat_blocks = QueryBlocks(s, tl);
   PanelKv kv;
-  std::vector<int64_t> lsh_first(static_cast<size_t>(s.Lq));
+  std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
   std::vector<float> ml(static_cast<size_t>(2 * s.Lq));
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
-    const int32_t* kbin = bins.key_bin.data() + head * s.Lk;
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, bk.perm.data(), s.Lk);
+      for (int64_t n = 0; n < s.Lk; ++n) evict[n] = h.evict[bk.perm[n]];
     });
     for (int64_t hq = hkv * s.Group(); hq < (hkv + 1) * s.Group(); ++hq) {
       const int64_t qhead = b * s.Hq + hq;
       const LshQueries& q = queries[qhead];
-      const int32_t* qbin = bins.query_bin.data() + qhead * s.Lq;
-      // Row i's lsh keys are exactly its bin's keys in [lsh_first[i], p(i)]; none: Lk.
-      RunPhase("attntune::select::lsh_first", [&] {
-        for (int64_t n = 0; n < s.Lq; ++n) {
-          lsh_first[q.rows[n]] = q.lo[n] < q.hi[n] ? bk.perm[q.lo[n]] : s.Lk;
-        }
-      });
       ParallelTasks("attntune::attend::hax_ks", nat_blocks, [&](int64_t qb) {
         const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
         thread_local std::vector<int64_t> rows, keys;
         rows.resize(static_cast<size_t>(nr));
         for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
-        TopKUnion(s, h, qb, i0, nr, &keys);
+        const int64_t n_all = TopKUnion(s, h, qb, i0, nr, &keys);
         auto allowed = [&](int64_t r, int64_t n) {
-          const int64_t j = keys[n], i = i0 + r, p = LastKey(s, i);
-          return j <= p && p < h.evict[j] && !(kbin[j] == qbin[i] && j >= lsh_first[i]);
+          const int64_t j = keys[n], p = LastKey(s, i0 + r);
+          return j <= p && p < h.evict[j];
         };
         GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows.data(), nr, keys.data(),
-                   static_cast<int64_t>(keys.size()), 0, nullptr, allowed, out, ml.data());
+                   static_cast<int64_t>(keys.size()), n_all, nullptr, allowed, out, ml.data());
       });
       const int64_t t0 = first[qhead], t1 = first[qhead + 1];
       ParallelTasks("attntune::attend::hax_lsh", t1 - t0, [&](int64_t task) {
@@ -405,7 +403,7 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
         for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
           const int64_t nr = std::min(kRowTile, blk.end - n);
           PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
-          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ml.data());
+          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ml.data(), evict.data());
         }
       });
     }
