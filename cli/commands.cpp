@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -203,7 +204,15 @@ struct BenchArgs {
   bool json = false;
   bool unchecked = false;
   double max_seconds = 3.0;
+  int min_reps = 5;
 };
+
+// Peak resident set of this process so far (getrusage: kilobytes on Linux).
+double PeakRssBytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
 
 void RegisterBench(CLI::App& app, int* rc) {
   auto args = std::make_shared<BenchArgs>();
@@ -217,6 +226,11 @@ void RegisterBench(CLI::App& app, int* rc) {
                   "Input pattern: gaussian, band, sinks, clusters or needle")
       ->capture_default_str();
   cmd->add_option("--max-seconds", args->max_seconds, "Time cap of the repetitions")
+      ->capture_default_str();
+  cmd->add_option("--min-reps", args->min_reps,
+                  "Floor of timed repetitions (1: one warm-up and one timed run, e.g. to "
+                  "measure peak memory at long lengths)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--unchecked", args->unchecked,
@@ -235,6 +249,7 @@ void RegisterBench(CLI::App& app, int* rc) {
     CpuTimer timer;
     EvaluateOptions options;
     options.policy.max_seconds = args->max_seconds;
+    options.policy.min_reps = args->min_reps;
     options.check = !args->unchecked;
     const Evaluated ev = EvaluateCandidate(problem, variant, *impl, params, timer, options);
     const TrialResult& r = ev.result;
@@ -264,6 +279,8 @@ void RegisterBench(CLI::App& app, int* rc) {
     j["kernels"] = kernels;
     j["inputs"] = args->inputs;
     j["select_ms"] = select_ms;
+    // Whole process (binary, Kokkos, inputs, reference when checked, kernel buffers).
+    j["peak_rss_bytes"] = PeakRssBytes();
     if (args->json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {
