@@ -8,10 +8,12 @@
 #   3. at L=16384 (bench --unchecked): dense, swa and dma (w=1024: fraction of the
 #      pair bound), lsh, ks (k=64) and hax (32+32): time per attended pair against dense;
 #   4. dma_decode per-step time at t=4096 and t=65536 (benchmarks/decode_steps);
-#   5. peak resident memory at L=65536 of every sparse variant (bench --min-reps 1;
-#      hybrid with full=0, since a full head at 65536 is minutes per call).
+#   5. peak resident memory at L=65536 of every sparse variant, one kernel call each
+#      (benchmarks/peak_memory: `bench --unchecked` would count hax's attended pairs
+#      with the O(L^2) reference key sets first; hybrid with full=0, since a full head
+#      at 65536 is minutes per call).
 # Usage: benchmarks/family.sh [build-dir] [out-dir]
-# (build the attntune, sgemm_ceiling and decode_steps targets first)
+# (build the attntune, sgemm_ceiling, decode_steps and peak_memory targets first)
 set -euo pipefail
 build=${1:-build}
 out=${2:-$(mktemp -d)}
@@ -43,8 +45,7 @@ mem=("swa|w=1024" "hybrid|w=1024,full=0" "lsh|k=64,bits=4" "ks|k=64"
 for e in "${mem[@]}"; do
   v=${e%%|*}; p=${e#*|}
   echo "  L=65536 memory $v (load $(load))"
-  "$bin" bench --variant "$v" --params "$p" --shape "$S64" --unchecked --min-reps 1 \
-    --max-seconds 0.001 --json > "$out/mem_$v.json"
+  "$build/benchmarks/peak_memory" "$v" "$p" "$S64" > "$out/mem_$v.json"
 done
 echo "family.sh: done $(date -u +%FT%TZ), load $(load)"
 
