@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -288,7 +289,15 @@ struct BenchArgs {
   std::string dtype;
   bool flush_l2 = false;
   bool metrics = false;
+  int min_reps = 5;
 };
+
+// Peak resident set of this process so far (getrusage: kilobytes on Linux).
+double PeakRssBytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
 
 void RegisterBench(CLI::App& app, int* rc) {
   auto args = std::make_shared<BenchArgs>();
@@ -302,6 +311,11 @@ void RegisterBench(CLI::App& app, int* rc) {
                   "Input pattern: gaussian, band, sinks, clusters or needle")
       ->capture_default_str();
   cmd->add_option("--max-seconds", args->max_seconds, "Time cap of the repetitions")
+      ->capture_default_str();
+  cmd->add_option("--min-reps", args->min_reps,
+                  "Floor of timed repetitions (1: one warm-up and one timed run, e.g. to "
+                  "measure peak memory at long lengths)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--unchecked", args->unchecked,
@@ -344,6 +358,7 @@ void RegisterBench(CLI::App& app, int* rc) {
     std::unique_ptr<Timer> timer = MakeDeviceTimer(cuda_index, &timer_note);
     EvaluateOptions options;
     options.policy.max_seconds = args->max_seconds;
+    options.policy.min_reps = args->min_reps;
     options.check = !args->unchecked;
     ConfigureGpuEvaluation(cuda_index, args->flush_l2, &options);
     if (args->metrics && cuda_index < 0) throw UserError("--metrics: only for --device cuda:N");
@@ -399,6 +414,8 @@ void RegisterBench(CLI::App& app, int* rc) {
     j["inputs"] = args->inputs;
     j["select_ms"] = select_ms;
     if (!hw.is_null()) j["hardware"] = hw;
+    // Whole process (binary, Kokkos, inputs, reference when checked, kernel buffers).
+    j["peak_rss_bytes"] = PeakRssBytes();
     if (args->json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {

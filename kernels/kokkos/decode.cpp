@@ -5,6 +5,7 @@
 // fp64 (so that it chooses exactly the reference's keys) and attends I ∪ chosen in fp32.
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -38,10 +39,18 @@ class DecodeHead {
       : t_(t), s_(t.shape), x_(x), bias_(bias), b_(b), hkv_(hkv), w_kv_(w_kv), w_q_(w_q), r_(r),
         in_cache_(static_cast<size_t>(t.shape.Lk), 0) {}
 
-  void Run(float* out) {
+  // step_ns (optional, Lk entries): nanoseconds of each step (append and the group's
+  // query heads attending), for per-step timing at a given position.
+  void Run(float* out, float* step_ns) {
+    using Clock = std::chrono::steady_clock;
     for (int64_t step = 0; step < s_.Lk; ++step) {
+      const Clock::time_point start = step_ns != nullptr ? Clock::now() : Clock::time_point();
       Append(step);
       for (int64_t g = 0; g < s_.Group(); ++g) Attend(step, hkv_ * s_.Group() + g, out);
+      if (step_ns != nullptr) {
+        step_ns[step] = static_cast<float>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+      }
     }
   }
 
@@ -132,18 +141,20 @@ class DecodeHead {
 }  // namespace
 
 void RunDecodeKokkos(const Tensors& t, const std::vector<double>& scores, int64_t w_kv,
-                     int64_t w_q, int64_t r, bool bias, float* out) {
+                     int64_t w_q, int64_t r, bool bias, float* out,
+                     std::vector<float>* step_ns) {
   const Shape& s = t.shape;
   CHECK(s.Lq == s.Lk && s.causal && w_kv >= 1 && w_q >= 0 && r >= 0);
   CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
   const std::vector<float> fbias =
       bias ? std::vector<float>(scores.begin(), scores.end()) : std::vector<float>();
+  if (step_ns != nullptr) step_ns->assign(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0f);
   Kokkos::parallel_for(
       "attntune::attend::decode",
       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, s.B * s.Hkv), [&](int64_t h) {
         DecodeHead(t, scores.data() + h * s.Lk, bias ? fbias.data() + h * s.Lk : nullptr,
                    h / s.Hkv, h % s.Hkv, w_kv, w_q, r)
-            .Run(out);
+            .Run(out, step_ns != nullptr ? step_ns->data() + h * s.Lk : nullptr);
       });
   Kokkos::fence();
 }

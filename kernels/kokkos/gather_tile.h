@@ -29,11 +29,14 @@ struct GatherScratch {
 /// bias[j]) times V. `keys` in any order; keys[0, n_all) are attended by every row (no
 /// predicate: whole tiles of them skip the mask); for n >= n_all, allowed(r, n) says
 /// whether row r attends keys[n] (called for n increasing within each row). Rows with
-/// no allowed key get zeros.
+/// no allowed key get zeros. With `ml_out`, row i's softmax max and sum (m, l; l = 0
+/// when no key) go to ml_out[2i], ml_out[2i + 1], so that a second pass over other keys
+/// can merge into the row (hax).
 template <class Allowed>
 void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64_t hq,
                 const int64_t* rows, int64_t nr, const int64_t* keys, int64_t nk,
-                int64_t n_all, const float* bias, Allowed& allowed, float* out) {
+                int64_t n_all, const float* bias, Allowed& allowed, float* out,
+                float* ml_out = nullptr) {
   const Shape& s = t.shape;
   const int64_t d = s.d, dp = w.dp, bcp = w.bcp;
   const int64_t hkv = hq / s.Group();
@@ -131,6 +134,10 @@ void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64
     }
   }
   for (int64_t r = 0; r < nr; ++r) {
+    if (ml_out != nullptr) {
+      ml_out[2 * rows[r]] = w.m[r];
+      ml_out[2 * rows[r] + 1] = w.l[r];
+    }
     float* __restrict o = out + OutIndex(s, b, hq, rows[r], 0);
     const float* __restrict acc = w.acc.data() + r * dp;
     if (w.l[r] > 0.0f) {

@@ -5,9 +5,11 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "kernels/kokkos/gather_tile.h"
+#include "kernels/kokkos/panel_tile.h"
 #include "kernels/spec/check.h"
 
 namespace attntune {
@@ -16,6 +18,12 @@ namespace {
 
 using tiles::GatherScratch;
 using tiles::GatherTile;
+using tiles::kPanel;
+using tiles::kRowTile;
+using tiles::PanelKv;
+using tiles::RoundUp;
+using tiles::RowGroup;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 using HostPolicy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
 
 template <class Fn>
@@ -202,6 +210,89 @@ std::vector<LshBlock> SortQueries(const Tensors& t, const LshBins& bins,
   return blocks;
 }
 
+// first[head] = index of the first block of (batch, query head) `head`; B*Hq+1 entries.
+std::vector<int64_t> FirstBlocks(const Shape& s, const std::vector<LshBlock>& blocks) {
+  std::vector<int64_t> first(static_cast<size_t>(s.B * s.Hq + 1));
+  int64_t n = 0;
+  for (int64_t head = 0; head <= s.B * s.Hq; ++head) {
+    while (n < static_cast<int64_t>(blocks.size()) && blocks[n].head < head) ++n;
+    first[head] = n;
+  }
+  return first;
+}
+
+// Columns of one score tile of a row group: Bc rounded up to whole panels.
+int64_t PieceCols(const SparseTiles& tl) { return std::max(kPanel, RoundUp(tl.bc, kPanel)); }
+
+// This thread's row-group state (kept between tasks).
+RowGroup& Group(int64_t d, const SparseTiles& tl) {
+  thread_local RowGroup g;
+  g.Reserve(d, PieceCols(tl));
+  return g;
+}
+
+// Queries in (bin, position) order sit far apart in memory (no hardware prefetch):
+// fetch the Q rows and the output rows of the next row group while this one computes.
+void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n, int64_t end,
+                  float* out) {
+  const Shape& s = t.shape;
+  const int64_t b = head / s.Hq, hq = head % s.Hq;
+  for (int64_t m = n; m < std::min(end, n + kRowTile); ++m) {
+    const char* src = reinterpret_cast<const char*>(t.Q(b, hq, q.rows[m]));
+    const char* dst = reinterpret_cast<const char*>(out + OutIndex(s, b, hq, q.rows[m], 0));
+    for (int64_t off = 0; off < s.d * static_cast<int64_t>(sizeof(float)); off += 64) {
+      __builtin_prefetch(src + off, 0);
+      __builtin_prefetch(dst + off, 1);
+    }
+  }
+}
+
+// Rows [n, n + nr) (nr <= 4) of one (batch, query head)'s sorted queries: each attends
+// its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels covering
+// the union of the group's windows. With `ml` (hax), the rows are merged into a first
+// pass's output (RowGroup::StoreMerged), and a key of the window whose top-k interval
+// holds the row's position (evict[n] > p: the first pass attended it) is masked.
+void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
+              int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
+              const float* ml, const int64_t* evict) {
+  const Shape& s = t.shape;
+  const int64_t b = head / s.Hq, hq = head % s.Hq;
+  const int64_t* rows = q.rows.data() + n;
+  g.Begin(t, b, hq, rows, nr);
+  int64_t glo = s.Lk, ghi = 0;
+  for (int64_t r = 0; r < nr; ++r) {
+    if (q.lo[n + r] < q.hi[n + r]) {
+      glo = std::min(glo, q.lo[n + r]);
+      ghi = std::max(ghi, q.hi[n + r]);
+    }
+  }
+  const int64_t w = PieceCols(tl);
+  for (int64_t j0 = glo / kPanel * kPanel; j0 < ghi; j0 += w) {
+    const int64_t ncp = std::min(w, RoundUp(ghi - j0, kPanel));
+    g.Scores(kv.Panel(j0), ncp);
+    auto mask = [&](int64_t r, float* row) {
+      const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
+      const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
+      if (e <= a) {
+        std::fill(row, row + ncp, kNegInf);
+        return;
+      }
+      std::fill(row, row + a, kNegInf);
+      std::fill(row + e, row + ncp, kNegInf);
+      if (evict != nullptr) {
+        const int64_t p = LastKey(s, rows[r]);  // keys in the window are <= p
+        for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
+      }
+    };
+    g.Update(ncp, kv.VRows(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
+  }
+  if (ml != nullptr) {
+    g.StoreMerged(s, b, hq, rows, ml, out);
+  } else {
+    g.Store(s, b, hq, rows, out);
+  }
+}
+
 }  // namespace
 
 void RunPhase(const char* name, const std::function<void()>& fn) {
@@ -241,30 +332,26 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
   const std::vector<BinnedKeys> keys = SortKeysAll(t, bins);
   std::vector<LshQueries> queries;
   const std::vector<LshBlock> blocks = SortQueries(t, bins, keys, k, tl, &queries);
-  ParallelTasks("attntune::attend::lsh", static_cast<int64_t>(blocks.size()), [&](int64_t task) {
-    const LshBlock& blk = blocks[task];
-    const int64_t b = blk.head / s.Hq, hq = blk.head % s.Hq;
-    const LshQueries& q = queries[blk.head];
-    const BinnedKeys& bk = keys[b * s.Hkv + hq / s.Group()];
-    const int64_t nr = blk.end - blk.begin;
-    // Windows [lo, hi) grow with the row; [lo of the last row, hi of the first) is in
-    // every row's window: those keys go first, then the rest of the union.
-    const int64_t lo = q.lo[blk.begin], hi = q.hi[blk.end - 1];
-    const int64_t all_lo = q.lo[blk.end - 1], all_hi = std::max(all_lo, q.hi[blk.begin]);
-    std::vector<int64_t> at;  // perm indices in processing order
-    for (int64_t g = all_lo; g < all_hi; ++g) at.push_back(g);
-    for (int64_t g = lo; g < hi; ++g) {
-      if (g < all_lo || g >= all_hi) at.push_back(g);
-    }
-    std::vector<int64_t> keys(at.size());
-    for (size_t n = 0; n < at.size(); ++n) keys[n] = bk.perm[at[n]];
-    auto allowed = [&](int64_t r, int64_t n) {
-      const int64_t g = at[n];
-      return g >= q.lo[blk.begin + r] && g < q.hi[blk.begin + r];
-    };
-    GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, q.rows.data() + blk.begin, nr, keys.data(),
-               static_cast<int64_t>(keys.size()), all_hi - all_lo, nullptr, allowed, out);
-  });
+  const std::vector<int64_t> first = FirstBlocks(s, blocks);
+  PanelKv kv;  // one KV head's keys in (bin, position) order, rebuilt per head
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
+    const int64_t q0 = b * s.Hq + hkv * s.Group();  // its first (batch, query head)
+    RunPhase("attntune::select::sort_kv", [&] {
+      kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, keys[head].perm.data(), s.Lk);
+    });
+    const int64_t t0 = first[q0], t1 = first[q0 + s.Group()];
+    ParallelTasks("attntune::attend::lsh", t1 - t0, [&](int64_t task) {
+      const LshBlock& blk = blocks[t0 + task];
+      const LshQueries& q = queries[blk.head];
+      RowGroup& g = Group(s.d, tl);
+      for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
+        const int64_t nr = std::min(kRowTile, blk.end - n);
+        PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
+        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, nullptr, nullptr);
+      }
+    });
+  }
 }
 
 void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
@@ -272,55 +359,55 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   float* out) {
   CheckInputs(t, tl);
   const Shape& s = t.shape;
-  // Blocks in lsh's (bin, position) order: the lsh part of a block is one slice of the
-  // sorted keys; the ks part is the keys selected at some row of the block.
+  // Two passes per query head, merged per row (each key once): the ks part in natural
+  // order (exactly ks: a block of Br rows gathers the union of its rows' sets once);
+  // then the lsh part in (bin, position) order (as lsh) minus the keys the row's ks part
+  // holds, whose row groups merge their softmax into the first pass's rows.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
-  std::vector<std::vector<int64_t>> ever(heads.size());  // keys ever in a top-k, ascending
-  ParallelTasks("attntune::select::topk_keys", static_cast<int64_t>(heads.size()),
-                [&](int64_t h) {
-                  for (int64_t j = 0; j < s.Lk; ++j) {
-                    if (heads[h].evict[j] > j) ever[h].push_back(j);
-                  }
-                });
   const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
   std::vector<LshQueries> queries;
   const std::vector<LshBlock> blocks = SortQueries(t, bins, binned, k_lsh, tl, &queries);
-  ParallelTasks("attntune::attend::hax", static_cast<int64_t>(blocks.size()), [&](int64_t task) {
-    const LshBlock& blk = blocks[task];
-    const int64_t b = blk.head / s.Hq, hq = blk.head % s.Hq;
-    const int64_t head = b * s.Hkv + hq / s.Group();
+  const std::vector<int64_t> first = FirstBlocks(s, blocks);
+  const int64_t nat_blocks = QueryBlocks(s, tl);
+  PanelKv kv;
+  std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
+  std::vector<float> ml(static_cast<size_t>(2 * s.Lq));
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
-    const LshQueries& q = queries[blk.head];
-    const int32_t* qbin = bins.query_bin.data() + blk.head * s.Lq;
-    const int32_t* kbin = bins.key_bin.data() + head * s.Lk;
-    const int64_t nr = blk.end - blk.begin;
-    const int64_t* rows = q.rows.data() + blk.begin;
-    int64_t p_first = s.Lk, p_last = -1;
-    std::vector<int64_t> keys, lsh_first(static_cast<size_t>(nr));
-    for (int64_t r = 0; r < nr; ++r) {
-      p_first = std::min(p_first, LastKey(s, rows[r]));
-      p_last = std::max(p_last, LastKey(s, rows[r]));
-      const int64_t lo = q.lo[blk.begin + r], hi = q.hi[blk.begin + r];
-      // Row r's lsh keys are exactly its bin's keys in [lsh_first, p]; none when empty.
-      lsh_first[r] = lo < hi ? bk.perm[lo] : s.Lk;
+    RunPhase("attntune::select::sort_kv", [&] {
+      kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, bk.perm.data(), s.Lk);
+      for (int64_t n = 0; n < s.Lk; ++n) evict[n] = h.evict[bk.perm[n]];
+    });
+    for (int64_t hq = hkv * s.Group(); hq < (hkv + 1) * s.Group(); ++hq) {
+      const int64_t qhead = b * s.Hq + hq;
+      const LshQueries& q = queries[qhead];
+      ParallelTasks("attntune::attend::hax_ks", nat_blocks, [&](int64_t qb) {
+        const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
+        thread_local std::vector<int64_t> rows, keys;
+        rows.resize(static_cast<size_t>(nr));
+        for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
+        const int64_t n_all = TopKUnion(s, h, qb, i0, nr, &keys);
+        auto allowed = [&](int64_t r, int64_t n) {
+          const int64_t j = keys[n], p = LastKey(s, i0 + r);
+          return j <= p && p < h.evict[j];
+        };
+        GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows.data(), nr, keys.data(),
+                   static_cast<int64_t>(keys.size()), n_all, nullptr, allowed, out, ml.data());
+      });
+      const int64_t t0 = first[qhead], t1 = first[qhead + 1];
+      ParallelTasks("attntune::attend::hax_lsh", t1 - t0, [&](int64_t task) {
+        const LshBlock& blk = blocks[t0 + task];
+        RowGroup& g = Group(s.d, tl);
+        for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
+          const int64_t nr = std::min(kRowTile, blk.end - n);
+          PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
+          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ml.data(), evict.data());
+        }
+      });
     }
-    keys.assign(bk.perm.begin() + q.lo[blk.begin], bk.perm.begin() + q.hi[blk.end - 1]);
-    for (int64_t j : ever[head]) {
-      if (j > p_last) break;
-      if (h.evict[j] > p_first) keys.push_back(j);  // selected at some p in [p_first, p_last]
-    }
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    const int32_t bin = qbin[rows[0]];
-    auto allowed = [&](int64_t r, int64_t n) {
-      const int64_t j = keys[n], p = LastKey(s, rows[r]);
-      if (j > p) return false;
-      return p < h.evict[j] || (j >= lsh_first[r] && kbin[j] == bin);
-    };
-    GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows, nr, keys.data(),
-               static_cast<int64_t>(keys.size()), 0, nullptr, allowed, out);
-  });
+  }
 }
 
 void RunGenericKokkos(const Tensors& t, const Variant& variant, const Params& params,

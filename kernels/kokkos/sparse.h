@@ -39,9 +39,11 @@ void RunGenericKokkos(const Tensors& t, const Variant& variant, const Params& pa
                       const SparseTiles& tiles, float* out);
 
 /// dma_decode: token by token from an empty cache, resident set per KV head, query
-/// slots per query head (DESIGN.md s1). `scores` = b [B,Hkv,Lk].
+/// slots per query head (DESIGN.md s1). `scores` = b [B,Hkv,Lk]. With `step_ns`, each
+/// step's time per (batch, KV head) is written to (*step_ns)[(b * Hkv + hkv) * Lk + t].
 void RunDecodeKokkos(const Tensors& t, const std::vector<double>& scores, int64_t w_kv,
-                     int64_t w_q, int64_t r, bool bias, float* out);
+                     int64_t w_q, int64_t r, bool bias, float* out,
+                     std::vector<float>* step_ns = nullptr);
 
 /// Runs `fn` as a one-iteration Kokkos kernel named `name`, so that the Kokkos Tools
 /// hooks time serial selection work (scores, bins) as its own phase.

@@ -1,0 +1,267 @@
+// Row-group attention over keys laid out in panels (used by lsh and hax): the keys of
+// one KV head, in the order a kernel wants them (lsh: (bin, position)), are copied once
+// into K^T panels of 16 columns ([panel][d][16], contiguous, so that a 4 x 16 or 4 x 32
+// score tile reads sequential memory) and V rows ([n][dp]). A group of 4 query rows
+// (one register tile) then attends any column range of that layout with its own
+// per-row masks, so a band of per-row windows costs its width plus the panel rounding,
+// not the union of a whole query block. Included only by kernel files (-O3
+// -march=native).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/kokkos/tiles.h"
+#include "kernels/spec/tensors.h"
+
+namespace attntune {
+namespace tiles {
+
+constexpr int64_t kPanel = 16;  // key columns per K^T panel (one AVX-512 vector)
+
+// One panel row of 16 floats as a GCC/Clang vector (AVX-512: one register; narrower
+// ISAs: split by the compiler). aligned(4): loads and stores may be unaligned.
+typedef float PanelVec __attribute__((vector_size(kPanel * sizeof(float)), aligned(4)));
+
+// s[0..4)[0..16*NP) = q[0..4)[0..d) · panels [p, p + NP) (each [d][16]), NP = 1 or 2.
+// Written with vector types: the plain loops' 16-wide inner loop made the compiler
+// vectorise across the 4 rows instead (shuffles, 4x slower).
+template <int NP>
+inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __restrict kp,
+                         int64_t d, float* __restrict s, int64_t lds) {
+  PanelVec c[kRowTile][NP];
+  for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int p = 0; p < NP; ++p) c[r][p] = PanelVec{};
+  }
+  const int64_t pstride = d * kPanel;
+  int64_t k = 0;
+  if (NP == 1) {
+    // One panel gives only 4 independent FMA chains (half the FMA throughput): run even
+    // and odd k in separate accumulators, added at the end.
+    PanelVec e[kRowTile];
+    for (int64_t r = 0; r < kRowTile; ++r) e[r] = PanelVec{};
+    for (; k + 2 <= d; k += 2) {
+      const PanelVec k0 = *reinterpret_cast<const PanelVec*>(kp + k * kPanel);
+      const PanelVec k1 = *reinterpret_cast<const PanelVec*>(kp + (k + 1) * kPanel);
+      for (int64_t r = 0; r < kRowTile; ++r) {
+        c[r][0] += q[r * ldq + k] * k0;
+        e[r] += q[r * ldq + k + 1] * k1;
+      }
+    }
+    for (int64_t r = 0; r < kRowTile; ++r) c[r][0] += e[r];
+  }
+  for (; k < d; ++k) {
+    PanelVec kv[NP];
+    for (int p = 0; p < NP; ++p) kv[p] = *reinterpret_cast<const PanelVec*>(kp + p * pstride + k * kPanel);
+    for (int64_t r = 0; r < kRowTile; ++r) {
+      const float a = q[r * ldq + k];
+      for (int p = 0; p < NP; ++p) c[r][p] += a * kv[p];
+    }
+  }
+  for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int p = 0; p < NP; ++p) *reinterpret_cast<PanelVec*>(s + r * lds + p * kPanel) = c[r][p];
+  }
+}
+
+// o[0..4)[0..32) += p[0..4)[0..nc) · rows vrows[0..nc) (columns [0, 32) of each).
+inline void TilePVRows(const float* __restrict p, int64_t ldp, const float* const* vrows,
+                       int64_t col, int64_t nc, float* __restrict o, int64_t ldo) {
+  float c[kRowTile][kColTile];
+  for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int64_t t = 0; t < kColTile; ++t) c[r][t] = o[r * ldo + t];
+  }
+  for (int64_t j = 0; j < nc; ++j) {
+    const float* __restrict vrow = vrows[j] + col;
+    for (int64_t r = 0; r < kRowTile; ++r) {
+      const float a = p[r * ldp + j];
+      for (int64_t t = 0; t < kColTile; ++t) c[r][t] += a * vrow[t];
+    }
+  }
+  for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int64_t t = 0; t < kColTile; ++t) o[r * ldo + t] = c[r][t];
+  }
+}
+
+/// Keys of one KV head in a chosen order: column n holds key keys[n]. kt: panels of
+/// K^T (zero beyond the last key); vrow[n]: key n's V row, read in place when d is a
+/// whole number of 32-column tiles, else from a zero-padded copy `v` ([n][dp]).
+struct PanelKv {
+  int64_t n = 0, dp = 0, d = 0;
+  std::vector<float> kt, v;
+  std::vector<const float*> vrow;
+
+  const float* Panel(int64_t col) const { return kt.data() + (col / kPanel) * d * kPanel; }
+  const float* const* VRows(int64_t col) const { return vrow.data() + col; }
+
+  // Copies the keys; `kbase`/`vbase` = K/V row 0 of the head (rows of d floats).
+  void Build(const float* kbase, const float* vbase, int64_t d_, const int64_t* keys,
+             int64_t nkeys) {
+    d = d_;
+    n = nkeys;
+    dp = RoundUp(d, kColTile);
+    const int64_t panels = (n + kPanel - 1) / kPanel + 1;  // + 1: a 2-panel tile may overrun
+    kt.resize(static_cast<size_t>(panels * d * kPanel));
+    vrow.resize(static_cast<size_t>(n));
+    const float* rows[kPanel];
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t n0 = p * kPanel, nc = std::max<int64_t>(0, std::min(kPanel, n - n0));
+      float* __restrict dst = kt.data() + p * d * kPanel;
+      if (nc == kPanel) {
+        for (int64_t u = 0; u < kPanel; ++u) rows[u] = kbase + keys[n0 + u] * d;
+        for (int64_t c = 0; c < d; ++c) {
+          for (int64_t u = 0; u < kPanel; ++u) dst[c * kPanel + u] = rows[u][c];
+        }
+      } else {
+        std::fill(dst, dst + d * kPanel, 0.0f);
+        for (int64_t u = 0; u < nc; ++u) {
+          const float* src = kbase + keys[n0 + u] * d;
+          for (int64_t c = 0; c < d; ++c) dst[c * kPanel + u] = src[c];
+        }
+      }
+    }
+    if (dp == d) {
+      for (int64_t j = 0; j < n; ++j) vrow[j] = vbase + keys[j] * d;
+      return;
+    }
+    v.resize(static_cast<size_t>(std::max<int64_t>(n, 1) * dp));
+    for (int64_t j = 0; j < n; ++j) {
+      const float* src = vbase + keys[j] * d;
+      std::copy(src, src + d, v.data() + j * dp);
+      std::fill(v.data() + j * dp + d, v.data() + (j + 1) * dp, 0.0f);
+      vrow[j] = v.data() + j * dp;
+    }
+  }
+};
+
+/// Online-softmax state of up to 4 query rows (one register tile).
+struct RowGroup {
+  int64_t d = 0, dp = 0, lds = 0, nr = 0;
+  std::vector<float> q, s, acc;
+  float m[kRowTile], l[kRowTile];
+
+  void Reserve(int64_t d_, int64_t max_cols) {
+    d = d_;
+    dp = RoundUp(d, kColTile);
+    lds = RoundUp(std::max<int64_t>(max_cols, kColTile), kColTile);
+    if (static_cast<int64_t>(s.size()) < kRowTile * lds) s.resize(static_cast<size_t>(kRowTile * lds));
+    q.resize(static_cast<size_t>(kRowTile * d));
+    acc.resize(static_cast<size_t>(kRowTile * dp));
+  }
+
+  // Rows rows[0, nr) of query head (b, hq), nr <= 4.
+  void Begin(const Tensors& t, int64_t b, int64_t hq, const int64_t* rows, int64_t nr_) {
+    nr = nr_;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    for (int64_t r = 0; r < kRowTile; ++r) {
+      float* __restrict dst = q.data() + r * d;
+      if (r < nr) {
+        const float* __restrict src = t.Q(b, hq, rows[r]);
+        for (int64_t c = 0; c < d; ++c) dst[c] = src[c] * scale;
+      } else {
+        std::fill(dst, dst + d, 0.0f);
+      }
+      m[r] = -std::numeric_limits<float>::infinity();
+      l[r] = 0.0f;
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+  }
+
+  // Scores of `ncp` columns (a multiple of 16) starting at panel `kp`.
+  void Scores(const float* kp, int64_t ncp) {
+    int64_t c = 0;
+    for (; c + 2 * kPanel <= ncp; c += 2 * kPanel) {
+      TileQKPanels<2>(q.data(), d, kp + (c / kPanel) * d * kPanel, d, s.data() + c, lds);
+    }
+    if (c < ncp) TileQKPanels<1>(q.data(), d, kp + (c / kPanel) * d * kPanel, d, s.data() + c, lds);
+  }
+
+  // After `mask(r, row)` has set the disallowed scores of row r to -inf (columns
+  // [0, ncp)): online-softmax update, then acc += P[:, [plo, phi)) · rows vrows[plo, phi).
+  template <class Mask>
+  void Update(int64_t ncp, const float* const* vrows, int64_t plo, int64_t phi,
+              const Mask& mask) {
+    const float kNegInf = -std::numeric_limits<float>::infinity();
+    bool any = false;
+    for (int64_t r = 0; r < kRowTile; ++r) {
+      float* __restrict row = s.data() + r * lds;
+      if (r >= nr) {
+        std::fill(row, row + ncp, 0.0f);
+        continue;
+      }
+      mask(r, row);
+      float lane[kLanes];
+      std::fill(lane, lane + kLanes, kNegInf);
+      for (int64_t j = 0; j < ncp; j += kLanes) {
+        for (int64_t u = 0; u < kLanes; ++u) lane[u] = row[j + u] > lane[u] ? row[j + u] : lane[u];
+      }
+      float mnew = m[r];
+      for (int64_t u = 0; u < kLanes; ++u) mnew = std::max(mnew, lane[u]);
+      if (mnew == kNegInf) {
+        std::fill(row, row + ncp, 0.0f);
+        continue;
+      }
+      any = true;
+      float sum[kLanes] = {};
+      for (int64_t j = 0; j < ncp; j += kLanes) {
+        for (int64_t u = 0; u < kLanes; ++u) {
+          row[j + u] = ExpNonPositive(row[j + u] - mnew);
+          sum[u] += row[j + u];
+        }
+      }
+      float total = 0.0f;
+      for (int64_t u = 0; u < kLanes; ++u) total += sum[u];
+      if (mnew != m[r]) {
+        const float alpha = std::exp(m[r] - mnew);
+        float* __restrict a = acc.data() + r * dp;
+        for (int64_t c = 0; c < dp; ++c) a[c] *= alpha;
+        l[r] *= alpha;
+        m[r] = mnew;
+      }
+      l[r] += total;
+    }
+    if (!any || phi <= plo) return;
+    for (int64_t c = 0; c < dp; c += kColTile) {
+      TilePVRows(s.data() + plo, lds, vrows + plo, c, phi - plo, acc.data() + c, dp);
+    }
+  }
+
+  // Merges into output rows that already hold a first pass's softmax over other keys
+  // (O1 = acc1 / l1 with max m1: ml[2i] = m1, ml[2i + 1] = l1, l1 = 0 when none).
+  void StoreMerged(const Shape& sh, int64_t b, int64_t hq, const int64_t* rows,
+                   const float* ml, float* out) const {
+    for (int64_t r = 0; r < nr; ++r) {
+      float* __restrict o = out + OutIndex(sh, b, hq, rows[r], 0);
+      const float* __restrict a = acc.data() + r * dp;
+      const float m1 = ml[2 * rows[r]], l1 = ml[2 * rows[r] + 1];
+      if (l[r] <= 0.0f) continue;  // nothing here: the first pass's row stands
+      if (l1 <= 0.0f) {
+        const float inv = 1.0f / l[r];
+        for (int64_t c = 0; c < d; ++c) o[c] = a[c] * inv;
+        continue;
+      }
+      const float mm = std::max(m1, m[r]);
+      const float w1 = l1 * std::exp(m1 - mm), w2 = std::exp(m[r] - mm);
+      const float inv = 1.0f / (w1 + l[r] * w2);
+      for (int64_t c = 0; c < d; ++c) o[c] = (o[c] * w1 + a[c] * w2) * inv;
+    }
+  }
+
+  void Store(const Shape& sh, int64_t b, int64_t hq, const int64_t* rows, float* out) const {
+    for (int64_t r = 0; r < nr; ++r) {
+      float* __restrict o = out + OutIndex(sh, b, hq, rows[r], 0);
+      const float* __restrict a = acc.data() + r * dp;
+      if (l[r] > 0.0f) {
+        const float inv = 1.0f / l[r];
+        for (int64_t c = 0; c < d; ++c) o[c] = a[c] * inv;
+      } else {
+        std::fill(o, o + d, 0.0f);  // S(i) is empty
+      }
+    }
+  }
+};
+
+}  // namespace tiles
+}  // namespace attntune
