@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/kokkos/runtime.h"
+#include "kernels/spec/error.h"
 
 namespace attntune {
 
@@ -59,6 +60,27 @@ TEST_CASE("ProbeCuda: usable only with a device, else says why") {
   CHECK(probe.device_count == 0);
   CHECK(probe.reason == "this attntune was built without CUDA support");
 #endif
+}
+
+TEST_CASE("CudaDevice and ReadGpuClocks: a fingerprint with a device, one clear error without") {
+  const CudaProbe probe = ProbeCuda();
+  if (probe.usable) {
+    const DeviceInfo gpu = CudaDevice(0);
+    const auto f = nlohmann::json::parse(gpu.fingerprint_json);
+    CHECK(gpu.kind == "cuda");
+    CHECK(f.at("name") == gpu.name);
+    CHECK(f.at("multiprocessors").get<int>() > 0);
+    CHECK(f.at("uuid").get<std::string>().rfind("GPU-", 0) == 0);
+    CHECK_THROWS_AS(CudaDevice(probe.device_count), UserError);
+    return;
+  }
+  try {
+    CudaDevice(0);
+    FAIL("CudaDevice(0) returned without a usable device");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()) == "cuda:0: " + probe.reason);
+  }
+  CHECK(ReadGpuClocks(0).empty());
 }
 
 }  // namespace attntune
