@@ -66,30 +66,22 @@ struct TopKHead {
 
 TopKHead SelectTopK(const Shape& s, const double* x, int64_t k, const SparseTiles& tl) {
   TopKHead h;
-  h.evict.assign(static_cast<size_t>(s.Lk), s.Lk);
   h.snap_off.push_back(0);
   const int64_t blocks = QueryBlocks(s, tl);
-  // Heap ordered so that its front is the key that ranks last (evicted first).
-  auto ranks_before = [x](int64_t a, int64_t b) { return RanksBefore(x, a, b); };
-  std::vector<int64_t> heap, sorted;
+  std::vector<int64_t> sorted;
   int64_t qb = 0;
-  for (int64_t j = 0; j < s.Lk; ++j) {
-    heap.push_back(j);
-    std::push_heap(heap.begin(), heap.end(), ranks_before);
-    if (static_cast<int64_t>(heap.size()) > k) {
-      std::pop_heap(heap.begin(), heap.end(), ranks_before);
-      h.evict[heap.back()] = j;
-      heap.pop_back();
-    }
-    while (qb < blocks && LastKey(s, qb * tl.br) == j) {
-      sorted = heap;
-      std::sort(sorted.begin(), sorted.end());
-      h.snap.insert(h.snap.end(), sorted.begin(), sorted.end());
-      h.snap_off.push_back(static_cast<int64_t>(h.snap.size()));
-      ++qb;
-    }
-  }
+  const std::vector<int32_t> evict =
+      PrefixTopKEvictions(x, s.Lk, k, [&](int64_t j, const std::vector<int64_t>& topk) {
+        while (qb < blocks && LastKey(s, qb * tl.br) == j) {
+          sorted = topk;
+          std::sort(sorted.begin(), sorted.end());
+          h.snap.insert(h.snap.end(), sorted.begin(), sorted.end());
+          h.snap_off.push_back(static_cast<int64_t>(h.snap.size()));
+          ++qb;
+        }
+      });
   CHECK(qb == blocks);
+  h.evict.assign(evict.begin(), evict.end());
   return h;
 }
 
