@@ -109,15 +109,7 @@ void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64
         std::fill(row, row + ncp, 0.0f);
         continue;
       }
-      float sum[kLanes] = {};
-      for (int64_t j = 0; j < ncp; j += kLanes) {
-        for (int64_t u = 0; u < kLanes; ++u) {
-          row[j + u] = ExpNonPositive(row[j + u] - mnew);
-          sum[u] += row[j + u];
-        }
-      }
-      float total = 0.0f;
-      for (int64_t u = 0; u < kLanes; ++u) total += sum[u];
+      const float total = ExpShiftSum(row, ncp, mnew);
       if (mnew != w.m[r]) {
         const float alpha = std::exp(w.m[r] - mnew);
         float* __restrict acc = w.acc.data() + r * dp;

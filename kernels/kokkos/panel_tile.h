@@ -204,15 +204,7 @@ struct RowGroup {
         continue;
       }
       any = true;
-      float sum[kLanes] = {};
-      for (int64_t j = 0; j < ncp; j += kLanes) {
-        for (int64_t u = 0; u < kLanes; ++u) {
-          row[j + u] = ExpNonPositive(row[j + u] - mnew);
-          sum[u] += row[j + u];
-        }
-      }
-      float total = 0.0f;
-      for (int64_t u = 0; u < kLanes; ++u) total += sum[u];
+      const float total = ExpShiftSum(row, ncp, mnew);
       if (mnew != m[r]) {
         const float alpha = std::exp(m[r] - mnew);
         float* __restrict a = acc.data() + r * dp;

@@ -40,6 +40,22 @@ inline float ExpNonPositive(float x) {
   return x < -87.0f ? 0.0f : p * scale;
 }
 
+// row[0..n) <- exp(row - m) for scores at most m (n a multiple of kLanes); returns their
+// sum, accumulated in kLanes partial sums so that the loop vectorises. The online-softmax
+// step of the gather and panel tiles.
+inline float ExpShiftSum(float* __restrict row, int64_t n, float m) {
+  float sum[kLanes] = {};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    for (int64_t u = 0; u < kLanes; ++u) {
+      row[j + u] = ExpNonPositive(row[j + u] - m);
+      sum[u] += row[j + u];
+    }
+  }
+  float total = 0.0f;
+  for (int64_t u = 0; u < kLanes; ++u) total += sum[u];
+  return total;
+}
+
 // s[0..4)[0..32) = q[0..4)[0..d) · kt[0..d)[0..32).
 inline void TileQK(const float* __restrict q, int64_t ldq, const float* __restrict kt,
                    int64_t ldk, int64_t d, float* __restrict s, int64_t lds) {
