@@ -1,7 +1,8 @@
-// The core of the sparse kernels: one block of query rows of one (batch, query head)
-// attends a list of keys (gathered, Bc at a time, into contiguous transposed scratch)
-// with an element predicate and an optional per-key logit bias; tiled online softmax
-// on the register tiles of tiles.h. Included only by kernel files (-O3 -march=native).
+// The core of the sparse kernels: one block of query rows of the query heads of one KV
+// head attends a list of keys (gathered, Bc at a time, into contiguous transposed
+// scratch, once for all the heads) with an element predicate and an optional per-key
+// logit bias; tiled online softmax on the register tiles of tiles.h. Included only by
+// kernel files (-O3 -march=native).
 #pragma once
 
 #include <algorithm>
@@ -16,37 +17,45 @@
 namespace attntune {
 namespace tiles {
 
-/// Per-thread scratch of a GatherTile, sized for Br x Bc tiles.
+/// Per-thread scratch of a GatherTile, sized for `rows` stacked query rows (heads x Br)
+/// and Bc keys.
 struct GatherScratch {
   int64_t brp = 0, bcp = 0, dp = 0;
   std::vector<float> q, kt, s, v, acc, m, l;
-  GatherScratch(int64_t d, int64_t br, int64_t bc)
-      : brp(RoundUp(br, kRowTile)), bcp(RoundUp(bc, kColTile)), dp(RoundUp(d, kColTile)),
-        q(brp * d), kt(d * bcp), s(brp * bcp), v(bcp * dp), acc(brp * dp), m(brp), l(brp) {}
+  std::vector<const float*> vrow;
+  std::vector<uint8_t> ok;  // the predicate of one tile, [Br][Bc], shared by the heads
+  GatherScratch(int64_t d, int64_t rows, int64_t bc)
+      : brp(RoundUp(rows, kWideRowTile)), bcp(RoundUp(bc, kColTile)), dp(RoundUp(d, kColTile)),
+        q(brp * d), kt(d * bcp), s(brp * bcp), v(d % kColTile == 0 ? 0 : bcp * dp),
+        acc(brp * dp), m(brp), l(brp), vrow(bcp), ok(rows * bcp) {}
 };
 
-/// O[rows] of query head (b, hq) = softmax over the allowed keys of (scaled logits +
-/// bias[j]) times V. `keys` in any order; keys[0, n_all) are attended by every row (no
-/// predicate: whole tiles of them skip the mask); for n >= n_all, allowed(r, n) says
-/// whether row r attends keys[n] (called for n increasing within each row). Rows with
-/// no allowed key get zeros. With `ml_out`, row i's softmax max and sum (m, l; l = 0
-/// when no key) go to ml_out[2i], ml_out[2i + 1], so that a second pass over other keys
-/// can merge into the row (hax).
+/// O[rows] of the query heads hq0 .. hq0 + heads - 1 of batch b (heads of one KV head)
+/// = softmax over the allowed keys of (scaled logits + bias[j]) times V. The heads'
+/// rows are stacked (row g * nr + r is rows[r] of head hq0 + g), so that each tile of
+/// keys is gathered and transposed once for all of them. `keys` in any order;
+/// keys[0, n_all) are attended by every row (no predicate: whole tiles of them skip the
+/// mask); for n >= n_all, allowed(r, n) says whether rows[r] attends keys[n] (the same
+/// for every head; called once per (r, n), n increasing within each r). Rows with no
+/// allowed key get zeros. With `ml_out` ([heads][Lq][2]), row i of head hq0 + g's
+/// softmax max and sum (m, l; l = 0 when no key) go to ml_out[(g Lq + i) 2 + {0, 1}],
+/// so that a second pass over other keys can merge into the row (hax).
 template <class Allowed>
-void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64_t hq,
-                const int64_t* rows, int64_t nr, const int64_t* keys, int64_t nk,
+void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64_t hq0,
+                int64_t heads, const int64_t* rows, int64_t nr, const int64_t* keys, int64_t nk,
                 int64_t n_all, const float* bias, Allowed& allowed, float* out,
                 float* ml_out = nullptr) {
   const Shape& s = t.shape;
   const int64_t d = s.d, dp = w.dp, bcp = w.bcp;
-  const int64_t hkv = hq / s.Group();
-  const int64_t nrp = RoundUp(nr, kRowTile);
+  const int64_t hkv = hq0 / s.Group();
+  const int64_t rt = heads * nr;  // stacked rows
+  const int64_t nrp = RoundUp(rt, kWideRowTile);
   const float kNegInf = -std::numeric_limits<float>::infinity();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   float* __restrict q = w.q.data();
   for (int64_t r = 0; r < nrp; ++r) {
-    if (r < nr) {
-      const float* __restrict src = t.Q(b, hq, rows[r]);
+    if (r < rt) {
+      const float* __restrict src = t.Q(b, hq0 + r / nr, rows[r % nr]);
       for (int64_t c = 0; c < d; ++c) q[r * d + c] = src[c] * scale;
     } else {
       std::fill(q + r * d, q + (r + 1) * d, 0.0f);
@@ -62,75 +71,63 @@ void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64
     const int64_t nc = std::min(bc, nk - n0), ncp = RoundUp(nc, kColTile);
     for (int64_t j = 0; j < nc; ++j) krow[j] = kbase + keys[n0 + j] * d;
     float* __restrict kt = w.kt.data();
-    for (int64_t c = 0; c < d; ++c) {
-      for (int64_t j = 0; j < nc; ++j) kt[c * bcp + j] = krow[j][c];
-      for (int64_t j = nc; j < ncp; ++j) kt[c * bcp + j] = 0.0f;
-    }
-    float* __restrict v = w.v.data();
+    TransposeRows(krow, nc, ncp, d, kt, bcp);
+    // V rows in place when d is a whole number of 32-column tiles, else a padded copy.
+    const float** vrow = w.vrow.data();
     for (int64_t j = 0; j < nc; ++j) {
       const float* src = vbase + keys[n0 + j] * d;
-      std::copy(src, src + d, v + j * dp);
-      std::fill(v + j * dp + d, v + (j + 1) * dp, 0.0f);
+      if (w.v.empty()) {
+        vrow[j] = src;
+      } else {
+        float* dst = w.v.data() + j * dp;
+        std::copy(src, src + d, dst);
+        std::fill(dst + d, dst + dp, 0.0f);
+        vrow[j] = dst;
+      }
     }
     float kbias[512];  // bias of this tile's keys, gathered once for all rows
     if (bias != nullptr) {
       for (int64_t j = 0; j < nc; ++j) kbias[j] = bias[keys[n0 + j]];
     }
-    // Keys [n0, first_masked) of the tile need no predicate.
+    // Keys [n0, first_masked) of the tile need no predicate; the rest's, once per row.
     const int64_t first_masked = std::max(n0, std::min(n0 + nc, n_all));
+    for (int64_t r = 0; r < nr; ++r) {
+      for (int64_t j = first_masked - n0; j < nc; ++j) w.ok[r * bcp + j] = allowed(r, n0 + j);
+    }
     float* sc = w.s.data();
-    for (int64_t r = 0; r < nrp; r += kRowTile) {
+    for (int64_t r = 0; r < nrp; r += kWideRowTile) {
       for (int64_t j = 0; j < ncp; j += kColTile) {
-        TileQK(q + r * d, d, kt + j, bcp, d, sc + r * bcp + j, bcp);
+        TileQK<kWideRowTile>(q + r * d, d, kt + j, bcp, d, sc + r * bcp + j, bcp);
       }
     }
     // Mask and bias, then the online-softmax update (as in windowed.cpp).
     for (int64_t r = 0; r < nrp; ++r) {
       float* __restrict row = sc + r * bcp;
-      if (r >= nr) {
+      if (r >= rt) {
         std::fill(row, row + ncp, 0.0f);
         continue;
       }
       if (bias != nullptr) {
         for (int64_t j = 0; j < nc; ++j) row[j] += kbias[j];
       }
-      for (int64_t j = first_masked - n0; j < nc; ++j) {
-        if (!allowed(r, n0 + j)) row[j] = kNegInf;
-      }
+      const uint8_t* ok = w.ok.data() + (r % nr) * bcp;
+      for (int64_t j = first_masked - n0; j < nc; ++j) row[j] = ok[j] ? row[j] : kNegInf;
       std::fill(row + nc, row + ncp, kNegInf);
-      float lane[kLanes];
-      std::fill(lane, lane + kLanes, kNegInf);
-      for (int64_t j = 0; j < ncp; j += kLanes) {
-        for (int64_t u = 0; u < kLanes; ++u) lane[u] = row[j + u] > lane[u] ? row[j + u] : lane[u];
-      }
-      float mnew = w.m[r];
-      for (int64_t u = 0; u < kLanes; ++u) mnew = std::max(mnew, lane[u]);
-      if (mnew == kNegInf) {
-        std::fill(row, row + ncp, 0.0f);
-        continue;
-      }
-      const float total = ExpShiftSum(row, ncp, mnew);
-      if (mnew != w.m[r]) {
-        const float alpha = std::exp(w.m[r] - mnew);
-        float* __restrict acc = w.acc.data() + r * dp;
-        for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
-        w.l[r] *= alpha;
-        w.m[r] = mnew;
-      }
-      w.l[r] += total;
+      OnlineSoftmaxRow(row, ncp, w.m[r], w.l[r], w.acc.data() + r * dp, dp);
     }
-    for (int64_t r = 0; r < nrp; r += kRowTile) {
+    for (int64_t r = 0; r < nrp; r += kWideRowTile) {
       for (int64_t c = 0; c < dp; c += kColTile) {
-        TilePV(sc + r * bcp, bcp, v + c, dp, nc, w.acc.data() + r * dp + c, dp);
+        TilePVRows<kWideRowTile>(sc + r * bcp, bcp, vrow, c, nc, w.acc.data() + r * dp + c, dp);
       }
     }
   }
-  for (int64_t r = 0; r < nr; ++r) {
+  for (int64_t r = 0; r < rt; ++r) {
+    const int64_t g = r / nr, i = rows[r % nr];
     if (ml_out != nullptr) {
-      ml_out[2 * rows[r]] = w.m[r];
-      ml_out[2 * rows[r] + 1] = w.l[r];
+      ml_out[2 * (g * s.Lq + i)] = w.m[r];
+      ml_out[2 * (g * s.Lq + i) + 1] = w.l[r];
     }
-    float* __restrict o = out + OutIndex(s, b, hq, rows[r], 0);
+    float* __restrict o = out + OutIndex(s, b, hq0 + g, i, 0);
     const float* __restrict acc = w.acc.data() + r * dp;
     if (w.l[r] > 0.0f) {
       const float inv = 1.0f / w.l[r];

@@ -66,25 +66,6 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
   }
 }
 
-// o[0..4)[0..32) += p[0..4)[0..nc) · rows vrows[0..nc) (columns [0, 32) of each).
-inline void TilePVRows(const float* __restrict p, int64_t ldp, const float* const* vrows,
-                       int64_t col, int64_t nc, float* __restrict o, int64_t ldo) {
-  float c[kRowTile][kColTile];
-  for (int64_t r = 0; r < kRowTile; ++r) {
-    for (int64_t t = 0; t < kColTile; ++t) c[r][t] = o[r * ldo + t];
-  }
-  for (int64_t j = 0; j < nc; ++j) {
-    const float* __restrict vrow = vrows[j] + col;
-    for (int64_t r = 0; r < kRowTile; ++r) {
-      const float a = p[r * ldp + j];
-      for (int64_t t = 0; t < kColTile; ++t) c[r][t] += a * vrow[t];
-    }
-  }
-  for (int64_t r = 0; r < kRowTile; ++r) {
-    for (int64_t t = 0; t < kColTile; ++t) o[r * ldo + t] = c[r][t];
-  }
-}
-
 /// Keys of one KV head in a chosen order: column n holds key keys[n]. kt: panels of
 /// K^T (zero beyond the last key); vrow[n]: key n's V row, read in place when d is a
 /// whole number of 32-column tiles, else from a zero-padded copy `v` ([n][dp]).
@@ -108,19 +89,8 @@ struct PanelKv {
     const float* rows[kPanel];
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t n0 = p * kPanel, nc = std::max<int64_t>(0, std::min(kPanel, n - n0));
-      float* __restrict dst = kt.data() + p * d * kPanel;
-      if (nc == kPanel) {
-        for (int64_t u = 0; u < kPanel; ++u) rows[u] = kbase + keys[n0 + u] * d;
-        for (int64_t c = 0; c < d; ++c) {
-          for (int64_t u = 0; u < kPanel; ++u) dst[c * kPanel + u] = rows[u][c];
-        }
-      } else {
-        std::fill(dst, dst + d * kPanel, 0.0f);
-        for (int64_t u = 0; u < nc; ++u) {
-          const float* src = kbase + keys[n0 + u] * d;
-          for (int64_t c = 0; c < d; ++c) dst[c * kPanel + u] = src[c];
-        }
-      }
+      for (int64_t u = 0; u < nc; ++u) rows[u] = kbase + keys[n0 + u] * d;
+      TransposeRows(rows, nc, kPanel, d, kt.data() + p * d * kPanel, kPanel);
     }
     if (dp == d) {
       for (int64_t j = 0; j < n; ++j) vrow[j] = vbase + keys[j] * d;
@@ -183,7 +153,6 @@ struct RowGroup {
   template <class Mask>
   void Update(int64_t ncp, const float* const* vrows, int64_t plo, int64_t phi,
               const Mask& mask) {
-    const float kNegInf = -std::numeric_limits<float>::infinity();
     bool any = false;
     for (int64_t r = 0; r < kRowTile; ++r) {
       float* __restrict row = s.data() + r * lds;
@@ -192,27 +161,7 @@ struct RowGroup {
         continue;
       }
       mask(r, row);
-      float lane[kLanes];
-      std::fill(lane, lane + kLanes, kNegInf);
-      for (int64_t j = 0; j < ncp; j += kLanes) {
-        for (int64_t u = 0; u < kLanes; ++u) lane[u] = row[j + u] > lane[u] ? row[j + u] : lane[u];
-      }
-      float mnew = m[r];
-      for (int64_t u = 0; u < kLanes; ++u) mnew = std::max(mnew, lane[u]);
-      if (mnew == kNegInf) {
-        std::fill(row, row + ncp, 0.0f);
-        continue;
-      }
-      any = true;
-      const float total = ExpShiftSum(row, ncp, mnew);
-      if (mnew != m[r]) {
-        const float alpha = std::exp(m[r] - mnew);
-        float* __restrict a = acc.data() + r * dp;
-        for (int64_t c = 0; c < dp; ++c) a[c] *= alpha;
-        l[r] *= alpha;
-        m[r] = mnew;
-      }
-      l[r] += total;
+      if (OnlineSoftmaxRow(row, ncp, m[r], l[r], acc.data() + r * dp, dp)) any = true;
     }
     if (!any || phi <= plo) return;
     for (int64_t c = 0; c < dp; c += kColTile) {

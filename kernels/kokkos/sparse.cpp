@@ -32,14 +32,15 @@ void ParallelTasks(const char* name, int64_t n, const Fn& fn) {
   Kokkos::fence();
 }
 
-// This thread's scratch for Br x Bc tiles (kept between tasks of the same size).
-GatherScratch& Scratch(int64_t d, const SparseTiles& tl) {
+// This thread's scratch for (heads x Br) x Bc tiles (kept between tasks of the same size).
+GatherScratch& Scratch(int64_t d, int64_t heads, const SparseTiles& tl) {
   thread_local std::unique_ptr<GatherScratch> w;
   thread_local int64_t key[3] = {-1, -1, -1};
-  if (!w || key[0] != d || key[1] != tl.br || key[2] != tl.bc) {
-    w = std::make_unique<GatherScratch>(d, tl.br, tl.bc);
+  const int64_t rows = heads * tl.br;
+  if (!w || key[0] != d || key[1] != rows || key[2] != tl.bc) {
+    w = std::make_unique<GatherScratch>(d, rows, tl.bc);
     key[0] = d;
-    key[1] = tl.br;
+    key[1] = rows;
     key[2] = tl.bc;
   }
   return *w;
@@ -299,9 +300,10 @@ void RunTopKKokkos(const Tensors& t, const std::vector<double>& scores, int64_t 
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k, tl);
   const std::vector<float> fbias = bias ? FloatBias(scores) : std::vector<float>();
   const int64_t blocks = QueryBlocks(s, tl);
-  ParallelTasks("attntune::attend::topk", s.B * s.Hq * blocks, [&](int64_t task) {
-    const int64_t qb = task % blocks, hq = task / blocks % s.Hq, b = task / blocks / s.Hq;
-    const int64_t head = b * s.Hkv + hq / s.Group();
+  // One task per (batch, KV head, query block): the group's query heads share the gather.
+  ParallelTasks("attntune::attend::topk", s.B * s.Hkv * blocks, [&](int64_t task) {
+    const int64_t qb = task % blocks, head = task / blocks;  // head = b * Hkv + hkv
+    const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
     const TopKHead& h = heads[head];
     const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
     std::vector<int64_t> rows(static_cast<size_t>(nr)), keys;
@@ -311,8 +313,8 @@ void RunTopKKokkos(const Tensors& t, const std::vector<double>& scores, int64_t 
       const int64_t j = keys[n], p = LastKey(s, i0 + r);
       return j <= p && p < h.evict[j];
     };
-    GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows.data(), nr, keys.data(),
-               static_cast<int64_t>(keys.size()), n_all,
+    GatherTile(t, Scratch(s.d, s.Group(), tl), tl.bc, b, hq0, s.Group(), rows.data(), nr,
+               keys.data(), static_cast<int64_t>(keys.size()), n_all,
                bias ? fbias.data() + head * s.Lk : nullptr, allowed, out);
   });
 }
@@ -363,31 +365,34 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   const int64_t nat_blocks = QueryBlocks(s, tl);
   PanelKv kv;
   std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
-  std::vector<float> ml(static_cast<size_t>(2 * s.Lq));
+  std::vector<float> ml(static_cast<size_t>(2 * s.Group() * s.Lq));  // [group][Lq][m, l]
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
-    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv, hq0 = hkv * s.Group();
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, bk.perm.data(), s.Lk);
       for (int64_t n = 0; n < s.Lk; ++n) evict[n] = h.evict[bk.perm[n]];
     });
-    for (int64_t hq = hkv * s.Group(); hq < (hkv + 1) * s.Group(); ++hq) {
+    // The ks pass for the group's query heads at once (they share the gather).
+    ParallelTasks("attntune::attend::hax_ks", nat_blocks, [&](int64_t qb) {
+      const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
+      thread_local std::vector<int64_t> rows, keys;
+      rows.resize(static_cast<size_t>(nr));
+      for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
+      const int64_t n_all = TopKUnion(s, h, qb, i0, nr, &keys);
+      auto allowed = [&](int64_t r, int64_t n) {
+        const int64_t j = keys[n], p = LastKey(s, i0 + r);
+        return j <= p && p < h.evict[j];
+      };
+      GatherTile(t, Scratch(s.d, s.Group(), tl), tl.bc, b, hq0, s.Group(), rows.data(), nr,
+                 keys.data(), static_cast<int64_t>(keys.size()), n_all, nullptr, allowed, out,
+                 ml.data());
+    });
+    for (int64_t hq = hq0; hq < hq0 + s.Group(); ++hq) {
       const int64_t qhead = b * s.Hq + hq;
       const LshQueries& q = queries[qhead];
-      ParallelTasks("attntune::attend::hax_ks", nat_blocks, [&](int64_t qb) {
-        const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
-        thread_local std::vector<int64_t> rows, keys;
-        rows.resize(static_cast<size_t>(nr));
-        for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
-        const int64_t n_all = TopKUnion(s, h, qb, i0, nr, &keys);
-        auto allowed = [&](int64_t r, int64_t n) {
-          const int64_t j = keys[n], p = LastKey(s, i0 + r);
-          return j <= p && p < h.evict[j];
-        };
-        GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows.data(), nr, keys.data(),
-                   static_cast<int64_t>(keys.size()), n_all, nullptr, allowed, out, ml.data());
-      });
+      const float* hml = ml.data() + 2 * (hq - hq0) * s.Lq;
       const int64_t t0 = first[qhead], t1 = first[qhead + 1];
       ParallelTasks("attntune::attend::hax_lsh", t1 - t0, [&](int64_t task) {
         const LshBlock& blk = blocks[t0 + task];
@@ -395,7 +400,7 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
         for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
           const int64_t nr = std::min(kRowTile, blk.end - n);
           PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
-          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ml.data(), evict.data());
+          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, hml, evict.data());
         }
       });
     }
@@ -453,7 +458,7 @@ void RunGenericKokkos(const Tensors& t, const Variant& variant, const Params& pa
           while (c < end && keys[c] < j) ++c;
           return c < end && keys[c] == j;
         };
-        GatherTile(t, Scratch(s.d, tl), tl.bc, b, hq, rows.data(), nr, block_keys.data(),
+        GatherTile(t, Scratch(s.d, 1, tl), tl.bc, b, hq, 1, rows.data(), nr, block_keys.data(),
                    static_cast<int64_t>(block_keys.size()), 0, any_bias ? bias.data() : nullptr,
                    allowed, out);
       });

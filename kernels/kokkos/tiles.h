@@ -3,13 +3,26 @@
 // Included only by files built with ATTNTUNE_KERNEL_FLAGS (-O3 -march=native).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace attntune {
 namespace tiles {
 
 constexpr int64_t kRowTile = 4;   // query rows per register tile
+#if defined(__AVX512F__)
+// Rows of the windowed kernel's tiles: 8 x 32 floats = 16 of the 32 zmm registers as
+// accumulators, 16 FMAs per 2 vector loads and 8 broadcasts.
+constexpr int64_t kWideRowTile = 8;
+#else
+constexpr int64_t kWideRowTile = 4;  // 4 x 32 = 16 ymm accumulators already fill AVX2's 16
+#endif
 constexpr int64_t kColTile = 32;  // keys (S) or head-dim columns (O) per register tile
 constexpr int64_t kLanes = 16;    // partial max/sum lanes: one AVX-512 vector of floats
 constexpr int64_t kAlign = 64;    // bytes: a cache line, an AVX-512 vector
@@ -56,39 +69,133 @@ inline float ExpShiftSum(float* __restrict row, int64_t n, float m) {
   return total;
 }
 
-// s[0..4)[0..32) = q[0..4)[0..d) · kt[0..d)[0..32).
+// kt[c * ldt + j] = krow[j][c] for keys j < nc and columns c < d; 0 for nc <= j < ncp
+// (ncp a multiple of 16): gathered K rows into K^T scratch. With AVX-512, 16 x 16
+// blocks go through registers (unpack, then 128-bit lane shuffles); a scalar
+// transpose of scattered rows was a fifth of the gather kernels' time.
+inline void TransposeRows(const float* const* krow, int64_t nc, int64_t ncp, int64_t d,
+                          float* __restrict kt, int64_t ldt) {
+  int64_t c0 = 0;
+#if defined(__AVX512F__)
+  for (; c0 + 16 <= d; c0 += 16) {
+    for (int64_t j0 = 0; j0 < ncp; j0 += 16) {
+      __m512 r[16], t[16];
+      for (int i = 0; i < 16; ++i) {
+        r[i] = j0 + i < nc ? _mm512_loadu_ps(krow[j0 + i] + c0) : _mm512_setzero_ps();
+      }
+      for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: a0 b0 a1 b1, a2 b2 a3 b3
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int k = 0; k < 4; ++k) {  // rows 4k..4k+3: r[4k + m] lane L = column m + 4L
+        r[4 * k + 0] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        r[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+        r[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        r[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+      }
+      for (int m = 0; m < 4; ++m) {  // column m + 4L: lane L of r[m], r[4 + m], r[8 + m], r[12 + m]
+        const __m512 w0 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x44);
+        const __m512 w1 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xEE);
+        const __m512 w2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x44);
+        const __m512 w3 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xEE);
+        float* dst = kt + (c0 + m) * ldt + j0;
+        _mm512_storeu_ps(dst, _mm512_shuffle_f32x4(w0, w2, 0x88));
+        _mm512_storeu_ps(dst + 4 * ldt, _mm512_shuffle_f32x4(w0, w2, 0xDD));
+        _mm512_storeu_ps(dst + 8 * ldt, _mm512_shuffle_f32x4(w1, w3, 0x88));
+        _mm512_storeu_ps(dst + 12 * ldt, _mm512_shuffle_f32x4(w1, w3, 0xDD));
+      }
+    }
+  }
+#endif
+  for (int64_t c = c0; c < d; ++c) {
+    for (int64_t j = 0; j < nc; ++j) kt[c * ldt + j] = krow[j][c];
+    for (int64_t j = nc; j < ncp; ++j) kt[c * ldt + j] = 0.0f;
+  }
+}
+
+// max(m, row[0..n)): an OpenMP simd max reduction, which GCC vectorises without
+// -ffast-math (the file is built with -fopenmp-simd; a plain loop stays scalar).
+inline float RowMax(const float* __restrict row, int64_t n, float m) {
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = row[j] > m ? row[j] : m;
+  return m;
+}
+
+// One row's online-softmax step over a tile of scores row[0..n) (masked keys -inf, n a
+// multiple of kLanes): the scores become probabilities relative to the new running max
+// m, and acc[0..dp) and l are rescaled when m grows. A row that has seen no key yet (m
+// stays -inf) gets P = 0 and false is returned. The step of the windowed, gather and
+// panel tiles.
+inline bool OnlineSoftmaxRow(float* __restrict row, int64_t n, float& m, float& l,
+                             float* __restrict acc, int64_t dp) {
+  const float mnew = RowMax(row, n, m);
+  if (mnew == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + n, 0.0f);
+    return false;
+  }
+  const float total = ExpShiftSum(row, n, mnew);
+  if (mnew != m) {
+    const float alpha = std::exp(m - mnew);  // 0 on the first keys (m = -inf)
+    for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
+    l *= alpha;
+    m = mnew;
+  }
+  l += total;
+  return true;
+}
+
+// s[0..R)[0..32) = q[0..R)[0..d) · kt[0..d)[0..32). R = kRowTile by default; the
+// windowed kernel uses kWideRowTile rows (16 accumulator vectors with AVX-512).
+template <int64_t R = kRowTile>
 inline void TileQK(const float* __restrict q, int64_t ldq, const float* __restrict kt,
                    int64_t ldk, int64_t d, float* __restrict s, int64_t lds) {
-  float c[kRowTile][kColTile] = {};
+  float c[R][kColTile] = {};
   for (int64_t k = 0; k < d; ++k) {
     const float* __restrict krow = kt + k * ldk;
-    for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int64_t r = 0; r < R; ++r) {
       const float a = q[r * ldq + k];
       for (int64_t t = 0; t < kColTile; ++t) c[r][t] += a * krow[t];
     }
   }
-  for (int64_t r = 0; r < kRowTile; ++r) {
+  for (int64_t r = 0; r < R; ++r) {
     for (int64_t t = 0; t < kColTile; ++t) s[r * lds + t] = c[r][t];
   }
 }
 
-// o[0..4)[0..32) += p[0..4)[0..nc) · v[0..nc)[0..32).
-inline void TilePV(const float* __restrict p, int64_t ldp, const float* __restrict v,
-                   int64_t ldv, int64_t nc, float* __restrict o, int64_t ldo) {
-  float c[kRowTile][kColTile];
-  for (int64_t r = 0; r < kRowTile; ++r) {
+// o[0..R)[0..32) += p[0..R)[0..nc) · vrow(0..nc)[0..32), vrow(j) a pointer to key j's
+// 32 V columns.
+template <int64_t R, class VRow>
+inline void TilePVAny(const float* __restrict p, int64_t ldp, const VRow& vrow, int64_t nc,
+                      float* __restrict o, int64_t ldo) {
+  float c[R][kColTile];
+  for (int64_t r = 0; r < R; ++r) {
     for (int64_t t = 0; t < kColTile; ++t) c[r][t] = o[r * ldo + t];
   }
   for (int64_t j = 0; j < nc; ++j) {
-    const float* __restrict vrow = v + j * ldv;
-    for (int64_t r = 0; r < kRowTile; ++r) {
+    const float* __restrict v = vrow(j);
+    for (int64_t r = 0; r < R; ++r) {
       const float a = p[r * ldp + j];
-      for (int64_t t = 0; t < kColTile; ++t) c[r][t] += a * vrow[t];
+      for (int64_t t = 0; t < kColTile; ++t) c[r][t] += a * v[t];
     }
   }
-  for (int64_t r = 0; r < kRowTile; ++r) {
+  for (int64_t r = 0; r < R; ++r) {
     for (int64_t t = 0; t < kColTile; ++t) o[r * ldo + t] = c[r][t];
   }
+}
+
+// o[0..R)[0..32) += p[0..R)[0..nc) · v[0..nc)[0..32) (V rows ldv apart).
+template <int64_t R = kRowTile>
+inline void TilePV(const float* __restrict p, int64_t ldp, const float* __restrict v,
+                   int64_t ldv, int64_t nc, float* __restrict o, int64_t ldo) {
+  TilePVAny<R>(p, ldp, [=](int64_t j) { return v + j * ldv; }, nc, o, ldo);
+}
+
+// The same over V rows read in place (gathered keys): columns [col, col + 32) of
+// vrows[0..nc).
+template <int64_t R = kRowTile>
+inline void TilePVRows(const float* __restrict p, int64_t ldp, const float* const* vrows,
+                       int64_t col, int64_t nc, float* __restrict o, int64_t ldo) {
+  TilePVAny<R>(p, ldp, [=](int64_t j) { return vrows[j] + col; }, nc, o, ldo);
 }
 
 }  // namespace tiles

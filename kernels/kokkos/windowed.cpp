@@ -1,11 +1,14 @@
 // Tiled online softmax (FlashAttention-style) for dense and swa on Kokkos, fp32.
 //
-// One team per (batch, query head, block of Br query rows). The block walks only the
-// key blocks of width Bc that cover the union of its rows' windows [p(i)-w+1, p(i)]
-// and the sink keys [0, sink); other keys are never loaded. Tiles whose keys all rows
-// may see skip the per-element mask. S = Q·K^T and O += P·V run as 4 x 32 register
-// tiles over contiguous scratch (Q pre-scaled, K transposed) so that the compiler
-// vectorises the unit-stride inner loops (the file is built with -O3 -march=native).
+// Per (batch, KV head): K is transposed once into panels of 32 keys (K^T[d][32] each,
+// contiguous), shared by every query block of the head's query heads. Then one team per
+// (query head of the group, block of Br query rows): the block walks only the key
+// blocks that cover the union of its rows' windows [p(i)-w+1, p(i)] and the sink keys
+// [0, sink); other keys are never read. Key blocks start on panel boundaries and are
+// Bc rounded up to whole panels wide; keys a row may not see are masked (only in the
+// blocks that hold such keys). S = Q·K^T and O += P·V run as kWideRowTile x 32 register
+// tiles (Q pre-scaled) so that the compiler vectorises the unit-stride inner loops (the
+// file is built with -O3 -march=native -mprefer-vector-width=512).
 #include "kernels/kokkos/windowed.h"
 
 #include <Kokkos_Core.hpp>
@@ -26,16 +29,15 @@ using namespace tiles;  // NOLINT: kRowTile, TileQK, ... (kernels/kokkos/tiles.h
 // Sizes (in floats) of one team's scratch, padded to whole register tiles.
 struct Plan {
   int64_t brp, bcp, dp;  // Br, Bc, d rounded up to whole tiles
-  int64_t q, kt, s, v, acc, ml;
-  int64_t Floats() const { return q + kt + s + v + acc + 2 * ml; }
+  int64_t q, s, v, acc, ml;
+  int64_t Floats() const { return q + s + v + acc + 2 * ml; }
 
   Plan(const Shape& shape, const WindowedArgs& a) {
-    brp = RoundUp(a.br, kRowTile);
+    brp = RoundUp(a.br, kWideRowTile);
     bcp = RoundUp(a.bc, kColTile);
     dp = RoundUp(shape.d, kColTile);
     const int64_t pad = kAlign / sizeof(float);  // keep each array cache-line aligned
     q = RoundUp(brp * shape.d, pad);
-    kt = RoundUp(shape.d * bcp, pad);
     s = RoundUp(brp * bcp, pad);
     v = shape.d % kColTile == 0 ? 0 : RoundUp(bcp * dp, pad);  // V is read in place then
     acc = RoundUp(brp * dp, pad);
@@ -46,16 +48,17 @@ struct Plan {
 // One query block of one (batch, head): the body of a team.
 class QueryBlock {
  public:
-  QueryBlock(const Tensors& t, const WindowedArgs& a, const Plan& plan, float* scratch,
-             int64_t b, int64_t hq, int64_t qb)
-      : t_(t), s_(t.shape), a_(a), plan_(plan), b_(b), hq_(hq), hkv_(hq / t.shape.Group()) {
+  // kpanels: this (b, hkv)'s keys as panels of 32, panel p at kpanels + p * 32 * d.
+  QueryBlock(const Tensors& t, const WindowedArgs& a, const Plan& plan, const float* kpanels,
+             float* scratch, int64_t b, int64_t hq, int64_t qb)
+      : t_(t), s_(t.shape), a_(a), plan_(plan), kpanels_(kpanels), b_(b), hq_(hq),
+        hkv_(hq / t.shape.Group()) {
     window_ = a.head_windows != nullptr ? a.head_windows[hkv_] : a.window;
     i0_ = qb * a.br;
     nr_ = std::min(a.br, s_.Lq - i0_);
-    nrp_ = RoundUp(nr_, kRowTile);
+    nrp_ = RoundUp(nr_, kWideRowTile);
     q_ = scratch;
-    kt_ = q_ + plan.q;
-    sc_ = kt_ + plan.kt;
+    sc_ = q_ + plan.q;
     vs_ = sc_ + plan.s;
     acc_ = vs_ + plan.v;
     m_ = acc_ + plan.acc;
@@ -65,11 +68,15 @@ class QueryBlock {
   void Run(float* out) {
     LoadQ();
     const int64_t first = Pos(0), last = Pos(nr_ - 1);
-    // Keys of the union of the rows' sets: [0, sink_end) ∪ [lo, last].
-    const int64_t lo = window_ > 0 ? std::max<int64_t>(0, first - window_ + 1) : 0;
+    // Keys of the union of the rows' sets: [0, sink_end) ∪ [lo, last], lo rounded down to
+    // a panel boundary (the extra keys are masked unless they are sinks, which the sink
+    // range then stops short of).
+    const int64_t step = plan_.bcp;
+    const int64_t lo =
+        window_ > 0 ? std::max<int64_t>(0, first - window_ + 1) / kColTile * kColTile : 0;
     const int64_t sink_end = window_ > 0 ? std::min(a_.sink, lo) : 0;
-    for (int64_t j = 0; j < sink_end; j += a_.bc) Block(j, std::min(a_.bc, sink_end - j));
-    for (int64_t j = lo; j <= last; j += a_.bc) Block(j, std::min(a_.bc, last + 1 - j));
+    for (int64_t j = 0; j < sink_end; j += step) Block(j, std::min(step, sink_end - j));
+    for (int64_t j = lo; j <= last; j += step) Block(j, std::min(step, last + 1 - j));
     Store(out);
   }
 
@@ -99,19 +106,11 @@ class QueryBlock {
     std::fill(l_, l_ + nrp_, 0.0f);
   }
 
-  // Keys [j0, j0 + nc): load, score, mask, online-softmax update, accumulate.
+  // Keys [j0, j0 + nc), j0 on a panel boundary: score, mask, online-softmax update,
+  // accumulate.
   void Block(int64_t j0, int64_t nc) {
     const int64_t d = s_.d, bcp = plan_.bcp, dp = plan_.dp;
     const int64_t ncp = RoundUp(nc, kColTile);
-    // K^T into kt_[d][bcp]; padding columns are zero (finite) and masked below.
-    // Column by column: contiguous stores, strided loads (gathers once vectorised),
-    // which beats the scalar strided stores of row by row.
-    const float* __restrict k = t_.K(b_, hkv_, j0);
-    for (int64_t c = 0; c < d; ++c) {
-      float* __restrict dst = kt_ + c * bcp;
-      for (int64_t j = 0; j < nc; ++j) dst[j] = k[j * d + c];
-      for (int64_t j = nc; j < ncp; ++j) dst[j] = 0.0f;
-    }
     const float* v = t_.V(b_, hkv_, j0);
     int64_t ldv = d;
     if (plan_.v > 0) {  // d is not a whole number of tiles: copy V with zero padding
@@ -122,16 +121,17 @@ class QueryBlock {
       v = vs_;
       ldv = dp;
     }
-    for (int64_t r = 0; r < nrp_; r += kRowTile) {
+    const float* kt = kpanels_ + j0 * d;  // panel j0 / 32; its padding keys are zero
+    for (int64_t r = 0; r < nrp_; r += kWideRowTile) {
       for (int64_t j = 0; j < ncp; j += kColTile) {
-        TileQK(q_ + r * d, d, kt_ + j, bcp, d, sc_ + r * bcp + j, bcp);
+        TileQK<kWideRowTile>(q_ + r * d, d, kt + j * d, kColTile, d, sc_ + r * bcp + j, bcp);
       }
     }
     Mask(j0, nc, ncp);
     Softmax(ncp);
-    for (int64_t r = 0; r < nrp_; r += kRowTile) {
+    for (int64_t r = 0; r < nrp_; r += kWideRowTile) {
       for (int64_t c = 0; c < dp; c += kColTile) {
-        TilePV(sc_ + r * bcp, bcp, v + c, ldv, nc, acc_ + r * dp + c, dp);
+        TilePV<kWideRowTile>(sc_ + r * bcp, bcp, v + c, ldv, nc, acc_ + r * dp + c, dp);
       }
     }
   }
@@ -157,7 +157,6 @@ class QueryBlock {
   // Online softmax: scores -> probabilities relative to the running max; rescales
   // acc_ and l_ when the max grows. Rows that have seen no key yet keep P = 0.
   void Softmax(int64_t ncp) {
-    const float kNegInf = -std::numeric_limits<float>::infinity();
     const int64_t dp = plan_.dp;
     for (int64_t r = 0; r < nrp_; ++r) {
       float* __restrict row = sc_ + r * plan_.bcp;
@@ -165,34 +164,7 @@ class QueryBlock {
         std::fill(row, row + ncp, 0.0f);  // padding rows contribute nothing
         continue;
       }
-      float lane[kLanes];
-      std::fill(lane, lane + kLanes, kNegInf);
-      for (int64_t j = 0; j < ncp; j += kLanes) {
-        for (int64_t t = 0; t < kLanes; ++t) lane[t] = row[j + t] > lane[t] ? row[j + t] : lane[t];
-      }
-      float mnew = m_[r];
-      for (int64_t t = 0; t < kLanes; ++t) mnew = std::max(mnew, lane[t]);
-      if (mnew == kNegInf) {
-        std::fill(row, row + ncp, 0.0f);
-        continue;
-      }
-      float sum[kLanes] = {};
-      for (int64_t j = 0; j < ncp; j += kLanes) {
-        for (int64_t t = 0; t < kLanes; ++t) {
-          row[j + t] = ExpNonPositive(row[j + t] - mnew);
-          sum[t] += row[j + t];
-        }
-      }
-      float total = 0.0f;
-      for (int64_t t = 0; t < kLanes; ++t) total += sum[t];
-      if (mnew != m_[r]) {
-        const float alpha = std::exp(m_[r] - mnew);  // 0 on the first keys (m = -inf)
-        float* __restrict acc = acc_ + r * dp;
-        for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
-        l_[r] *= alpha;
-        m_[r] = mnew;
-      }
-      l_[r] += total;
+      OnlineSoftmaxRow(row, ncp, m_[r], l_[r], acc_ + r * dp, dp);
     }
   }
 
@@ -213,10 +185,11 @@ class QueryBlock {
   const Shape& s_;
   const WindowedArgs& a_;
   const Plan& plan_;
+  const float* kpanels_;
   int64_t b_, hq_, hkv_;
   int64_t window_;  // this head's window (0: full)
   int64_t i0_, nr_, nrp_;
-  float *q_, *kt_, *sc_, *vs_, *acc_, *m_, *l_;
+  float *q_, *sc_, *vs_, *acc_, *m_, *l_;
 };
 
 }  // namespace
@@ -230,25 +203,46 @@ void RunWindowedKokkos(const Tensors& tensors, const WindowedArgs& args, float* 
   CHECK(static_cast<int64_t>(tensors.v.size()) == s.KvElems());
   const Plan plan(s, args);
   const int64_t blocks = (s.Lq + args.br - 1) / args.br;
+  const int64_t group = s.Group();
   const size_t bytes = static_cast<size_t>(plan.Floats()) * sizeof(float) + kAlign;
+  // One KV head's keys as panels of 32 (the last one zero-padded): O(Lk d), reused for
+  // every (b, hkv), so that no buffer grows with B * Hkv.
+  const int64_t panels = (s.Lk + kColTile - 1) / kColTile;
+  Kokkos::View<float*, Kokkos::HostSpace> kpanels(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "attntune::windowed_kpanels"),
+      static_cast<size_t>(panels * kColTile * s.d));
+  float* kp = kpanels.data();
 
   using Policy = Kokkos::TeamPolicy<Kokkos::DefaultHostExecutionSpace>;
   using Member = Policy::member_type;
-  const Policy policy =
-      Policy(static_cast<int>(s.B * s.Hq * blocks), 1).set_scratch_size(1, Kokkos::PerTeam(bytes));
+  const Policy policy = Policy(static_cast<int>(group * blocks), 1)
+                            .set_scratch_size(1, Kokkos::PerTeam(bytes));
   const Tensors* t = &tensors;
   const WindowedArgs a = args;
-  Kokkos::parallel_for(
-      "attntune::windowed", policy, [=, &plan](const Member& team) {
-        auto raw = reinterpret_cast<uintptr_t>(team.team_scratch(1).get_shmem(bytes));
-        float* scratch = reinterpret_cast<float*>((raw + kAlign - 1) / kAlign * kAlign);
-        const int64_t task = team.league_rank();
-        const int64_t qb = task % blocks;
-        const int64_t hq = task / blocks % s.Hq;
-        const int64_t b = task / blocks / s.Hq;
-        QueryBlock(*t, a, plan, scratch, b, hq, qb).Run(out);
-      });
-  Kokkos::fence();
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t hkv = 0; hkv < s.Hkv; ++hkv) {
+      const int64_t d = s.d, lk = s.Lk;
+      Kokkos::parallel_for(
+          "attntune::windowed_kpanels",
+          Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, panels),
+          [=](int64_t p) {
+            const float* rows[kColTile];
+            const int64_t nc = std::min(kColTile, lk - p * kColTile);
+            for (int64_t u = 0; u < nc; ++u) rows[u] = t->K(b, hkv, p * kColTile + u);
+            TransposeRows(rows, nc, kColTile, d, kp + p * kColTile * d, kColTile);
+          });
+      Kokkos::parallel_for(
+          "attntune::windowed", policy, [=, &plan](const Member& team) {
+            auto raw = reinterpret_cast<uintptr_t>(team.team_scratch(1).get_shmem(bytes));
+            float* scratch = reinterpret_cast<float*>((raw + kAlign - 1) / kAlign * kAlign);
+            const int64_t task = team.league_rank();
+            const int64_t qb = task % blocks;
+            const int64_t hq = hkv * group + task / blocks;
+            QueryBlock(*t, a, plan, kp, scratch, b, hq, qb).Run(out);
+          });
+      Kokkos::fence();  // the panels are overwritten for the next head
+    }
+  }
 }
 
 }  // namespace attntune
