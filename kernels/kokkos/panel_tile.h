@@ -67,8 +67,9 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
 }
 
 /// Keys of one KV head in a chosen order: column n holds key keys[n]. kt: panels of
-/// K^T (zero beyond the last key); vrow[n]: key n's V row, read in place when d is a
-/// whole number of 32-column tiles, else from a zero-padded copy `v` ([n][dp]).
+/// K^T (zero beyond the last key); v: the V rows in the same order ([n][dp], zero-padded
+/// to whole 32-column tiles), so that a window of columns reads V sequentially (read in
+/// place, (bin, position) order made every row of a window a cache miss).
 struct PanelKv {
   int64_t n = 0, dp = 0, d = 0;
   std::vector<float> kt, v;
@@ -77,7 +78,9 @@ struct PanelKv {
   const float* Panel(int64_t col) const { return kt.data() + (col / kPanel) * d * kPanel; }
   const float* const* VRows(int64_t col) const { return vrow.data() + col; }
 
-  // Copies the keys; `kbase`/`vbase` = K/V row 0 of the head (rows of d floats).
+  // Copies the keys; `kbase`/`vbase` = K/V row 0 of the head (rows of d floats). The
+  // rows are read in `keys` order, i.e. scattered: those of the panel after next are
+  // prefetched (without it the copy waited on DRAM for every row).
   void Build(const float* kbase, const float* vbase, int64_t d_, const int64_t* keys,
              int64_t nkeys) {
     d = d_;
@@ -85,23 +88,32 @@ struct PanelKv {
     dp = RoundUp(d, kColTile);
     const int64_t panels = (n + kPanel - 1) / kPanel + 1;  // + 1: a 2-panel tile may overrun
     kt.resize(static_cast<size_t>(panels * d * kPanel));
+    v.resize(static_cast<size_t>(std::max<int64_t>(n, 1) * dp));
     vrow.resize(static_cast<size_t>(n));
+    constexpr int64_t kAhead = 2 * kPanel;
+    auto prefetch = [&](int64_t j) {
+      if (j >= n) return;
+      for (int64_t c = 0; c < d; c += 16) {
+        __builtin_prefetch(kbase + keys[j] * d + c);
+        __builtin_prefetch(vbase + keys[j] * d + c);
+      }
+    };
+    for (int64_t j = 0; j < kAhead; ++j) prefetch(j);
     const float* rows[kPanel];
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t n0 = p * kPanel, nc = std::max<int64_t>(0, std::min(kPanel, n - n0));
-      for (int64_t u = 0; u < nc; ++u) rows[u] = kbase + keys[n0 + u] * d;
+      for (int64_t u = 0; u < nc; ++u) {
+        prefetch(n0 + u + kAhead);
+        rows[u] = kbase + keys[n0 + u] * d;
+      }
       TransposeRows(rows, nc, kPanel, d, kt.data() + p * d * kPanel, kPanel);
-    }
-    if (dp == d) {
-      for (int64_t j = 0; j < n; ++j) vrow[j] = vbase + keys[j] * d;
-      return;
-    }
-    v.resize(static_cast<size_t>(std::max<int64_t>(n, 1) * dp));
-    for (int64_t j = 0; j < n; ++j) {
-      const float* src = vbase + keys[j] * d;
-      std::copy(src, src + d, v.data() + j * dp);
-      std::fill(v.data() + j * dp + d, v.data() + (j + 1) * dp, 0.0f);
-      vrow[j] = v.data() + j * dp;
+      for (int64_t u = 0; u < nc; ++u) {
+        const float* src = vbase + keys[n0 + u] * d;
+        float* dst = v.data() + (n0 + u) * dp;
+        std::copy(src, src + d, dst);
+        std::fill(dst + d, dst + dp, 0.0f);
+        vrow[n0 + u] = dst;
+      }
     }
   }
 };

@@ -147,13 +147,17 @@ std::vector<BinnedKeys> SortKeysAll(const Tensors& t, const LshBins& bins) {
 }
 
 // The lsh window of a query at position p in bin c: perm indices [lo, hi) = the k
-// most recent same-bin keys j <= p.
-void LshWindow(const BinnedKeys& keys, int32_t c, int64_t p, int64_t k, int64_t* lo,
-               int64_t* hi) {
-  const auto first = keys.perm.begin() + keys.start[c];
-  const auto last = keys.perm.begin() + keys.start[c + 1];
-  *hi = std::upper_bound(first, last, p) - keys.perm.begin();
-  *lo = std::max<int64_t>(keys.start[c], *hi - k);
+// most recent same-bin keys j <= p. `from`: a perm index in bin c at or before the
+// answer's hi (the previous query's hi when the queries come in (bin, position) order),
+// so that the scan is amortised O(1) (a binary search per query missed the cache at
+// every step).
+void LshWindow(const BinnedKeys& keys, int32_t c, int64_t p, int64_t k, int64_t from,
+               int64_t* lo, int64_t* hi) {
+  const int64_t end = keys.start[c + 1];
+  int64_t h = std::max(from, keys.start[c]);
+  while (h < end && keys.perm[h] <= p) ++h;
+  *hi = h;
+  *lo = std::max<int64_t>(keys.start[c], h - k);
 }
 
 // A block of query rows of one (batch, query head) that share a bin, in (bin, position)
@@ -186,7 +190,8 @@ std::vector<LshBlock> SortQueries(const Tensors& t, const LshBins& bins,
     std::vector<LshBlock>& blocks = head_blocks[head];
     for (int64_t n = 0; n < s.Lq; ++n) {
       const int64_t i = q.rows[n];
-      LshWindow(bk, qbin[i], LastKey(s, i), k, &q.lo[n], &q.hi[n]);
+      const bool same_bin = n > 0 && qbin[q.rows[n - 1]] == qbin[i];
+      LshWindow(bk, qbin[i], LastKey(s, i), k, same_bin ? q.hi[n - 1] : 0, &q.lo[n], &q.hi[n]);
       // A new block at Br rows, at a new bin, or where the windows stop overlapping
       // (then the union would hold keys no row attends).
       const bool extend = !blocks.empty() && n - blocks.back().begin < tl.br &&

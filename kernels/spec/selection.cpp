@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kernels/spec/check.h"
 #include "kernels/spec/random.h"
@@ -17,31 +18,48 @@ constexpr uint64_t kDmaStream = 0xd1b54a32d192ed03ULL;
 // Eight doubles as a GCC/Clang vector; aligned(8): loads may be unaligned.
 typedef double Lanes8 __attribute__((vector_size(8 * sizeof(double)), aligned(8)));
 
-// rt: R of one head transposed to [h][d]; u: scratch of d doubles. P_c = (x - mu)·R_c
-// with 8 partial sums (lane k holds the terms e = k mod 8, ascending), then the tail
-// and the lanes added in order; the bins only need P's signs and argmax. All h
-// projections advance together (independent FMA chains: written with vector types,
-// since the plain loops over c and k vectorised poorly).
-int32_t Bin(const float* x, const float* mu, const double* rt, int64_t d, int64_t h,
-            bool argmax_rule, double* u) {
-  for (int64_t e = 0; e < d; ++e) u[e] = static_cast<double>(x[e]) - (mu != nullptr ? mu[e] : 0.0f);
-  double proj[16];
-  Lanes8 acc[16];
-  for (int64_t c = 0; c < h; ++c) acc[c] = Lanes8{};
-  const int64_t d8 = d / 8 * 8;
-  for (int64_t e = 0; e < d8; e += 8) {
-    const Lanes8 ue = *reinterpret_cast<const Lanes8*>(u + e);
-    for (int64_t c = 0; c < h; ++c) {
-      acc[c] += ue * *reinterpret_cast<const Lanes8*>(rt + c * d + e);
-    }
+// Sixteen floats as a GCC/Clang vector (one AVX-512 register); aligned(4): loads may be
+// unaligned.
+typedef float Lanes16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
+
+// rt: R of one head transposed to [h][d] (fp32); u: x - mu, d floats. P_c = u·R_c in
+// fp32 with 16 partial sums (lane k holds the terms e = k mod 16, ascending), then the
+// tail and the lanes added in order in fp64; the bins only need P's signs and argmax,
+// and every caller (kernels and reference) bins through this one function. All H
+// projections advance together in registers (independent FMA chains): H is a template
+// argument so that the accumulators are not kept in memory (with a runtime h the
+// compiler interchanged the loops and stored every accumulator on every step).
+template <int H>
+void Project(const float* u, const float* rt, int64_t d, double* proj) {
+  Lanes16 acc[H];
+  for (int c = 0; c < H; ++c) acc[c] = Lanes16{};
+  const int64_t d16 = d / 16 * 16;
+  for (int64_t e = 0; e < d16; e += 16) {
+    const Lanes16 ue = *reinterpret_cast<const Lanes16*>(u + e);
+    for (int c = 0; c < H; ++c) acc[c] += ue * *reinterpret_cast<const Lanes16*>(rt + c * d + e);
   }
-  for (int64_t c = 0; c < h; ++c) {
-    const double* r = rt + c * d;
+  for (int c = 0; c < H; ++c) {
+    const float* r = rt + c * d;
     double sum = 0.0;
-    for (int64_t e = d8; e < d; ++e) sum += u[e] * r[e];
-    for (int k = 0; k < 8; ++k) sum += acc[c][k];
+    for (int64_t e = d16; e < d; ++e) sum += static_cast<double>(u[e]) * r[e];
+    for (int k = 0; k < 16; ++k) sum += acc[c][k];
     proj[c] = sum;
   }
+}
+
+template <int... Hs>
+void ProjectAny(int64_t h, const float* u, const float* rt, int64_t d, double* proj,
+                std::integer_sequence<int, Hs...>) {
+  using Fn = void (*)(const float*, const float*, int64_t, double*);
+  static constexpr Fn kFns[] = {&Project<Hs + 1>...};  // h = 1 .. 16
+  kFns[h - 1](u, rt, d, proj);
+}
+
+int32_t Bin(const float* x, const float* mu, const float* rt, int64_t d, int64_t h,
+            bool argmax_rule, float* u) {
+  for (int64_t e = 0; e < d; ++e) u[e] = x[e] - (mu != nullptr ? mu[e] : 0.0f);
+  double proj[16];
+  ProjectAny(h, u, rt, d, proj, std::make_integer_sequence<int, 16>());
   int32_t bin = 0;
   if (argmax_rule) {
     for (int64_t c = 1; c < h; ++c) {
@@ -73,10 +91,12 @@ LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_
   CHECK(bits >= 1 && bits <= 16);
   CHECK(t.mu.empty() || static_cast<int64_t>(t.mu.size()) == s.Hkv * s.d);
   const std::vector<double> r = LshProjection(t, bits, seed);
-  std::vector<double> rt(r.size()), u(static_cast<size_t>(s.d));  // R per head as [h][d]
+  std::vector<float> rt(r.size()), u(static_cast<size_t>(s.d));  // R per head as [h][d]
   for (int64_t h = 0; h < s.Hkv; ++h) {
     for (int64_t e = 0; e < s.d; ++e) {
-      for (int64_t c = 0; c < bits; ++c) rt[(h * bits + c) * s.d + e] = r[(h * s.d + e) * bits + c];
+      for (int64_t c = 0; c < bits; ++c) {
+        rt[(h * bits + c) * s.d + e] = static_cast<float>(r[(h * s.d + e) * bits + c]);
+      }
     }
   }
   LshBins out;
