@@ -1,8 +1,8 @@
 // Row-group attention over keys laid out in panels (used by lsh and hax): the keys of
 // one KV head, in the order a kernel wants them (lsh: (bin, position)), are copied once
-// into K^T panels of 16 columns ([panel][d][16], contiguous, so that a 4 x 16 or 4 x 32
-// score tile reads sequential memory) and V rows ([n][dp]). A group of 4 query rows
-// (one register tile) then attends any column range of that layout with its own
+// into K^T panels of 16 columns ([panel][d][16], contiguous, so that an R x 16 or R x 32
+// score tile reads sequential memory) and V rows ([n][dp]). A group of R = kGroupRows
+// query rows (one register tile) then attends any column range of that layout with its own
 // per-row masks, so a band of per-row windows costs its width plus the panel rounding,
 // not the union of a whole query block. Included only by kernel files (-O3
 // -march=native).
@@ -21,47 +21,50 @@ namespace attntune {
 namespace tiles {
 
 constexpr int64_t kPanel = 16;  // key columns per K^T panel (one AVX-512 vector)
+// Query rows of a row group (one register tile): 8 with AVX-512 (16 accumulators of a
+// 2-panel tile; the union of 8 same-bin rows' windows is barely wider than 4's).
+constexpr int64_t kGroupRows = kWideRowTile;
 
 // One panel row of 16 floats as a GCC/Clang vector (AVX-512: one register; narrower
 // ISAs: split by the compiler). aligned(4): loads and stores may be unaligned.
 typedef float PanelVec __attribute__((vector_size(kPanel * sizeof(float)), aligned(4)));
 
-// s[0..4)[0..16*NP) = q[0..4)[0..d) · panels [p, p + NP) (each [d][16]), NP = 1 or 2.
-// Written with vector types: the plain loops' 16-wide inner loop made the compiler
-// vectorise across the 4 rows instead (shuffles, 4x slower).
+// s[0..R)[0..16*NP) = q[0..R)[0..d) · panels [p, p + NP) (each [d][16]), NP = 1 or 2,
+// R = kGroupRows. Written with vector types: the plain loops' 16-wide inner loop made
+// the compiler vectorise across the rows instead (shuffles, 4x slower).
 template <int NP>
 inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __restrict kp,
                          int64_t d, float* __restrict s, int64_t lds) {
-  PanelVec c[kRowTile][NP];
-  for (int64_t r = 0; r < kRowTile; ++r) {
+  PanelVec c[kGroupRows][NP];
+  for (int64_t r = 0; r < kGroupRows; ++r) {
     for (int p = 0; p < NP; ++p) c[r][p] = PanelVec{};
   }
   const int64_t pstride = d * kPanel;
   int64_t k = 0;
   if (NP == 1) {
-    // One panel gives only 4 independent FMA chains (half the FMA throughput): run even
-    // and odd k in separate accumulators, added at the end.
-    PanelVec e[kRowTile];
-    for (int64_t r = 0; r < kRowTile; ++r) e[r] = PanelVec{};
+    // One panel gives only R independent FMA chains: run even and odd k in separate
+    // accumulators, added at the end.
+    PanelVec e[kGroupRows];
+    for (int64_t r = 0; r < kGroupRows; ++r) e[r] = PanelVec{};
     for (; k + 2 <= d; k += 2) {
       const PanelVec k0 = *reinterpret_cast<const PanelVec*>(kp + k * kPanel);
       const PanelVec k1 = *reinterpret_cast<const PanelVec*>(kp + (k + 1) * kPanel);
-      for (int64_t r = 0; r < kRowTile; ++r) {
+      for (int64_t r = 0; r < kGroupRows; ++r) {
         c[r][0] += q[r * ldq + k] * k0;
         e[r] += q[r * ldq + k + 1] * k1;
       }
     }
-    for (int64_t r = 0; r < kRowTile; ++r) c[r][0] += e[r];
+    for (int64_t r = 0; r < kGroupRows; ++r) c[r][0] += e[r];
   }
   for (; k < d; ++k) {
     PanelVec kv[NP];
     for (int p = 0; p < NP; ++p) kv[p] = *reinterpret_cast<const PanelVec*>(kp + p * pstride + k * kPanel);
-    for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int64_t r = 0; r < kGroupRows; ++r) {
       const float a = q[r * ldq + k];
       for (int p = 0; p < NP; ++p) c[r][p] += a * kv[p];
     }
   }
-  for (int64_t r = 0; r < kRowTile; ++r) {
+  for (int64_t r = 0; r < kGroupRows; ++r) {
     for (int p = 0; p < NP; ++p) *reinterpret_cast<PanelVec*>(s + r * lds + p * kPanel) = c[r][p];
   }
 }
@@ -118,26 +121,26 @@ struct PanelKv {
   }
 };
 
-/// Online-softmax state of up to 4 query rows (one register tile).
+/// Online-softmax state of up to kGroupRows query rows (one register tile).
 struct RowGroup {
   int64_t d = 0, dp = 0, lds = 0, nr = 0;
   std::vector<float> q, s, acc;
-  float m[kRowTile], l[kRowTile];
+  float m[kGroupRows], l[kGroupRows];
 
   void Reserve(int64_t d_, int64_t max_cols) {
     d = d_;
     dp = RoundUp(d, kColTile);
     lds = RoundUp(std::max<int64_t>(max_cols, kColTile), kColTile);
-    if (static_cast<int64_t>(s.size()) < kRowTile * lds) s.resize(static_cast<size_t>(kRowTile * lds));
-    q.resize(static_cast<size_t>(kRowTile * d));
-    acc.resize(static_cast<size_t>(kRowTile * dp));
+    if (static_cast<int64_t>(s.size()) < kGroupRows * lds) s.resize(static_cast<size_t>(kGroupRows * lds));
+    q.resize(static_cast<size_t>(kGroupRows * d));
+    acc.resize(static_cast<size_t>(kGroupRows * dp));
   }
 
-  // Rows rows[0, nr) of query head (b, hq), nr <= 4.
+  // Rows rows[0, nr) of query head (b, hq), nr <= kGroupRows.
   void Begin(const Tensors& t, int64_t b, int64_t hq, const int64_t* rows, int64_t nr_) {
     nr = nr_;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int64_t r = 0; r < kGroupRows; ++r) {
       float* __restrict dst = q.data() + r * d;
       if (r < nr) {
         const float* __restrict src = t.Q(b, hq, rows[r]);
@@ -166,7 +169,7 @@ struct RowGroup {
   void Update(int64_t ncp, const float* const* vrows, int64_t plo, int64_t phi,
               const Mask& mask) {
     bool any = false;
-    for (int64_t r = 0; r < kRowTile; ++r) {
+    for (int64_t r = 0; r < kGroupRows; ++r) {
       float* __restrict row = s.data() + r * lds;
       if (r >= nr) {
         std::fill(row, row + ncp, 0.0f);
@@ -177,7 +180,7 @@ struct RowGroup {
     }
     if (!any || phi <= plo) return;
     for (int64_t c = 0; c < dp; c += kColTile) {
-      TilePVRows(s.data() + plo, lds, vrows + plo, c, phi - plo, acc.data() + c, dp);
+      TilePVRows<kGroupRows>(s.data() + plo, lds, vrows + plo, c, phi - plo, acc.data() + c, dp);
     }
   }
 

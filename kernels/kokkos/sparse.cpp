@@ -19,7 +19,7 @@ namespace {
 using tiles::GatherScratch;
 using tiles::GatherTile;
 using tiles::kPanel;
-using tiles::kRowTile;
+using tiles::kGroupRows;
 using tiles::PanelKv;
 using tiles::RoundUp;
 using tiles::RowGroup;
@@ -235,7 +235,7 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
                   float* out) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hq, hq = head % s.Hq;
-  for (int64_t m = n; m < std::min(end, n + kRowTile); ++m) {
+  for (int64_t m = n; m < std::min(end, n + kGroupRows); ++m) {
     const char* src = reinterpret_cast<const char*>(t.Q(b, hq, q.rows[m]));
     const char* dst = reinterpret_cast<const char*>(out + OutIndex(s, b, hq, q.rows[m], 0));
     for (int64_t off = 0; off < s.d * static_cast<int64_t>(sizeof(float)); off += 64) {
@@ -245,7 +245,7 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
   }
 }
 
-// Rows [n, n + nr) (nr <= 4) of one (batch, query head)'s sorted queries: each attends
+// Rows [n, n + nr) (nr <= kGroupRows) of one (batch, query head)'s sorted queries: each attends
 // its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels covering
 // the union of the group's windows. With `ml` (hax), the rows are merged into a first
 // pass's output (RowGroup::StoreMerged), and a key of the window whose top-k interval
@@ -344,9 +344,9 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
       const LshBlock& blk = blocks[t0 + task];
       const LshQueries& q = queries[blk.head];
       RowGroup& g = Group(s.d, tl);
-      for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
-        const int64_t nr = std::min(kRowTile, blk.end - n);
-        PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
+      for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
+        const int64_t nr = std::min(kGroupRows, blk.end - n);
+        PrefetchRows(t, q, blk.head, n + kGroupRows, blk.end, out);
         LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, nullptr, nullptr);
       }
     });
@@ -402,9 +402,9 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
       ParallelTasks("attntune::attend::hax_lsh", t1 - t0, [&](int64_t task) {
         const LshBlock& blk = blocks[t0 + task];
         RowGroup& g = Group(s.d, tl);
-        for (int64_t n = blk.begin; n < blk.end; n += kRowTile) {
-          const int64_t nr = std::min(kRowTile, blk.end - n);
-          PrefetchRows(t, q, blk.head, n + kRowTile, blk.end, out);
+        for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
+          const int64_t nr = std::min(kGroupRows, blk.end - n);
+          PrefetchRows(t, q, blk.head, n + kGroupRows, blk.end, out);
           LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, hml, evict.data());
         }
       });
