@@ -215,9 +215,7 @@ std::vector<int64_t> HybridWindows(const Tensors& t, const Params& params) {
   return w;
 }
 
-std::vector<int32_t> PrefixTopKEvictions(
-    const double* x, int64_t n, int64_t k,
-    const std::function<void(int64_t j, const std::vector<int64_t>& topk)>& after_key) {
+std::vector<int32_t> PrefixTopKEvictions(const double* x, int64_t n, int64_t k) {
   std::vector<int32_t> evict(static_cast<size_t>(n), static_cast<int32_t>(n));
   // Heap ordered so that its front is the key that ranks last (evicted first).
   auto ranks_before = [x](int64_t a, int64_t b) { return RanksBefore(x, a, b); };
@@ -231,7 +229,6 @@ std::vector<int32_t> PrefixTopKEvictions(
       evict[static_cast<size_t>(heap.back())] = static_cast<int32_t>(j);
       heap.pop_back();
     }
-    if (after_key) after_key(j, heap);
   }
   return evict;
 }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "kernels/spec/params.h"
@@ -46,12 +45,8 @@ inline bool RanksBefore(const double* x, int64_t a, int64_t b) {
 
 /// Prefix top-k of scores x[0, n) under RanksBefore: key j belongs to the top-k of the
 /// prefix [0, p] iff j <= p < evict[j]; evict[j] = the position at which it drops out (n
-/// if never, j if it never enters). One heap pass, O(n log k). `after_key`, when given,
-/// sees the top-k set of each prefix [0, j] (unordered) right after key j is placed: the
-/// CPU kernels snapshot it at their query blocks' first rows.
-std::vector<int32_t> PrefixTopKEvictions(
-    const double* x, int64_t n, int64_t k,
-    const std::function<void(int64_t j, const std::vector<int64_t>& topk)>& after_key = {});
+/// if never, j if it never enters). One heap pass, O(n log k).
+std::vector<int32_t> PrefixTopKEvictions(const double* x, int64_t n, int64_t k);
 
 /// Last key row i may see: p(i) when causal, else every key.
 inline int64_t LastKey(const Shape& s, int64_t i) {
