@@ -298,6 +298,26 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
   }
 }
 
+// Query block qb of the query heads of KV head `head` (= b * Hkv + hkv) attends the
+// union of its rows' prefix top-k sets (ks, dma, hax's ks pass), gathered once for the
+// group; bias: that head's per-key logit bias or null; ml: GatherTile's ml_out.
+void TopKBlock(const Tensors& t, const TopKHead& h, int64_t head, int64_t qb,
+               const SparseTiles& tl, const float* bias, float* out, float* ml) {
+  const Shape& s = t.shape;
+  const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
+  const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
+  thread_local std::vector<int64_t> rows, keys;
+  rows.resize(static_cast<size_t>(nr));
+  for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
+  const int64_t n_all = TopKUnion(s, h, qb, i0, nr, &keys);
+  auto allowed = [&](int64_t r, int64_t n) {
+    const int64_t j = keys[n], p = LastKey(s, i0 + r);
+    return j <= p && p < h.evict[j];
+  };
+  GatherTile(t, Scratch(s.d, s.Group(), tl), tl.bc, b, hq0, s.Group(), rows.data(), nr,
+             keys.data(), static_cast<int64_t>(keys.size()), n_all, bias, allowed, out, ml);
+}
+
 }  // namespace
 
 void RunPhase(const char* name, const std::function<void()>& fn) {
@@ -314,20 +334,9 @@ void RunTopKKokkos(const Tensors& t, const std::vector<double>& scores, int64_t 
   const int64_t blocks = QueryBlocks(s, tl);
   // One task per (batch, KV head, query block): the group's query heads share the gather.
   ParallelTasks("attntune::attend::topk", s.B * s.Hkv * blocks, [&](int64_t task) {
-    const int64_t qb = task % blocks, head = task / blocks;  // head = b * Hkv + hkv
-    const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
-    const TopKHead& h = heads[head];
-    const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
-    std::vector<int64_t> rows(static_cast<size_t>(nr)), keys;
-    for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
-    const int64_t n_all = TopKUnion(s, h, qb, i0, nr, &keys);
-    auto allowed = [&](int64_t r, int64_t n) {
-      const int64_t j = keys[n], p = LastKey(s, i0 + r);
-      return j <= p && p < h.evict[j];
-    };
-    GatherTile(t, Scratch(s.d, s.Group(), tl), tl.bc, b, hq0, s.Group(), rows.data(), nr,
-               keys.data(), static_cast<int64_t>(keys.size()), n_all,
-               bias ? fbias.data() + head * s.Lk : nullptr, allowed, out);
+    const int64_t head = task / blocks;  // b * Hkv + hkv
+    TopKBlock(t, heads[head], head, task % blocks, tl,
+              bias ? fbias.data() + head * s.Lk : nullptr, out, nullptr);
   });
 }
 
@@ -388,18 +397,7 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
     });
     // The ks pass for the group's query heads at once (they share the gather).
     ParallelTasks("attntune::attend::hax_ks", nat_blocks, [&](int64_t qb) {
-      const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
-      thread_local std::vector<int64_t> rows, keys;
-      rows.resize(static_cast<size_t>(nr));
-      for (int64_t r = 0; r < nr; ++r) rows[r] = i0 + r;
-      const int64_t n_all = TopKUnion(s, h, qb, i0, nr, &keys);
-      auto allowed = [&](int64_t r, int64_t n) {
-        const int64_t j = keys[n], p = LastKey(s, i0 + r);
-        return j <= p && p < h.evict[j];
-      };
-      GatherTile(t, Scratch(s.d, s.Group(), tl), tl.bc, b, hq0, s.Group(), rows.data(), nr,
-                 keys.data(), static_cast<int64_t>(keys.size()), n_all, nullptr, allowed, out,
-                 ml.data());
+      TopKBlock(t, h, head, qb, tl, nullptr, out, ml.data());
     });
     for (int64_t hq = hq0; hq < hq0 + s.Group(); ++hq) {
       const int64_t qhead = b * s.Hq + hq;
