@@ -76,10 +76,9 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
 struct PanelKv {
   int64_t n = 0, dp = 0, d = 0;
   std::vector<float> kt, v;
-  std::vector<const float*> vrow;
 
   const float* Panel(int64_t col) const { return kt.data() + (col / kPanel) * d * kPanel; }
-  const float* const* VRows(int64_t col) const { return vrow.data() + col; }
+  const float* V(int64_t col) const { return v.data() + col * dp; }  // rows dp apart
 
   // Copies the keys; `kbase`/`vbase` = K/V row 0 of the head (rows of d floats). The
   // rows are read in `keys` order, i.e. scattered: those of the panel after next are
@@ -92,7 +91,6 @@ struct PanelKv {
     const int64_t panels = (n + kPanel - 1) / kPanel + 1;  // + 1: a 2-panel tile may overrun
     kt.resize(static_cast<size_t>(panels * d * kPanel));
     v.resize(static_cast<size_t>(std::max<int64_t>(n, 1) * dp));
-    vrow.resize(static_cast<size_t>(n));
     constexpr int64_t kAhead = 2 * kPanel;
     auto prefetch = [&](int64_t j) {
       if (j >= n) return;
@@ -115,7 +113,6 @@ struct PanelKv {
         float* dst = v.data() + (n0 + u) * dp;
         std::copy(src, src + d, dst);
         std::fill(dst + d, dst + dp, 0.0f);
-        vrow[n0 + u] = dst;
       }
     }
   }
@@ -164,9 +161,10 @@ struct RowGroup {
   }
 
   // After `mask(r, row)` has set the disallowed scores of row r to -inf (columns
-  // [0, ncp)): online-softmax update, then acc += P[:, [plo, phi)) · rows vrows[plo, phi).
+  // [0, ncp)): online-softmax update, then acc += P[:, [plo, phi)) · V rows [plo, phi) of
+  // `v` (rows dp apart).
   template <class Mask>
-  void Update(int64_t ncp, const float* const* vrows, int64_t plo, int64_t phi,
+  void Update(int64_t ncp, const float* v, int64_t plo, int64_t phi,
               const Mask& mask) {
     bool any = false;
     for (int64_t r = 0; r < kGroupRows; ++r) {
@@ -180,7 +178,7 @@ struct RowGroup {
     }
     if (!any || phi <= plo) return;
     for (int64_t c = 0; c < dp; c += kColTile) {
-      TilePVRows<kGroupRows>(s.data() + plo, lds, vrows + plo, c, phi - plo, acc.data() + c, dp);
+      TilePV<kGroupRows>(s.data() + plo, lds, v + plo * dp + c, dp, phi - plo, acc.data() + c, dp);
     }
   }
 

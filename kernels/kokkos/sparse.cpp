@@ -111,7 +111,8 @@ int64_t TopKUnion(const Shape& s, const TopKHead& h, int64_t qb, int64_t i0, int
                   std::vector<int64_t>* keys) {
   const int64_t p0 = LastKey(s, i0), plast = LastKey(s, i0 + nr - 1);
   keys->clear();
-  std::vector<int64_t> partial;
+  thread_local std::vector<int64_t> partial;
+  partial.clear();
   for (int64_t n = h.snap_off[qb]; n < h.snap_off[qb + 1]; ++n) {
     const int64_t j = h.snap[n];
     (h.evict[j] > plast ? *keys : partial).push_back(j);
@@ -289,7 +290,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
         for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
       }
     };
-    g.Update(ncp, kv.VRows(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
+    g.Update(ncp, kv.V(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
   }
   if (ml != nullptr) {
     g.StoreMerged(s, b, hq, rows, ml, out);
