@@ -2,9 +2,11 @@
 #include <catch2/catch.hpp>
 #include <random>
 #include <set>
+#include <string>
 
 #include "kernels/cuda/plan.h"
 #include "kernels/spec/selection.h"
+#include "kernels/spec/shape.h"
 #include "kernels/spec/tensors.h"
 #include "kernels/spec/variant.h"
 #include "profiler/cuda/activity_ledger.h"
@@ -52,13 +54,7 @@ TEST_CASE("Attends follows DESIGN.md s1 for dense and swa with sinks") {
 }
 
 TEST_CASE("Attends agrees with the variant table's key sets for dense, swa and hybrid") {
-  attntune::Shape shape;
-  shape.B = 1;
-  shape.Hq = 4;
-  shape.Hkv = 2;
-  shape.Lk = 90;
-  shape.Lq = 61;
-  shape.d = 16;
+  const attntune::Shape shape = attntune::ParseShape("B=1,Hq=4,Hkv=2,Lq=61,Lk=90,d=16", "test");
   const attntune::Tensors tensors = attntune::GaussianTensors(shape, 5);
   const std::vector<std::pair<std::string, attntune::Params>> cases = {
       {"dense", {}},
@@ -144,12 +140,7 @@ TEST_CASE("The tile table matches instantiations.def and the shared-memory model
 
 TEST_CASE("PlanWindowed sizes the grid; CanImplement names what does not fit") {
   cp::WindowedProblem problem;
-  problem.shape.B = 2;
-  problem.shape.Hq = 16;
-  problem.shape.Hkv = 4;
-  problem.shape.Lq = 577;
-  problem.shape.Lk = 1000;
-  problem.shape.d = 128;
+  problem.shape = attntune::ParseShape("B=2,Hq=16,Hkv=4,Lq=577,Lk=1000,d=128", "test");
   problem.window = 256;
   const cp::WindowedTile& tile = cp::WindowedTiles()[1];
   REQUIRE(cp::CanImplement(problem, tile).empty());
@@ -271,13 +262,9 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
       {"dma", {{"w", "1"}, {"bias", "0"}, {"seed", "2"}}, 77, 77, 64, 32},
   };
   for (const Case& c : cases) {
-    Shape shape;
-    shape.B = 2;
-    shape.Hq = 4;
-    shape.Hkv = 2;
-    shape.Lq = c.lq;
-    shape.Lk = c.lk;
-    shape.d = 16;
+    const Shape shape = attntune::ParseShape(
+        "B=2,Hq=4,Hkv=2,Lq=" + std::to_string(c.lq) + ",Lk=" + std::to_string(c.lk) + ",d=16",
+        "test");
     attntune::Tensors t = attntune::GaussianTensors(shape, 13);
     if (std::string(c.variant) == "ks") {  // ties: scores in few distinct values
       t.scores.resize(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
@@ -327,11 +314,7 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
 
 TEST_CASE("PlanDecode covers exactly the attended keys with at most the asked splits") {
   cp::WindowedProblem problem;
-  problem.shape.B = 2;
-  problem.shape.Hq = 8;
-  problem.shape.Hkv = 2;
-  problem.shape.Lq = 1;
-  problem.shape.d = 128;
+  problem.shape = attntune::ParseShape("B=2,Hq=8,Hkv=2,Lq=1,Lk=1,d=128", "test");
   for (int64_t lk : {1, 2, 37, 1000, 65536}) {
     for (int64_t w : {0, 1, 100, 5000}) {
       for (int64_t sink : {0, 4}) {

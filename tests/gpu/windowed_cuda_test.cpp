@@ -12,6 +12,7 @@
 #include "kernels/cuda/plan.h"
 #include "kernels/spec/reference.h"
 #include "kernels/spec/selection.h"
+#include "kernels/spec/shape.h"
 #include "kernels/spec/tensors.h"
 #include "kernels/spec/variant.h"
 #include "profiler/cuda/cupti_activity.h"
@@ -81,11 +82,7 @@ TEST_CASE("CUDA windowed kernels match the fp64 reference over awkward shapes", 
 }
 
 TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[gpu]") {
-  Shape shape;
-  shape.Hq = 8;
-  shape.Hkv = 8;
-  shape.Lq = shape.Lk = 2048;
-  shape.d = 128;
+  const Shape shape = ParseShape("Hq=8,Hkv=8,L=2048,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 3);
   cp::WindowedProblem problem;
   problem.shape = shape;
@@ -112,12 +109,7 @@ TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[g
 }
 
 TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]") {
-  Shape shape;
-  shape.B = 1;
-  shape.Hq = 4;
-  shape.Hkv = 2;
-  shape.Lq = shape.Lk = 333;
-  shape.d = 128;
+  const Shape shape = ParseShape("B=1,Hq=4,Hkv=2,L=333,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 5);
   for (const char* dtype : {"fp16", "bf16"}) {
     for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias"}) {
@@ -186,11 +178,7 @@ TEST_CASE("Split-KV decode matches the reference for one query row", "[gpu]") {
 }
 
 TEST_CASE("The range profiler reads the roofline counters of a launch", "[gpu]") {
-  Shape shape;
-  shape.Hq = 16;
-  shape.Hkv = 8;
-  shape.Lq = shape.Lk = 4096;
-  shape.d = 128;
+  const Shape shape = ParseShape("Hq=16,Hkv=8,L=4096,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 4);
   const std::optional<Implementation> impl =
       CudaImplementation(FindVariant("dense", "test"), "fp16", 128);
