@@ -230,16 +230,19 @@ Variant Hax() {
   v.implementations = {
       Sparse("union", "the union of the lsh and prefix top-k sets, gathered once per block",
              [](const Tensors& t, const Params& p, float* out) {
-               LshBins bins;
-               std::vector<double> x;
-               RunPhase("attntune::select::bins", [&] {
-                 bins = ComputeLshBins(t, ParamInt(p, "bits"), ArgmaxRule(p), Seed(p));
+               SparseTiles tiles = Tiles(p);
+               tiles.chunk = ParamInt(p, "chunk");
+               HaxSelection sel;
+               RunPhase("attntune::select::bins_scores", [&] {
+                 sel = ComputeHaxSelection(t, ParamInt(p, "bits"), ArgmaxRule(p), Seed(p));
                });
-               RunPhase("attntune::select::scores", [&] { x = KsScores(t); });
-               RunHaxKokkos(t, bins, ParamInt(p, "k_lsh"), x, ParamInt(p, "k_ks"), Tiles(p),
-                            out);
+               RunHaxKokkos(t, sel.bins, ParamInt(p, "k_lsh"), sel.scores, ParamInt(p, "k_ks"),
+                            tiles, out);
              }),
       Generic("hax")};
+  v.implementations[0].tunables.push_back(
+      {"chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
+       "query rows per chunk (a ks pass, then an lsh pass, per chunk)"});
   return v;
 }
 

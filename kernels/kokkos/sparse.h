@@ -16,6 +16,10 @@ namespace attntune {
 struct SparseTiles {
   int64_t br = 32;  // query rows per block
   int64_t bc = 64;  // keys per tile (<= 512)
+  // hax: query rows per chunk (rounded up to whole blocks); each chunk runs its ks pass,
+  // then its lsh pass, so that the rows the lsh pass merges out of order are still in
+  // cache. 0: one chunk.
+  int64_t chunk = 512;
 };
 
 /// ks / dma: S(i) = the k keys j <= p(i) with the largest score (ties: smaller j); the

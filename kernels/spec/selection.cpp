@@ -86,37 +86,113 @@ std::vector<double> LshProjection(const Tensors& t, int64_t bits, uint64_t seed)
   return r;
 }
 
-LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_t seed) {
-  const Shape& s = t.shape;
-  CHECK(bits >= 1 && bits <= 16);
-  CHECK(t.mu.empty() || static_cast<int64_t>(t.mu.size()) == s.Hkv * s.d);
-  const std::vector<double> r = LshProjection(t, bits, seed);
-  std::vector<float> rt(r.size()), u(static_cast<size_t>(s.d));  // R per head as [h][d]
-  for (int64_t h = 0; h < s.Hkv; ++h) {
-    for (int64_t e = 0; e < s.d; ++e) {
-      for (int64_t c = 0; c < bits; ++c) {
-        rt[(h * bits + c) * s.d + e] = static_cast<float>(r[(h * s.d + e) * bits + c]);
+namespace {
+
+// What Bin needs for the heads of one problem: R per KV head as [h][d] in fp32.
+struct BinRule {
+  const Tensors* t;
+  int64_t bits;
+  bool argmax;
+  std::vector<float> rt;
+
+  BinRule(const Tensors& t_, int64_t bits_, bool argmax_, uint64_t seed)
+      : t(&t_), bits(bits_), argmax(argmax_) {
+    const Shape& s = t_.shape;
+    CHECK(bits >= 1 && bits <= 16);
+    CHECK(t_.mu.empty() || static_cast<int64_t>(t_.mu.size()) == s.Hkv * s.d);
+    const std::vector<double> r = LshProjection(t_, bits, seed);
+    rt.resize(r.size());
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t e = 0; e < s.d; ++e) {
+        for (int64_t c = 0; c < bits; ++c) {
+          rt[(h * bits + c) * s.d + e] = static_cast<float>(r[(h * s.d + e) * bits + c]);
+        }
       }
     }
   }
-  LshBins out;
-  out.bins = argmax_rule ? bits : (int64_t{1} << bits);
-  out.key_bin.resize(static_cast<size_t>(s.B * s.Hkv * s.Lk));
-  out.query_bin.resize(static_cast<size_t>(s.B * s.Hq * s.Lq));
-  auto mu = [&](int64_t hkv) { return t.mu.empty() ? nullptr : t.mu.data() + hkv * s.d; };
-  auto rh = [&](int64_t hkv) { return rt.data() + hkv * s.d * bits; };
+  int32_t operator()(const float* x, int64_t hkv, float* u) const {
+    const float* mu = t->mu.empty() ? nullptr : t->mu.data() + hkv * t->shape.d;
+    return Bin(x, mu, rt.data() + hkv * t->shape.d * bits, t->shape.d, bits, argmax, u);
+  }
+  LshBins Empty() const {
+    const Shape& s = t->shape;
+    LshBins out;
+    out.bins = argmax ? bits : (int64_t{1} << bits);
+    out.key_bin.resize(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+    out.query_bin.resize(static_cast<size_t>(s.B * s.Hq * s.Lq));
+    return out;
+  }
+};
+
+// One pass over KV head (b, hkv) and its query heads in position order: ks's default
+// scores x[0, Lk) of the head, and with `rule` the bins of its keys and query rows into
+// `bins`. Per key j, the group's query heads add their terms to x[j] in ascending order,
+// as a pass per query head would (bit-identical). Reading each row once is what makes
+// hax's fused selection cheaper than bins and scores apart.
+void GroupPass(const Tensors& t, int64_t b, int64_t hkv, double* x, const BinRule* rule,
+               LshBins* bins) {
+  const Shape& s = t.shape;
+  const int64_t group = s.Group();
+  std::vector<double> sums(static_cast<size_t>(group * s.d), 0.0);
+  std::vector<float> u(static_cast<size_t>(s.d));
+  bool any = false;
+  for (int64_t j = 0; j < s.Lk; ++j) {
+    const float* k = t.K(b, hkv, j);
+    if (rule != nullptr) bins->key_bin[(b * s.Hkv + hkv) * s.Lk + j] = (*rule)(k, hkv, u.data());
+    const int64_t i = j - (s.Lk - s.Lq);  // the query row at position j, if any
+    if (i >= 0) {
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t hq = hkv * group + g;
+        const float* q = t.Q(b, hq, i);
+        double* sum = sums.data() + g * s.d;
+        for (int64_t c = 0; c < s.d; ++c) sum[c] += q[c];
+        if (rule != nullptr) bins->query_bin[(b * s.Hq + hq) * s.Lq + i] = (*rule)(q, hkv, u.data());
+      }
+      any = true;
+    }
+    if (!any) continue;
+    for (int64_t g = 0; g < group; ++g) {
+      const double* sum = sums.data() + g * s.d;
+      // 8 partial sums each (vectorises; d = 128 took ~50 ms at L = 16384 as one chain).
+      Lanes8 norm8{}, dot8{};
+      const int64_t d8 = s.d / 8 * 8;
+      for (int64_t c = 0; c < d8; c += 8) {
+        const Lanes8 sc = *reinterpret_cast<const Lanes8*>(sum + c);
+        Lanes8 kc;
+        for (int e = 0; e < 8; ++e) kc[e] = static_cast<double>(k[c + e]);
+        norm8 += sc * sc;
+        dot8 += kc * sc;
+      }
+      double norm = 0.0, dot = 0.0;
+      for (int64_t c = d8; c < s.d; ++c) {
+        norm += sum[c] * sum[c];
+        dot += static_cast<double>(k[c]) * sum[c];
+      }
+      for (int e = 0; e < 8; ++e) {
+        norm += norm8[e];
+        dot += dot8[e];
+      }
+      if (norm > 0.0) x[j] += dot / std::sqrt(norm);
+    }
+  }
+}
+
+}  // namespace
+
+LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_t seed) {
+  const Shape& s = t.shape;
+  const BinRule rule(t, bits, argmax_rule, seed);
+  LshBins out = rule.Empty();
+  std::vector<float> u(static_cast<size_t>(s.d));
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.Hkv; ++h) {
       for (int64_t j = 0; j < s.Lk; ++j) {
-        out.key_bin[(b * s.Hkv + h) * s.Lk + j] =
-            Bin(t.K(b, h, j), mu(h), rh(h), s.d, bits, argmax_rule, u.data());
+        out.key_bin[(b * s.Hkv + h) * s.Lk + j] = rule(t.K(b, h, j), h, u.data());
       }
     }
     for (int64_t h = 0; h < s.Hq; ++h) {
-      const int64_t hkv = h / s.Group();
       for (int64_t i = 0; i < s.Lq; ++i) {
-        out.query_bin[(b * s.Hq + h) * s.Lq + i] =
-            Bin(t.Q(b, h, i), mu(hkv), rh(hkv), s.d, bits, argmax_rule, u.data());
+        out.query_bin[(b * s.Hq + h) * s.Lq + i] = rule(t.Q(b, h, i), h / s.Group(), u.data());
       }
     }
   }
@@ -130,45 +206,31 @@ std::vector<double> KsScores(const Tensors& t) {
     CHECK_MSG(t.scores.size() == n, "scores must be [B,Hkv,Lk]");
     return std::vector<double>(t.scores.begin(), t.scores.end());
   }
-  std::vector<double> x(n, 0.0), sum(static_cast<size_t>(s.d));
+  std::vector<double> x(n, 0.0);
   for (int64_t b = 0; b < s.B; ++b) {
-    for (int64_t hq = 0; hq < s.Hq; ++hq) {
-      const int64_t hkv = hq / s.Group();
-      std::fill(sum.begin(), sum.end(), 0.0);
-      bool any = false;
-      for (int64_t j = 0; j < s.Lk; ++j) {
-        const int64_t i = j - (s.Lk - s.Lq);  // the query row at position j, if any
-        if (i >= 0) {
-          const float* q = t.Q(b, hq, i);
-          for (int64_t c = 0; c < s.d; ++c) sum[c] += q[c];
-          any = true;
-        }
-        if (!any) continue;
-        // 8 partial sums each (vectorises; d = 128 took ~50 ms at L = 16384 as one chain).
-        const float* k = t.K(b, hkv, j);
-        Lanes8 norm8{}, dot8{};
-        const int64_t d8 = s.d / 8 * 8;
-        for (int64_t c = 0; c < d8; c += 8) {
-          const Lanes8 sc = *reinterpret_cast<const Lanes8*>(sum.data() + c);
-          Lanes8 kc;
-          for (int u = 0; u < 8; ++u) kc[u] = static_cast<double>(k[c + u]);
-          norm8 += sc * sc;
-          dot8 += kc * sc;
-        }
-        double norm = 0.0, dot = 0.0;
-        for (int64_t c = d8; c < s.d; ++c) {
-          norm += sum[c] * sum[c];
-          dot += static_cast<double>(k[c]) * sum[c];
-        }
-        for (int u = 0; u < 8; ++u) {
-          norm += norm8[u];
-          dot += dot8[u];
-        }
-        if (norm > 0.0) x[(b * s.Hkv + hkv) * s.Lk + j] += dot / std::sqrt(norm);
-      }
-    }
+    for (int64_t h = 0; h < s.Hkv; ++h) GroupPass(t, b, h, x.data() + (b * s.Hkv + h) * s.Lk, nullptr, nullptr);
   }
   return x;
+}
+
+HaxSelection ComputeHaxSelection(const Tensors& t, int64_t bits, bool argmax_rule,
+                                 uint64_t seed) {
+  const Shape& s = t.shape;
+  HaxSelection out;
+  if (!t.scores.empty()) {  // supplied scores: only the bins are left to compute
+    out.bins = ComputeLshBins(t, bits, argmax_rule, seed);
+    out.scores = KsScores(t);
+    return out;
+  }
+  const BinRule rule(t, bits, argmax_rule, seed);
+  out.bins = rule.Empty();
+  out.scores.assign(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0);
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      GroupPass(t, b, h, out.scores.data() + (b * s.Hkv + h) * s.Lk, &rule, &out.bins);
+    }
+  }
+  return out;
 }
 
 std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {

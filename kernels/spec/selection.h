@@ -30,6 +30,16 @@ LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_
 /// heads of k_j · normalize(sum_{p(i) <= j} q_i) (0 while no query precedes j).
 std::vector<double> KsScores(const Tensors& t);
 
+/// hax's selection: the bins of ComputeLshBins and the scores of KsScores, equal to them
+/// bit for bit, in one pass over K and Q (the default scorer and the bins each read
+/// every row).
+struct HaxSelection {
+  LshBins bins;
+  std::vector<double> scores;
+};
+HaxSelection ComputeHaxSelection(const Tensors& t, int64_t bits, bool argmax_rule,
+                                 uint64_t seed);
+
 /// dma's b[B,Hkv,Lk] = A_h * softplus(v_j · Delta_h), with Delta and A supplied or
 /// drawn from `seed` (Delta ~ N(0,1)/sqrt(d), A = 0.5 + |N(0,1)|/2).
 std::vector<double> DmaScores(const Tensors& t, uint64_t seed);

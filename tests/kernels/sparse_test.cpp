@@ -73,6 +73,9 @@ const std::vector<Case>& Cases() {
       {"hax", "Hq=2,Hkv=2,L=1000,d=64", "k_lsh=2000,k_ks=10,bits=1,rule=argmax", ""},
       {"hax", "Hq=2,Hkv=1,L=577,d=64", "k_lsh=8,k_ks=8,bits=2", "ties"},
       {"hax", "Hq=2,Hkv=2,L=4097,d=64", "k_lsh=32,k_ks=32,bits=4,Br=64,Bc=128", ""},
+      // Chunks of 2 blocks of 7 rows (the last one partial), and a chunk beyond L.
+      {"hax", "Hq=4,Hkv=2,L=577,d=64", "k_lsh=16,k_ks=8,bits=3,Br=7,chunk=10", ""},
+      {"hax", "Hq=2,Hkv=1,Lq=300,Lk=577,d=64", "k_lsh=16,k_ks=8,bits=2,chunk=4096", ""},
       // lsh and ks overlap heavily (2 bins, large budgets): the ks pass must skip the
       // row's lsh keys; d = 40 exercises the padded V copy.
       {"hax", "Hq=4,Hkv=2,L=577,d=40", "k_lsh=64,k_ks=64,bits=1,Br=5,Bc=20", ""},
@@ -123,7 +126,7 @@ Tensors Inputs(const Case& c, const Shape& shape, uint64_t seed) {
 Params CaseParams(const Variant& v, const Implementation& impl, const Shape& shape,
                   const Case& c) {
   Params given = ParseParams(c.params, "case");
-  for (const char* tile : {"Br", "Bc"}) {
+  for (const char* tile : {"Br", "Bc", "chunk"}) {
     bool takes = false;
     for (const auto& p : impl.tunables) takes = takes || p.name == tile;
     if (!takes) given.erase(tile);
@@ -228,6 +231,25 @@ TEST_CASE("hax is the union of lsh and ks, each key once") {
     }
   }
   CHECK(overlap > 0);  // the sets do meet, so "each key once" was exercised
+}
+
+TEST_CASE("hax's one-pass selection equals the bins and the scores apart, bit for bit") {
+  for (const char* shape : {"Hq=4,Hkv=2,L=577,d=64", "Hq=8,Hkv=2,Lq=37,Lk=300,d=40",
+                            "Hq=3,Hkv=3,L=100,d=128,causal=0", "B=2,Hq=2,Hkv=1,L=65,d=64"}) {
+    for (const bool argmax : {false, true}) {
+      Tensors t = GaussianTensors(ParseShape(shape, "x"), 21);
+      if (argmax) t.mu.assign(static_cast<size_t>(t.shape.Hkv * t.shape.d), 0.25f);
+      const int64_t bits = argmax ? 5 : 3;
+      const HaxSelection sel = ComputeHaxSelection(t, bits, argmax, 4);
+      const LshBins bins = ComputeLshBins(t, bits, argmax, 4);
+      INFO(shape << " argmax " << argmax);
+      CHECK(sel.bins.bins == bins.bins);
+      CHECK(sel.bins.key_bin == bins.key_bin);
+      CHECK(sel.bins.query_bin == bins.query_bin);
+      CHECK(sel.scores == KsScores(t));  // exact: the same additions in the same order
+      CHECK(std::any_of(sel.scores.begin(), sel.scores.end(), [](double x) { return x != 0.0; }));
+    }
+  }
 }
 
 TEST_CASE("Reference sets follow the definitions on small cases") {
