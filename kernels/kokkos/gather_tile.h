@@ -37,14 +37,11 @@ struct GatherScratch {
 /// keys[0, n_all) are attended by every row (no predicate: whole tiles of them skip the
 /// mask); for n >= n_all, allowed(r, n) says whether rows[r] attends keys[n] (the same
 /// for every head; called once per (r, n), n increasing within each r). Rows with no
-/// allowed key get zeros. With `ml_out` ([heads][Lq][2]), row i of head hq0 + g's
-/// softmax max and sum (m, l; l = 0 when no key) go to ml_out[(g Lq + i) 2 + {0, 1}],
-/// so that a second pass over other keys can merge into the row (hax).
+/// allowed key get zeros.
 template <class Allowed>
 void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64_t hq0,
                 int64_t heads, const int64_t* rows, int64_t nr, const int64_t* keys, int64_t nk,
-                int64_t n_all, const float* bias, Allowed& allowed, float* out,
-                float* ml_out = nullptr) {
+                int64_t n_all, const float* bias, Allowed& allowed, float* out) {
   const Shape& s = t.shape;
   const int64_t d = s.d, dp = w.dp, bcp = w.bcp;
   const int64_t hkv = hq0 / s.Group();
@@ -123,10 +120,6 @@ void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64
   }
   for (int64_t r = 0; r < rt; ++r) {
     const int64_t g = r / nr, i = rows[r % nr];
-    if (ml_out != nullptr) {
-      ml_out[2 * (g * s.Lq + i)] = w.m[r];
-      ml_out[2 * (g * s.Lq + i) + 1] = w.l[r];
-    }
     float* __restrict o = out + OutIndex(s, b, hq0 + g, i, 0);
     const float* __restrict acc = w.acc.data() + r * dp;
     if (w.l[r] > 0.0f) {

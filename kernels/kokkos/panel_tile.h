@@ -182,27 +182,6 @@ struct RowGroup {
     }
   }
 
-  // Merges into output rows that already hold a first pass's softmax over other keys
-  // (O1 = acc1 / l1 with max m1: ml[2i] = m1, ml[2i + 1] = l1, l1 = 0 when none).
-  void StoreMerged(const Shape& sh, int64_t b, int64_t hq, const int64_t* rows,
-                   const float* ml, float* out) const {
-    for (int64_t r = 0; r < nr; ++r) {
-      float* __restrict o = out + OutIndex(sh, b, hq, rows[r], 0);
-      const float* __restrict a = acc.data() + r * dp;
-      const float m1 = ml[2 * rows[r]], l1 = ml[2 * rows[r] + 1];
-      if (l[r] <= 0.0f) continue;  // nothing here: the first pass's row stands
-      if (l1 <= 0.0f) {
-        const float inv = 1.0f / l[r];
-        for (int64_t c = 0; c < d; ++c) o[c] = a[c] * inv;
-        continue;
-      }
-      const float mm = std::max(m1, m[r]);
-      const float w1 = l1 * std::exp(m1 - mm), w2 = std::exp(m[r] - mm);
-      const float inv = 1.0f / (w1 + l[r] * w2);
-      for (int64_t c = 0; c < d; ++c) o[c] = (o[c] * w1 + a[c] * w2) * inv;
-    }
-  }
-
   void Store(const Shape& sh, int64_t b, int64_t hq, const int64_t* rows, float* out) const {
     for (int64_t r = 0; r < nr; ++r) {
       float* __restrict o = out + OutIndex(sh, b, hq, rows[r], 0);

@@ -270,14 +270,22 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
   }
 }
 
-// Rows [n, n + nr) (nr <= kGroupRows) of one (batch, query head)'s sorted queries: each attends
-// its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels covering
-// the union of the group's windows. With `ml` (hax), the rows are merged into a first
-// pass's output (RowGroup::StoreMerged), and a key of the window whose top-k interval
-// holds the row's position (evict[n] > p: the first pass attended it) is masked.
+// hax's ks part for the rows of one chunk: the union of their prefix top-k sets (keys,
+// in panels) and each key's eviction time; row i attends key j iff j <= p(i) < evict.
+struct KsPart {
+  PanelKv kv;
+  std::vector<int64_t> keys, evict;
+};
+
+// Rows [n, n + nr) (nr <= kGroupRows) of one (batch, query head)'s sorted queries: each
+// attends its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels
+// covering the union of the group's windows. With `ks` (hax), a key of the window whose
+// top-k interval holds the row's position (evict[n] > p) is masked there, and the rows
+// then attend the ks part under its predicate: each key once.
+
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
               int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
-              const float* ml, const int64_t* evict) {
+              const KsPart* ks, const int64_t* evict) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hq, hq = head % s.Hq;
   const int64_t* rows = q.rows.data() + n;
@@ -309,18 +317,28 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     };
     g.Update(ncp, kv.V(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
   }
-  if (ml != nullptr) {
-    g.StoreMerged(s, b, hq, rows, ml, out);
-  } else {
-    g.Store(s, b, hq, rows, out);
+  const int64_t nks = ks != nullptr ? static_cast<int64_t>(ks->keys.size()) : 0;
+  for (int64_t j0 = 0; j0 < nks; j0 += w) {
+    const int64_t ncp = std::min(w, RoundUp(nks - j0, kPanel)), nc = std::min(ncp, nks - j0);
+    g.Scores(ks->kv.Panel(j0), ncp);
+    auto mask = [&](int64_t r, float* row) {
+      const int64_t p = LastKey(s, rows[r]);
+      for (int64_t u = 0; u < nc; ++u) {
+        const bool in = ks->keys[j0 + u] <= p && p < ks->evict[j0 + u];
+        row[u] = in ? row[u] : kNegInf;
+      }
+      std::fill(row + nc, row + ncp, kNegInf);
+    };
+    g.Update(ncp, ks->kv.V(j0), 0, nc, mask);
   }
+  g.Store(s, b, hq, rows, out);
 }
 
 // Query block qb of the query heads of KV head `head` (= b * Hkv + hkv) attends the
-// union of its rows' prefix top-k sets (ks, dma, hax's ks pass), gathered once for the
-// group; bias: that head's per-key logit bias or null; ml: GatherTile's ml_out.
+// union of its rows' prefix top-k sets (ks, dma), gathered once for the
+// group; bias: that head's per-key logit bias or null.
 void TopKBlock(const Tensors& t, const TopKHead& h, int64_t head, int64_t qb,
-               const SparseTiles& tl, const float* bias, float* out, float* ml) {
+               const SparseTiles& tl, const float* bias, float* out) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
   const int64_t i0 = qb * tl.br, nr = std::min(tl.br, s.Lq - i0);
@@ -333,7 +351,7 @@ void TopKBlock(const Tensors& t, const TopKHead& h, int64_t head, int64_t qb,
     return j <= p && p < h.evict[j];
   };
   GatherTile(t, Scratch(s.d, s.Group(), tl), tl.bc, b, hq0, s.Group(), rows.data(), nr,
-             keys.data(), static_cast<int64_t>(keys.size()), n_all, bias, allowed, out, ml);
+             keys.data(), static_cast<int64_t>(keys.size()), n_all, bias, allowed, out);
 }
 
 }  // namespace
@@ -354,7 +372,7 @@ void RunTopKKokkos(const Tensors& t, const std::vector<double>& scores, int64_t 
   ParallelTasks("attntune::attend::topk", s.B * s.Hkv * blocks, [&](int64_t task) {
     const int64_t head = task / blocks;  // b * Hkv + hkv
     TopKBlock(t, heads[head], head, task % blocks, tl,
-              bias ? fbias.data() + head * s.Lk : nullptr, out, nullptr);
+              bias ? fbias.data() + head * s.Lk : nullptr, out);
   });
 }
 
@@ -391,21 +409,16 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   float* out) {
   CheckInputs(t, tl);
   const Shape& s = t.shape;
-  // Two passes per chunk of query rows, merged per row (each key once): the ks part in
-  // natural order (exactly ks: a block of Br rows gathers the union of its rows' sets
-  // once); then the chunk's lsh part in (bin, position) order (as lsh) minus the keys the
-  // row's ks part holds, whose row groups merge their softmax into the first pass's rows.
-  // The chunk (tl.chunk rows, whole query blocks) keeps the rows the lsh pass reads and
-  // merges out of order in cache: the ks pass has just streamed them (at L=16384 the lsh
-  // pass took 15-20% less time relative to the ks pass with 512-row chunks).
+  // One pass in (bin, position) order, a chunk of query rows at a time: a row group
+  // attends its lsh window (as lsh) less the keys of its rows' ks sets, then the union
+  // of the chunk's ks sets (gathered into panels once per chunk) under the per-row
+  // predicate j <= p < evict[j]: each key once, one online softmax, one store.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
   const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
   const LshPlan plan = SortQueries(t, bins, binned, k_lsh, tl, RoundUp(tl.chunk, tl.br));
-  const int64_t nat_blocks = QueryBlocks(s, tl);
-  const int64_t chunk_blocks = (plan.chunk + tl.br - 1) / tl.br;  // query blocks per chunk
   PanelKv kv;
+  KsPart ks;
   std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
-  std::vector<float> ml(static_cast<size_t>(2 * s.Group() * s.Lq));  // [group][Lq][m, l]
   std::vector<int64_t> tasks;  // lsh blocks of a chunk, the group's query heads in turn
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv, hq0 = hkv * s.Group();
@@ -416,26 +429,28 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
       for (int64_t n = 0; n < s.Lk; ++n) evict[n] = h.evict[bk.perm[n]];
     });
     for (int64_t c = 0; c < plan.chunks; ++c) {
-      // The ks pass for the group's query heads at once (they share the gather).
-      const int64_t qb0 = c * chunk_blocks, qb1 = std::min(nat_blocks, qb0 + chunk_blocks);
-      ParallelTasks("attntune::attend::hax_ks", qb1 - qb0, [&](int64_t task) {
-        TopKBlock(t, h, head, qb0 + task, tl, nullptr, out, ml.data());
+      const int64_t i0 = c * plan.chunk, nr = std::min(plan.chunk, s.Lq - i0);
+      RunPhase("attntune::select::ks_union", [&] {
+        TopKUnion(s, h, i0 / tl.br, i0, nr, &ks.keys);  // chunks start on block bounds
+        ks.evict.resize(ks.keys.size());
+        for (size_t n = 0; n < ks.keys.size(); ++n) ks.evict[n] = h.evict[ks.keys[n]];
+        ks.kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks.keys.data(),
+                    static_cast<int64_t>(ks.keys.size()));
       });
       tasks.clear();
       for (int64_t hq = hq0; hq < hq0 + s.Group(); ++hq) {
         const int64_t f = (b * s.Hq + hq) * plan.chunks + c;
         for (int64_t n = plan.first[f]; n < plan.first[f + 1]; ++n) tasks.push_back(n);
       }
-      ParallelTasks("attntune::attend::hax_lsh", static_cast<int64_t>(tasks.size()),
+      ParallelTasks("attntune::attend::hax", static_cast<int64_t>(tasks.size()),
                     [&](int64_t task) {
         const LshBlock& blk = plan.blocks[tasks[task]];
         const LshQueries& q = plan.queries[blk.head];
-        const float* hml = ml.data() + 2 * (blk.head % s.Hq - hq0) * s.Lq;
         RowGroup& g = Group(s.d, tl);
         for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
           const int64_t nr = std::min(kGroupRows, blk.end - n);
           PrefetchRows(t, q, blk.head, n + kGroupRows, blk.end, out);
-          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, hml, evict.data());
+          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, &ks, evict.data());
         }
       });
     }
