@@ -31,7 +31,9 @@ void RunTopKKokkos(const Tensors& t, const std::vector<double>& scores, int64_t 
 void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const SparseTiles& tiles,
                   float* out);
 
-/// hax: lsh(k_lsh) ∪ ks(k_ks), gathered once per query block.
+/// hax: lsh(k_lsh) ∪ ks(k_ks), each key once: one pass in (bin, position) order per chunk
+/// of `tiles.chunk` query rows; a row group attends its lsh window, then the chunk's
+/// prefix top-k union (gathered once per chunk) under its rows' predicates.
 void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   const std::vector<double>& scores, int64_t k_ks, const SparseTiles& tiles,
                   float* out);
