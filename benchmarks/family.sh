@@ -28,12 +28,12 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/benchmarks/sgemm_ceiling" 2
 
 S16=B=1,Hq=16,Hkv=8,L=16384,d=128
 # name|variant|params: the default tiles, and other tiles for lsh (Bc=64, its default
-# before 2026-11-22's third session) and hax (Br=128; chunk=1024) -- tile sizes are
-# search dimensions.
+# before 2026-11-22's third session) and hax (Br=32, its default before the fourth;
+# Chunk=1024) -- tile sizes are search dimensions.
 fam=("dense|dense|" "swa|swa|w=1024" "dma|dma|w=1024" "lsh|lsh|k=64,bits=4"
      "lsh_bc64|lsh|k=64,bits=4,Bc=64" "ks|ks|k=64" "hax|hax|k_lsh=32,k_ks=32,bits=4"
-     "hax_br128|hax|k_lsh=32,k_ks=32,bits=4,Br=128"
-     "hax_c1024|hax|k_lsh=32,k_ks=32,bits=4,chunk=1024")
+     "hax_br32|hax|k_lsh=32,k_ks=32,bits=4,Br=32"
+     "hax_c1024|hax|k_lsh=32,k_ks=32,bits=4,Chunk=1024")
 for e in "${fam[@]}"; do
   name=${e%%|*}; rest=${e#*|}; v=${rest%%|*}; p=${rest#*|}
   echo "  L=16384 $v $p (load $(load))"
@@ -69,7 +69,7 @@ dpp = dense["median_ms"] / dense["pairs"]
 print("| L=16384 | params | median ms | cv | select ms | pair ratio | per pair vs dense | "
       "fraction of pair bound | target |")
 print("|---|---|---|---|---|---|---|---|---|")
-for name in ["dense", "swa", "dma", "lsh", "lsh_bc64", "ks", "hax", "hax_br128", "hax_c1024"]:
+for name in ["dense", "swa", "dma", "lsh", "lsh_bc64", "ks", "hax", "hax_br32", "hax_c1024"]:
     j = J(f"f16k_{name}.json")
     v = j["variant"]
     per = (j["median_ms"] / j["pairs"]) / dpp

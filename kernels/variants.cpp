@@ -233,7 +233,7 @@ Variant Hax() {
              "window, then the chunk's prefix top-k union, each key once",
              [](const Tensors& t, const Params& p, float* out) {
                SparseTiles tiles = Tiles(p);
-               tiles.chunk = ParamInt(p, "chunk");
+               tiles.chunk = ParamInt(p, "Chunk");
                HaxSelection sel;
                RunPhase("attntune::select::bins_scores", [&] {
                  sel = ComputeHaxSelection(t, ParamInt(p, "bits"), ArgmaxRule(p), Seed(p));
@@ -253,7 +253,7 @@ Variant Hax() {
       d.grid = {"32", "64", "128"};
     }
   }
-  tun.push_back({"chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
+  tun.push_back({"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
                  "query rows per chunk (gathered ks union and lsh windows per chunk)"});
   return v;
 }

@@ -74,8 +74,8 @@ const std::vector<Case>& Cases() {
       {"hax", "Hq=2,Hkv=1,L=577,d=64", "k_lsh=8,k_ks=8,bits=2", "ties"},
       {"hax", "Hq=2,Hkv=2,L=4097,d=64", "k_lsh=32,k_ks=32,bits=4,Br=64,Bc=128", ""},
       // Chunks of 2 blocks of 7 rows (the last one partial), and a chunk beyond L.
-      {"hax", "Hq=4,Hkv=2,L=577,d=64", "k_lsh=16,k_ks=8,bits=3,Br=7,chunk=10", ""},
-      {"hax", "Hq=2,Hkv=1,Lq=300,Lk=577,d=64", "k_lsh=16,k_ks=8,bits=2,chunk=4096", ""},
+      {"hax", "Hq=4,Hkv=2,L=577,d=64", "k_lsh=16,k_ks=8,bits=3,Br=7,Chunk=10", ""},
+      {"hax", "Hq=2,Hkv=1,Lq=300,Lk=577,d=64", "k_lsh=16,k_ks=8,bits=2,Chunk=4096", ""},
       // lsh and ks overlap heavily (2 bins, large budgets): the ks pass must skip the
       // row's lsh keys; d = 40 exercises the padded V copy.
       {"hax", "Hq=4,Hkv=2,L=577,d=40", "k_lsh=64,k_ks=64,bits=1,Br=5,Bc=20", ""},
@@ -126,7 +126,7 @@ Tensors Inputs(const Case& c, const Shape& shape, uint64_t seed) {
 Params CaseParams(const Variant& v, const Implementation& impl, const Shape& shape,
                   const Case& c) {
   Params given = ParseParams(c.params, "case");
-  for (const char* tile : {"Br", "Bc", "chunk"}) {
+  for (const char* tile : {"Br", "Bc", "Chunk"}) {
     bool takes = false;
     for (const auto& p : impl.tunables) takes = takes || p.name == tile;
     if (!takes) given.erase(tile);
