@@ -1,6 +1,8 @@
 // Launchers of the sparse kernel families: a selection phase per KV head (scores,
-// prefix top-k eviction times, bins sorted by (bin, position)), then one attention
-// task per query block that gathers the union of its rows' keys once (GatherTile).
+// prefix top-k eviction times, bins sorted by (bin, position)), then the attention: for
+// ks, dma and the generic executor one task per query block that gathers the union of
+// its rows' keys once (GatherTile); for lsh and hax groups of same-bin rows over keys in
+// (bin, position) order (panel_tile.h).
 #include "kernels/kokkos/sparse.h"
 
 #include <Kokkos_Core.hpp>
@@ -282,7 +284,6 @@ struct KsPart {
 // covering the union of the group's windows. With `ks` (hax), a key of the window whose
 // top-k interval holds the row's position (evict[n] > p) is masked there, and the rows
 // then attend the ks part under its predicate: each key once.
-
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
               int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
               const KsPart* ks, const int64_t* evict) {
@@ -429,9 +430,9 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
       for (int64_t n = 0; n < s.Lk; ++n) evict[n] = h.evict[bk.perm[n]];
     });
     for (int64_t c = 0; c < plan.chunks; ++c) {
-      const int64_t i0 = c * plan.chunk, nr = std::min(plan.chunk, s.Lq - i0);
+      const int64_t i0 = c * plan.chunk, chunk_rows = std::min(plan.chunk, s.Lq - i0);
       RunPhase("attntune::select::ks_union", [&] {
-        TopKUnion(s, h, i0 / tl.br, i0, nr, &ks.keys);  // chunks start on block bounds
+        TopKUnion(s, h, i0 / tl.br, i0, chunk_rows, &ks.keys);  // chunks start on blocks
         ks.evict.resize(ks.keys.size());
         for (size_t n = 0; n < ks.keys.size(); ++n) ks.evict[n] = h.evict[ks.keys[n]];
         ks.kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks.keys.data(),
