@@ -76,8 +76,8 @@ const std::vector<Case>& Cases() {
       // Chunks of 2 blocks of 7 rows (the last one partial), and a chunk beyond L.
       {"hax", "Hq=4,Hkv=2,L=577,d=64", "k_lsh=16,k_ks=8,bits=3,Br=7,Chunk=10", ""},
       {"hax", "Hq=2,Hkv=1,Lq=300,Lk=577,d=64", "k_lsh=16,k_ks=8,bits=2,Chunk=4096", ""},
-      // lsh and ks overlap heavily (2 bins, large budgets): the ks pass must skip the
-      // row's lsh keys; d = 40 exercises the padded V copy.
+      // lsh and ks overlap heavily (2 bins, large budgets): the lsh window must skip the
+      // row's ks keys; d = 40 exercises the padded V copy.
       {"hax", "Hq=4,Hkv=2,L=577,d=40", "k_lsh=64,k_ks=64,bits=1,Br=5,Bc=20", ""},
       {"hax", "Hq=2,Hkv=1,L=1000,d=64", "k_lsh=100,k_ks=100,bits=1", "clusters"},
       {"dma", "Hq=1,L=1,d=64", "w=1", ""},
@@ -231,6 +231,90 @@ TEST_CASE("hax is the union of lsh and ks, each key once") {
     }
   }
   CHECK(overlap > 0);  // the sets do meet, so "each key once" was exercised
+}
+
+// The selection functions against DESIGN.md s1 computed naively in fp64 (kernels and
+// references share these functions, so a kernel-against-reference test cannot see an
+// error in them).
+TEST_CASE("ks default scores and LSH bins follow their definitions") {
+  Tensors t = GaussianTensors(ParseShape("Hq=4,Hkv=2,Lq=50,Lk=90,d=40", "x"), 17);
+  const Shape& s = t.shape;
+  SECTION("ks: x_j = sum over the group's heads of k_j . normalize(sum_{p(i) <= j} q_i)") {
+    const std::vector<double> x = KsScores(t);
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t j = 0; j < s.Lk; ++j) {
+        double want = 0.0;
+        for (int64_t hq = h * s.Group(); hq < (h + 1) * s.Group(); ++hq) {
+          std::vector<double> sum(static_cast<size_t>(s.d), 0.0);
+          for (int64_t i = 0; i < s.Lq && s.QueryPos(i) <= j; ++i) {
+            for (int64_t c = 0; c < s.d; ++c) sum[c] += t.Q(0, hq, i)[c];
+          }
+          double norm = 0.0, dot = 0.0;
+          for (int64_t c = 0; c < s.d; ++c) {
+            norm += sum[c] * sum[c];
+            dot += sum[c] * t.K(0, h, j)[c];
+          }
+          if (norm > 0.0) want += dot / std::sqrt(norm);
+        }
+        INFO("h " << h << " j " << j);
+        CHECK(x[h * s.Lk + j] == Approx(want).epsilon(1e-9).margin(1e-12));
+      }
+    }
+    // Keys before the first query (p(0) = 40) score 0; later ones do not.
+    CHECK(x[0] == 0.0);
+    CHECK(x[s.Lk - 1] != 0.0);
+  }
+  SECTION("bins: sign rule and argmax rule of u . R, u = x - mu") {
+    t.mu.assign(static_cast<size_t>(s.Hkv * s.d), 0.1f);
+    for (const bool argmax : {false, true}) {
+      const int64_t bits = 5;
+      const LshBins bins = ComputeLshBins(t, bits, argmax, 3);
+      const std::vector<double> r = LshProjection(t, bits, 3);  // [Hkv][d][bits]
+      auto want = [&](const float* x, int64_t h, double* margin) {
+        std::vector<double> p(static_cast<size_t>(bits), 0.0);
+        for (int64_t c = 0; c < bits; ++c) {
+          for (int64_t e = 0; e < s.d; ++e) {
+            p[c] += (x[e] - static_cast<double>(t.mu[h * s.d + e])) * r[(h * s.d + e) * bits + c];
+          }
+        }
+        int32_t bin = 0;
+        *margin = std::numeric_limits<double>::infinity();
+        if (argmax) {
+          for (int64_t c = 1; c < bits; ++c) bin = p[c] > p[bin] ? static_cast<int32_t>(c) : bin;
+          for (int64_t c = 0; c < bits; ++c) {
+            if (c != bin) *margin = std::min(*margin, p[bin] - p[c]);
+          }
+        } else {
+          for (int64_t c = 0; c < bits; ++c) {
+            bin = bin * 2 + (p[c] > 0.0 ? 1 : 0);
+            *margin = std::min(*margin, std::fabs(p[c]));
+          }
+        }
+        return bin;
+      };
+      int64_t checked = 0;
+      for (int64_t h = 0; h < s.Hkv; ++h) {
+        for (int64_t j = 0; j < s.Lk; ++j) {
+          double margin = 0.0;
+          const int32_t bin = want(t.K(0, h, j), h, &margin);
+          if (margin < 1e-3) continue;  // the fp32 projection may round the other way
+          CHECK(bins.key_bin[h * s.Lk + j] == bin);
+          ++checked;
+        }
+        for (int64_t hq = h * s.Group(); hq < (h + 1) * s.Group(); ++hq) {
+          for (int64_t i = 0; i < s.Lq; ++i) {
+            double margin = 0.0;
+            const int32_t bin = want(t.Q(0, hq, i), h, &margin);
+            if (margin < 1e-3) continue;
+            CHECK(bins.query_bin[hq * s.Lq + i] == bin);
+            ++checked;
+          }
+        }
+      }
+      CHECK(checked > (s.Hkv * s.Lk + s.Hq * s.Lq) * 9 / 10);
+      CHECK(bins.bins == (argmax ? bits : 32));
+    }
+  }
 }
 
 TEST_CASE("hax's one-pass selection equals the bins and the scores apart, bit for bit") {
