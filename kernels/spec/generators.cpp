@@ -105,9 +105,9 @@ void Clusters(Tensors& t, Normal& normal) {
 // One needle key at Lk / 7 that the queries of the last tenth of positions look for:
 // + 10 on its logit. The needle and its seeking queries are a retrieval pair: mostly
 // their shared direction u (their Gaussian parts shrink to a quarter, as in clusters;
-// cos(q, k) about 0.95 at d = 64), which is what content-based selection (LSH) hashes.
-// With full-size Gaussian parts the pair met at about 60 degrees and one 4-bit hash
-// round put them in the same bin about one time in five.
+// expected cos(q, k) about 0.95 at d = 64), which is what content-based selection (LSH)
+// hashes. With full-size Gaussian parts the pair met at about 60 degrees, and one 4-bit
+// hash round would put them in the same bin about one time in five ((1 - 60/180)^4).
 void Needle(Tensors& t, Normal& normal) {
   const Shape& s = t.shape;
   const double amp = std::sqrt(10.0 * std::sqrt(static_cast<double>(s.d)));
