@@ -36,11 +36,20 @@ bool ArgmaxRule(const Params& p) { return p.at("rule") == "argmax"; }
 // Query-block and key-tile sizes of the sparse implementations (GatherTile: Bc <= 512).
 // bc_default: lsh's row groups take 128-column pieces by default (at L=16384, k=64 its
 // per-pair time was 2.39x dense's with Bc=128 against 2.69x with 64, docs/perf-kernels.md).
-std::vector<ParamDecl> SparseTunables(const char* bc_default = "64") {
-  return {
-      {"Br", ParamKind::kInt, 1, 256, {}, "32", {"16", "32", "64"}, "query rows per block"},
+// br_default: hax's chunks keep their same-bin runs in one block with Br = 128 (see Hax).
+// A default outside the grid joins it.
+std::vector<ParamDecl> SparseTunables(const char* bc_default = "64",
+                                      const char* br_default = "32") {
+  std::vector<ParamDecl> tunables = {
+      {"Br", ParamKind::kInt, 1, 256, {}, br_default, {"16", "32", "64"}, "query rows per block"},
       {"Bc", ParamKind::kInt, 1, 512, {}, bc_default, {"32", "64", "128"}, "keys per tile"},
   };
+  for (ParamDecl& d : tunables) {
+    if (std::find(d.grid.begin(), d.grid.end(), d.default_value) == d.grid.end()) {
+      d.grid.push_back(d.default_value);
+    }
+  }
+  return tunables;
 }
 
 SparseTiles Tiles(const Params& p) { return {ParamInt(p, "Br"), ParamInt(p, "Bc")}; }
@@ -84,11 +93,11 @@ Implementation Generic(const std::string& variant_id) {
 
 Implementation Sparse(const std::string& id, const std::string& summary,
                       std::function<void(const Tensors&, const Params&, float*)> run,
-                      const char* bc_default = "64") {
+                      const char* bc_default = "64", const char* br_default = "32") {
   Implementation impl;
   impl.id = id;
   impl.summary = summary;
-  impl.tunables = SparseTunables(bc_default);
+  impl.tunables = SparseTunables(bc_default, br_default);
   impl.run = std::move(run);
   return impl;
 }
@@ -240,21 +249,16 @@ Variant Hax() {
                });
                RunHaxKokkos(t, sel.bins, ParamInt(p, "k_lsh"), sel.scores, ParamInt(p, "k_ks"),
                             tiles, out);
-             }),
+             },
+             "64", "128"),
       Generic("hax")};
-  // Br = 128 by default: a chunk's run of same-bin rows (~32 per head at 512 rows and 16
-  // bins) is then one block, not 32 rows and a remainder that leaves a partial row group
-  // (L=16384, 32+32: 442 ms against 475-517 with Br=32 in one sequence of runs; 497.6
-  // against 590.1 in the family run of 16:09).
-  std::vector<ParamDecl>& tun = v.implementations[0].tunables;
-  for (ParamDecl& d : tun) {
-    if (d.name == "Br") {
-      d.default_value = "128";
-      d.grid = {"32", "64", "128"};
-    }
-  }
-  tun.push_back({"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
-                 "query rows per chunk (gathered ks union and lsh windows per chunk)"});
+  // Br = 128 by default (above): a chunk's run of same-bin rows (~32 per head on average
+  // at 512 rows and 16 bins) is then one block, not 32 rows and a remainder that leaves a
+  // partial row group (L=16384, 32+32: 442 ms against 475-517 with Br=32 in one sequence
+  // of runs; 497.6 against 590.1 in the family run of 16:09).
+  v.implementations[0].tunables.push_back(
+      {"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
+       "query rows per chunk (gathered ks union and lsh windows per chunk)"});
   return v;
 }
 
