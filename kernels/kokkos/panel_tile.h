@@ -133,14 +133,14 @@ struct RowGroup {
     acc.resize(static_cast<size_t>(kGroupRows * dp));
   }
 
-  // Rows rows[0, nr) of query head (b, hq), nr <= kGroupRows.
-  void Begin(const Tensors& t, int64_t b, int64_t hq, const int64_t* rows, int64_t nr_) {
+  // Query rows qbase + rows[r] * d, r < nr <= kGroupRows.
+  void Begin(const float* qbase, const int64_t* rows, int64_t nr_) {
     nr = nr_;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     for (int64_t r = 0; r < kGroupRows; ++r) {
       float* __restrict dst = q.data() + r * d;
       if (r < nr) {
-        const float* __restrict src = t.Q(b, hq, rows[r]);
+        const float* __restrict src = qbase + rows[r] * d;
         for (int64_t c = 0; c < d; ++c) dst[c] = src[c] * scale;
       } else {
         std::fill(dst, dst + d, 0.0f);
@@ -182,9 +182,10 @@ struct RowGroup {
     }
   }
 
-  void Store(const Shape& sh, int64_t b, int64_t hq, const int64_t* rows, float* out) const {
+  // Output rows obase + rows[r] * d.
+  void Store(float* obase, const int64_t* rows) const {
     for (int64_t r = 0; r < nr; ++r) {
-      float* __restrict o = out + OutIndex(sh, b, hq, rows[r], 0);
+      float* __restrict o = obase + rows[r] * d;
       const float* __restrict a = acc.data() + r * dp;
       if (l[r] > 0.0f) {
         const float inv = 1.0f / l[r];

@@ -176,17 +176,21 @@ void LshWindow(const BinnedKeys& keys, int32_t c, int64_t p, int64_t k, int64_t 
   *lo = std::max<int64_t>(begin, h - k);
 }
 
-// A block of query rows of one (batch, query head) that share a bin, in (bin, position)
+// A block of query rows of one (batch, KV head) that share a bin, in (bin, position)
 // order: rows[begin, end) of that head's sorted rows.
 struct LshBlock {
   int64_t head, begin, end;
 };
 
+// The query rows of one (batch, KV head): the rows of its Group() query heads together
+// (a bin's windows depend on the position only, so same-bin rows of the group's heads
+// share their keys), row m = g * Lq + i for query head hq0 + g, position i (Q and O
+// rows m * d floats past row 0 of head hq0).
 struct LshQueries {
-  std::vector<int64_t> rows, lo, hi;  // per head, Lq each: sorted rows and their windows
+  std::vector<int64_t> rows, lo, hi;  // Group() * Lq each: sorted rows and their windows
 };
 
-// The blocks of every (batch, query head), that head's chunks in order: first[(head *
+// The blocks of every (batch, KV head), that head's chunks in order: first[(head *
 // chunks + c)] = the index of the first block of chunk c of `head`.
 struct LshPlan {
   std::vector<LshQueries> queries;
@@ -195,46 +199,58 @@ struct LshPlan {
   int64_t chunk = 0, chunks = 1;  // query rows per chunk, chunks per head
 };
 
-// Queries of each (batch, query head) in chunks of `chunk` rows (0: one chunk), each
-// chunk sorted by (bin, position), with their lsh windows, cut into blocks of at most Br
-// same-bin rows whose windows overlap.
+// Queries of each (batch, KV head) in chunks of `chunk` positions (0: one chunk), the
+// rows of its query heads in each chunk sorted by (bin, position, head), with their lsh
+// windows, cut into blocks of at most Br same-bin rows whose windows overlap.
 LshPlan SortQueries(const Tensors& t, const LshBins& bins, const std::vector<BinnedKeys>& keys,
                     int64_t k, const SparseTiles& tl, int64_t chunk) {
   const Shape& s = t.shape;
+  const int64_t group = s.Group();
   LshPlan plan;
   plan.chunk = chunk > 0 ? std::min(chunk, s.Lq) : s.Lq;
   plan.chunks = std::max<int64_t>(1, (s.Lq + plan.chunk - 1) / plan.chunk);
   std::vector<LshQueries>& queries = plan.queries;
-  queries.assign(static_cast<size_t>(s.B * s.Hq), LshQueries());
+  queries.assign(static_cast<size_t>(s.B * s.Hkv), LshQueries());
   std::vector<std::vector<LshBlock>> head_blocks(queries.size());
   std::vector<std::vector<int64_t>> head_first(queries.size());
-  ParallelTasks("attntune::select::sort_queries", s.B * s.Hq, [&](int64_t head) {
-    const int64_t b = head / s.Hq, hq = head % s.Hq;
-    const BinnedKeys& bk = keys[b * s.Hkv + hq / s.Group()];
-    const int32_t* qbin = bins.query_bin.data() + head * s.Lq;
+  ParallelTasks("attntune::select::sort_queries", s.B * s.Hkv, [&](int64_t head) {
+    const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * group;
+    const BinnedKeys& bk = keys[head];
+    const int32_t* qbin = bins.query_bin.data() + (b * s.Hq + hq0) * s.Lq;  // [g][i]
+    auto bin_of = [&](int64_t m) { return qbin[m]; };  // m = g * Lq + i
     LshQueries& q = queries[head];
-    q.rows.resize(static_cast<size_t>(s.Lq));
-    q.lo.resize(static_cast<size_t>(s.Lq));
-    q.hi.resize(static_cast<size_t>(s.Lq));
+    q.rows.resize(static_cast<size_t>(group * s.Lq));
+    q.lo.resize(q.rows.size());
+    q.hi.resize(q.rows.size());
     std::vector<LshBlock>& blocks = head_blocks[head];
+    std::vector<int32_t> cbin;
+    int64_t n = 0;
     for (int64_t c = 0; c < plan.chunks; ++c) {
       head_first[head].push_back(static_cast<int64_t>(blocks.size()));
       const int64_t i0 = c * plan.chunk, i1 = std::min(s.Lq, i0 + plan.chunk);
-      const std::vector<int64_t> perm = SortByBin(qbin + i0, i1 - i0, bins.bins).perm;
-      for (int64_t n = i0; n < i1; ++n) {
-        const int64_t i = i0 + perm[n - i0];
-        q.rows[n] = i;
-        const bool same_bin = n > i0 && qbin[q.rows[n - 1]] == qbin[i];
-        LshWindow(bk, qbin[i], LastKey(s, i), k, same_bin ? q.hi[n - 1] : -1, &q.lo[n], &q.hi[n]);
+      // The chunk's rows in (position, head) order, then stably by bin.
+      cbin.resize(static_cast<size_t>((i1 - i0) * group));
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t g = 0; g < group; ++g) cbin[(i - i0) * group + g] = bin_of(g * s.Lq + i);
+      }
+      const std::vector<int64_t> perm =
+          SortByBin(cbin.data(), static_cast<int64_t>(cbin.size()), bins.bins).perm;
+      const int64_t n0 = n;
+      for (const int64_t e : perm) {
+        const int64_t i = i0 + e / group, m = e % group * s.Lq + i;
+        q.rows[n] = m;
+        const bool same_bin = n > n0 && bin_of(q.rows[n - 1]) == bin_of(m);
+        LshWindow(bk, bin_of(m), LastKey(s, i), k, same_bin ? q.hi[n - 1] : -1, &q.lo[n], &q.hi[n]);
         // A new block at Br rows, at a new bin, or where the windows stop overlapping
         // (then the union would hold keys no row attends).
-        const bool extend = n > i0 && n - blocks.back().begin < tl.br && same_bin &&
+        const bool extend = n > n0 && n - blocks.back().begin < tl.br && same_bin &&
                             q.lo[n] <= q.hi[n - 1];
         if (extend) {
           blocks.back().end = n + 1;
         } else {
           blocks.push_back({head, n, n + 1});
         }
+        ++n;
       }
     }
   });
@@ -257,14 +273,17 @@ RowGroup& Group(int64_t d, const SparseTiles& tl) {
 }
 
 // Queries in (bin, position) order sit far apart in memory (no hardware prefetch):
-// fetch the Q rows and the output rows of the next row group while this one computes.
+// fetch the Q rows and the output rows [n, end) (at most a row group) of KV head `head`
+// while the previous group computes.
 void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n, int64_t end,
                   float* out) {
   const Shape& s = t.shape;
-  const int64_t b = head / s.Hq, hq = head % s.Hq;
+  const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
+  const float* qbase = t.Q(b, hq0, 0);
+  const float* obase = out + OutIndex(s, b, hq0, 0, 0);
   for (int64_t m = n; m < std::min(end, n + kGroupRows); ++m) {
-    const char* src = reinterpret_cast<const char*>(t.Q(b, hq, q.rows[m]));
-    const char* dst = reinterpret_cast<const char*>(out + OutIndex(s, b, hq, q.rows[m], 0));
+    const char* src = reinterpret_cast<const char*>(qbase + q.rows[m] * s.d);
+    const char* dst = reinterpret_cast<const char*>(obase + q.rows[m] * s.d);
     for (int64_t off = 0; off < s.d * static_cast<int64_t>(sizeof(float)); off += 64) {
       __builtin_prefetch(src + off, 0);
       __builtin_prefetch(dst + off, 1);
@@ -279,7 +298,7 @@ struct KsPart {
   std::vector<int64_t> keys, evict;
 };
 
-// Rows [n, n + nr) (nr <= kGroupRows) of one (batch, query head)'s sorted queries: each
+// Rows [n, n + nr) (nr <= kGroupRows) of one (batch, KV head)'s sorted queries: each
 // attends its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels
 // covering the union of the group's windows. With `ks` (hax), a key of the window whose
 // top-k interval holds the row's position (evict[n] > p) is masked there, and the rows
@@ -288,9 +307,10 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
               int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
               const KsPart* ks, const int64_t* evict) {
   const Shape& s = t.shape;
-  const int64_t b = head / s.Hq, hq = head % s.Hq;
+  const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
   const int64_t* rows = q.rows.data() + n;
-  g.Begin(t, b, hq, rows, nr);
+  auto pos = [&](int64_t r) { return LastKey(s, rows[r] % s.Lq); };  // keys allowed: <= pos
+  g.Begin(t.Q(b, hq0, 0), rows, nr);
   int64_t glo = s.Lk, ghi = 0;
   for (int64_t r = 0; r < nr; ++r) {
     if (q.lo[n + r] < q.hi[n + r]) {
@@ -312,7 +332,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
       std::fill(row, row + a, kNegInf);
       std::fill(row + e, row + ncp, kNegInf);
       if (evict != nullptr) {
-        const int64_t p = LastKey(s, rows[r]);  // keys in the window are <= p
+        const int64_t p = pos(r);  // keys in the window are <= p
         for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
       }
     };
@@ -323,7 +343,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     const int64_t ncp = std::min(w, RoundUp(nks - j0, kPanel)), nc = std::min(ncp, nks - j0);
     g.Scores(ks->kv.Panel(j0), ncp);
     auto mask = [&](int64_t r, float* row) {
-      const int64_t p = LastKey(s, rows[r]);
+      const int64_t p = pos(r);
       for (int64_t u = 0; u < nc; ++u) {
         const bool in = ks->keys[j0 + u] <= p && p < ks->evict[j0 + u];
         row[u] = in ? row[u] : kNegInf;
@@ -332,7 +352,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     };
     g.Update(ncp, ks->kv.V(j0), 0, nc, mask);
   }
-  g.Store(s, b, hq, rows, out);
+  g.Store(out + OutIndex(s, b, hq0, 0, 0), rows);
 }
 
 // Query block qb of the query heads of KV head `head` (= b * Hkv + hkv) attends the
@@ -387,11 +407,10 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
   PanelKv kv;  // one KV head's keys in (bin, position) order, rebuilt per head
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
-    const int64_t q0 = b * s.Hq + hkv * s.Group();  // its first (batch, query head)
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, keys[head].perm.data(), s.Lk);
     });
-    const int64_t t0 = plan.first[q0], t1 = plan.first[q0 + s.Group()];  // one chunk a head
+    const int64_t t0 = plan.first[head], t1 = plan.first[head + 1];  // one chunk a head
     ParallelTasks("attntune::attend::lsh", t1 - t0, [&](int64_t task) {
       const LshBlock& blk = blocks[t0 + task];
       const LshQueries& q = plan.queries[blk.head];
@@ -420,9 +439,8 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   PanelKv kv;
   KsPart ks;
   std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
-  std::vector<int64_t> tasks;  // lsh blocks of a chunk, the group's query heads in turn
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
-    const int64_t b = head / s.Hkv, hkv = head % s.Hkv, hq0 = hkv * s.Group();
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
     RunPhase("attntune::select::sort_kv", [&] {
@@ -438,14 +456,10 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
         ks.kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks.keys.data(),
                     static_cast<int64_t>(ks.keys.size()));
       });
-      tasks.clear();
-      for (int64_t hq = hq0; hq < hq0 + s.Group(); ++hq) {
-        const int64_t f = (b * s.Hq + hq) * plan.chunks + c;
-        for (int64_t n = plan.first[f]; n < plan.first[f + 1]; ++n) tasks.push_back(n);
-      }
-      ParallelTasks("attntune::attend::hax", static_cast<int64_t>(tasks.size()),
-                    [&](int64_t task) {
-        const LshBlock& blk = plan.blocks[tasks[task]];
+      const int64_t t0 = plan.first[head * plan.chunks + c];
+      const int64_t t1 = plan.first[head * plan.chunks + c + 1];
+      ParallelTasks("attntune::attend::hax", t1 - t0, [&](int64_t task) {
+        const LshBlock& blk = plan.blocks[t0 + task];
         const LshQueries& q = plan.queries[blk.head];
         RowGroup& g = Group(s.d, tl);
         for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
