@@ -293,10 +293,19 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
 
 // hax's ks part for the rows of one chunk: the union of their prefix top-k sets (keys,
 // in panels) and each key's eviction time; row i attends key j iff j <= p(i) < evict.
+// keys[0, n_all) are held for the whole chunk: every row attends them.
 struct KsPart {
   PanelKv kv;
   std::vector<int64_t> keys, evict;
+  int64_t n_all = 0;
 };
+
+// The keys of one KV head in (bin, position) order (lsh, hax), kept between calls: a
+// fresh 2 x Lk x d floats per call cost ~12 ms of page faults at L = 16384, d = 128.
+PanelKv& SortedKv() {
+  thread_local PanelKv kv;
+  return kv;
+}
 
 // Rows [n, n + nr) (nr <= kGroupRows) of one (batch, KV head)'s sorted queries: each
 // attends its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels
@@ -344,7 +353,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     g.Scores(ks->kv.Panel(j0), ncp);
     auto mask = [&](int64_t r, float* row) {
       const int64_t p = pos(r);
-      for (int64_t u = 0; u < nc; ++u) {
+      for (int64_t u = std::max<int64_t>(0, ks->n_all - j0); u < nc; ++u) {
         const bool in = ks->keys[j0 + u] <= p && p < ks->evict[j0 + u];
         row[u] = in ? row[u] : kNegInf;
       }
@@ -404,7 +413,7 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
   const std::vector<BinnedKeys> keys = SortKeysAll(t, bins);
   const LshPlan plan = SortQueries(t, bins, keys, k, tl, 0);
   const std::vector<LshBlock>& blocks = plan.blocks;
-  PanelKv kv;  // one KV head's keys in (bin, position) order, rebuilt per head
+  PanelKv& kv = SortedKv();  // one KV head's keys in (bin, position) order, rebuilt per head
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     RunPhase("attntune::select::sort_kv", [&] {
@@ -436,7 +445,7 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
   const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
   const LshPlan plan = SortQueries(t, bins, binned, k_lsh, tl, RoundUp(tl.chunk, tl.br));
-  PanelKv kv;
+  PanelKv& kv = SortedKv();
   KsPart ks;
   std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
@@ -450,7 +459,7 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
     for (int64_t c = 0; c < plan.chunks; ++c) {
       const int64_t i0 = c * plan.chunk, chunk_rows = std::min(plan.chunk, s.Lq - i0);
       RunPhase("attntune::select::ks_union", [&] {
-        TopKUnion(s, h, i0 / tl.br, i0, chunk_rows, &ks.keys);  // chunks start on blocks
+        ks.n_all = TopKUnion(s, h, i0 / tl.br, i0, chunk_rows, &ks.keys);  // chunks start on blocks
         ks.evict.resize(ks.keys.size());
         for (size_t n = 0; n < ks.keys.size(); ++n) ks.evict[n] = h.evict[ks.keys[n]];
         ks.kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks.keys.data(),
