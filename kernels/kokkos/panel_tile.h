@@ -29,12 +29,29 @@ constexpr int64_t kGroupRows = kWideRowTile;
 // ISAs: split by the compiler). aligned(4): loads and stores may be unaligned.
 typedef float PanelVec __attribute__((vector_size(kPanel * sizeof(float)), aligned(4)));
 
-// s[0..R)[0..16*NP) = q[0..R)[0..d) · panels [p, p + NP) (each [d][16]), NP = 1 or 2,
-// R = kGroupRows. Written with vector types: the plain loops' 16-wide inner loop made
-// the compiler vectorise across the rows instead (shuffles, 4x slower).
-template <int NP>
+typedef int32_t PanelIdx __attribute__((vector_size(kPanel * sizeof(int32_t))));
+
+// Row k of the 16 columns that start `shift` columns into panel kp (shift in [0, 16)):
+// the panel's row k when shift = 0, else lanes shift.. of it and the next panel's.
+// With AVX-512 a two-source permute (vpermt2ps).
+template <bool kShifted>
+inline PanelVec PanelRow(const float* kp, int64_t k, int64_t pstride, const PanelIdx& idx) {
+  const PanelVec a = *reinterpret_cast<const PanelVec*>(kp + k * kPanel);
+  if (!kShifted) return a;
+  const PanelVec b = *reinterpret_cast<const PanelVec*>(kp + pstride + k * kPanel);
+  return __builtin_shuffle(a, b, idx);
+}
+
+// s[0..R)[0..16*NP) = q[0..R)[0..d) · the 16*NP columns that start `shift` columns into
+// panel kp (panels [d][16]; shift in [0, 16): a column range need not start on a panel,
+// so that a window costs its width rounded up to 16, not its ends rounded out), NP = 1
+// or 2, R = kGroupRows. Written with vector types: the plain loops' 16-wide inner loop
+// made the compiler vectorise across the rows instead (shuffles, 4x slower).
+template <int NP, bool kShifted>
 inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __restrict kp,
-                         int64_t d, float* __restrict s, int64_t lds) {
+                         int64_t shift, int64_t d, float* __restrict s, int64_t lds) {
+  PanelIdx idx;
+  for (int u = 0; u < kPanel; ++u) idx[u] = static_cast<int32_t>(shift + u);
   PanelVec c[kGroupRows][NP];
   for (int64_t r = 0; r < kGroupRows; ++r) {
     for (int p = 0; p < NP; ++p) c[r][p] = PanelVec{};
@@ -47,8 +64,8 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
     PanelVec e[kGroupRows];
     for (int64_t r = 0; r < kGroupRows; ++r) e[r] = PanelVec{};
     for (; k + 2 <= d; k += 2) {
-      const PanelVec k0 = *reinterpret_cast<const PanelVec*>(kp + k * kPanel);
-      const PanelVec k1 = *reinterpret_cast<const PanelVec*>(kp + (k + 1) * kPanel);
+      const PanelVec k0 = PanelRow<kShifted>(kp, k, pstride, idx);
+      const PanelVec k1 = PanelRow<kShifted>(kp, k + 1, pstride, idx);
       for (int64_t r = 0; r < kGroupRows; ++r) {
         c[r][0] += q[r * ldq + k] * k0;
         e[r] += q[r * ldq + k + 1] * k1;
@@ -58,7 +75,7 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
   }
   for (; k < d; ++k) {
     PanelVec kv[NP];
-    for (int p = 0; p < NP; ++p) kv[p] = *reinterpret_cast<const PanelVec*>(kp + p * pstride + k * kPanel);
+    for (int p = 0; p < NP; ++p) kv[p] = PanelRow<kShifted>(kp + p * pstride, k, pstride, idx);
     for (int64_t r = 0; r < kGroupRows; ++r) {
       const float a = q[r * ldq + k];
       for (int p = 0; p < NP; ++p) c[r][p] += a * kv[p];
@@ -88,7 +105,8 @@ struct PanelKv {
     d = d_;
     n = nkeys;
     dp = RoundUp(d, kColTile);
-    const int64_t panels = (n + kPanel - 1) / kPanel + 1;  // + 1: a 2-panel tile may overrun
+    // + 2: a 2-panel tile at a shift reads up to two panels past the last key's.
+    const int64_t panels = (n + kPanel - 1) / kPanel + 2;
     kt.resize(static_cast<size_t>(panels * d * kPanel));
     v.resize(static_cast<size_t>(std::max<int64_t>(n, 1) * dp));
     constexpr int64_t kAhead = 2 * kPanel;
@@ -151,13 +169,25 @@ struct RowGroup {
     std::fill(acc.begin(), acc.end(), 0.0f);
   }
 
-  // Scores of `ncp` columns (a multiple of 16) starting at panel `kp`.
-  void Scores(const float* kp, int64_t ncp) {
+  // Scores of `ncp` columns (a multiple of 16) starting `shift` columns into panel `kp`.
+  void Scores(const float* kp, int64_t shift, int64_t ncp) {
+    if (shift == 0) {
+      ScoresAt<false>(kp, 0, ncp);
+    } else {
+      ScoresAt<true>(kp, shift, ncp);
+    }
+  }
+  template <bool kShifted>
+  void ScoresAt(const float* kp, int64_t shift, int64_t ncp) {
     int64_t c = 0;
     for (; c + 2 * kPanel <= ncp; c += 2 * kPanel) {
-      TileQKPanels<2>(q.data(), d, kp + (c / kPanel) * d * kPanel, d, s.data() + c, lds);
+      TileQKPanels<2, kShifted>(q.data(), d, kp + (c / kPanel) * d * kPanel, shift, d,
+                                s.data() + c, lds);
     }
-    if (c < ncp) TileQKPanels<1>(q.data(), d, kp + (c / kPanel) * d * kPanel, d, s.data() + c, lds);
+    if (c < ncp) {
+      TileQKPanels<1, kShifted>(q.data(), d, kp + (c / kPanel) * d * kPanel, shift, d,
+                                s.data() + c, lds);
+    }
   }
 
   // After `mask(r, row)` has set the disallowed scores of row r to -inf (columns

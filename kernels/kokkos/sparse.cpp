@@ -293,12 +293,55 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
 
 // hax's ks part for the rows of one chunk: the union of their prefix top-k sets (keys,
 // in panels) and each key's eviction time; row i attends key j iff j <= p(i) < evict.
-// keys[0, n_all) are held for the whole chunk: every row attends them.
+// The keys come in three runs: those evicted during the chunk by eviction time, then
+// those held for the whole chunk (every row attends them), then those that enter during
+// the chunk by position. The keys that rows at positions [pmin, pmax] can attend (j <=
+// pmax, evict > pmin) are then one range: a row group computes that range only (~32
+// keys), not the chunk's whole union (~38 at 512 rows).
 struct KsPart {
   PanelKv kv;
   std::vector<int64_t> keys, evict;
-  int64_t n_all = 0;
+  int64_t n_evicted = 0, n_held = 0;
+
+  // Keys [n_evicted, n_evicted + n_held) need no per-row predicate.
+  bool Held(int64_t n) const { return n >= n_evicted && n < n_evicted + n_held; }
+
+  // The range [*lo, *hi) of keys that some row at a position in [pmin, pmax] attends.
+  void Range(int64_t pmin, int64_t pmax, int64_t* lo, int64_t* hi) const {
+    *lo = std::upper_bound(evict.begin(), evict.begin() + n_evicted, pmin) - evict.begin();
+    *hi = std::upper_bound(keys.begin() + n_evicted + n_held, keys.end(), pmax) - keys.begin();
+  }
 };
+
+// The ks part of the rows [i0, i0 + nr) of KV head h (i0 the first row of query block
+// qb).
+void BuildKsPart(const Tensors& t, int64_t b, int64_t hkv, const TopKHead& h, int64_t qb,
+                 int64_t i0, int64_t nr, KsPart* ks) {
+  const Shape& s = t.shape;
+  const int64_t p0 = LastKey(s, i0), plast = LastKey(s, i0 + nr - 1);
+  thread_local std::vector<std::pair<int64_t, int64_t>> evicted;  // (evict, key)
+  evicted.clear();
+  ks->keys.clear();
+  for (int64_t n = h.snap_off[qb]; n < h.snap_off[qb + 1]; ++n) {
+    const int64_t j = h.snap[n];
+    if (h.evict[j] <= plast) evicted.emplace_back(h.evict[j], j);
+  }
+  std::sort(evicted.begin(), evicted.end());
+  for (const auto& e : evicted) ks->keys.push_back(e.second);
+  ks->n_evicted = static_cast<int64_t>(evicted.size());
+  for (int64_t n = h.snap_off[qb]; n < h.snap_off[qb + 1]; ++n) {
+    const int64_t j = h.snap[n];
+    if (h.evict[j] > plast) ks->keys.push_back(j);
+  }
+  ks->n_held = static_cast<int64_t>(ks->keys.size()) - ks->n_evicted;
+  for (int64_t j = p0 + 1; j <= plast; ++j) {
+    if (h.evict[j] > j) ks->keys.push_back(j);
+  }
+  ks->evict.resize(ks->keys.size());
+  for (size_t n = 0; n < ks->keys.size(); ++n) ks->evict[n] = h.evict[ks->keys[n]];
+  ks->kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks->keys.data(),
+               static_cast<int64_t>(ks->keys.size()));
+}
 
 // The keys of one KV head in (bin, position) order (lsh, hax), kept between calls: a
 // fresh 2 x Lk x d floats per call cost ~12 ms of page faults at L = 16384, d = 128.
@@ -311,7 +354,8 @@ PanelKv& SortedKv() {
 // attends its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels
 // covering the union of the group's windows. With `ks` (hax), a key of the window whose
 // top-k interval holds the row's position (evict[n] > p) is masked there, and the rows
-// then attend the ks part under its predicate: each key once.
+// then attend the range of the ks part that their positions can reach, under its
+// predicate: each key once. Pieces start at any column (Scores' shift).
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
               int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
               const KsPart* ks, const int64_t* evict) {
@@ -328,9 +372,9 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     }
   }
   const int64_t w = PieceCols(tl);
-  for (int64_t j0 = glo / kPanel * kPanel; j0 < ghi; j0 += w) {
+  for (int64_t j0 = glo; j0 < ghi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(ghi - j0, kPanel));
-    g.Scores(kv.Panel(j0), ncp);
+    g.Scores(kv.Panel(j0), j0 % kPanel, ncp);
     auto mask = [&](int64_t r, float* row) {
       const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
       const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
@@ -345,15 +389,24 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
         for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
       }
     };
-    g.Update(ncp, kv.V(j0), std::max<int64_t>(0, glo - j0), std::min(ncp, ghi - j0), mask);
+    g.Update(ncp, kv.V(j0), 0, std::min(ncp, ghi - j0), mask);
   }
-  const int64_t nks = ks != nullptr ? static_cast<int64_t>(ks->keys.size()) : 0;
-  for (int64_t j0 = 0; j0 < nks; j0 += w) {
-    const int64_t ncp = std::min(w, RoundUp(nks - j0, kPanel)), nc = std::min(ncp, nks - j0);
-    g.Scores(ks->kv.Panel(j0), ncp);
+  int64_t klo = 0, khi = 0;
+  if (ks != nullptr && nr > 0) {
+    int64_t pmin = pos(0), pmax = pos(0);
+    for (int64_t r = 1; r < nr; ++r) {
+      pmin = std::min(pmin, pos(r));
+      pmax = std::max(pmax, pos(r));
+    }
+    ks->Range(pmin, pmax, &klo, &khi);
+  }
+  for (int64_t j0 = klo; j0 < khi; j0 += w) {
+    const int64_t ncp = std::min(w, RoundUp(khi - j0, kPanel)), nc = std::min(ncp, khi - j0);
+    g.Scores(ks->kv.Panel(j0), j0 % kPanel, ncp);
     auto mask = [&](int64_t r, float* row) {
       const int64_t p = pos(r);
-      for (int64_t u = std::max<int64_t>(0, ks->n_all - j0); u < nc; ++u) {
+      for (int64_t u = 0; u < nc; ++u) {
+        if (ks->Held(j0 + u)) continue;
         const bool in = ks->keys[j0 + u] <= p && p < ks->evict[j0 + u];
         row[u] = in ? row[u] : kNegInf;
       }
@@ -459,11 +512,7 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
     for (int64_t c = 0; c < plan.chunks; ++c) {
       const int64_t i0 = c * plan.chunk, chunk_rows = std::min(plan.chunk, s.Lq - i0);
       RunPhase("attntune::select::ks_union", [&] {
-        ks.n_all = TopKUnion(s, h, i0 / tl.br, i0, chunk_rows, &ks.keys);  // chunks start on blocks
-        ks.evict.resize(ks.keys.size());
-        for (size_t n = 0; n < ks.keys.size(); ++n) ks.evict[n] = h.evict[ks.keys[n]];
-        ks.kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks.keys.data(),
-                    static_cast<int64_t>(ks.keys.size()));
+        BuildKsPart(t, b, hkv, h, i0 / tl.br, i0, chunk_rows, &ks);  // chunks start on blocks
       });
       const int64_t t0 = plan.first[head * plan.chunks + c];
       const int64_t t1 = plan.first[head * plan.chunks + c + 1];
