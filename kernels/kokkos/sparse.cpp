@@ -417,6 +417,23 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
   g.Store(out + OutIndex(s, b, hq0, 0, 0), rows);
 }
 
+// The row groups of one block in turn, each prefetching the rows of the next: the next
+// group of the block or, after its last, the first of the head's next block (its rows
+// follow), so that a block's first group does not wait on DRAM either.
+void LshBlockGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan,
+                    const LshBlock& blk, const SparseTiles& tl, float* out, const KsPart* ks,
+                    const int64_t* evict) {
+  const LshQueries& q = plan.queries[blk.head];
+  const int64_t rows = static_cast<int64_t>(q.rows.size());
+  RowGroup& g = Group(t.shape.d, tl);
+  for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
+    const int64_t nr = std::min(kGroupRows, blk.end - n);
+    const int64_t next = std::min(n + kGroupRows, blk.end);
+    PrefetchRows(t, q, blk.head, next, std::min(rows, next + kGroupRows), out);
+    LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ks, evict);
+  }
+}
+
 // Query block qb of the query heads of KV head `head` (= b * Hkv + hkv) attends the
 // union of its rows' prefix top-k sets (ks, dma), gathered once for the
 // group; bias: that head's per-key logit bias or null.
@@ -474,14 +491,7 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
     });
     const int64_t t0 = plan.first[head], t1 = plan.first[head + 1];  // one chunk a head
     ParallelTasks("attntune::attend::lsh", t1 - t0, [&](int64_t task) {
-      const LshBlock& blk = blocks[t0 + task];
-      const LshQueries& q = plan.queries[blk.head];
-      RowGroup& g = Group(s.d, tl);
-      for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
-        const int64_t nr = std::min(kGroupRows, blk.end - n);
-        PrefetchRows(t, q, blk.head, n + kGroupRows, blk.end, out);
-        LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, nullptr, nullptr);
-      }
+      LshBlockGroups(t, kv, plan, blocks[t0 + task], tl, out, nullptr, nullptr);
     });
   }
 }
@@ -517,14 +527,7 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
       const int64_t t0 = plan.first[head * plan.chunks + c];
       const int64_t t1 = plan.first[head * plan.chunks + c + 1];
       ParallelTasks("attntune::attend::hax", t1 - t0, [&](int64_t task) {
-        const LshBlock& blk = plan.blocks[t0 + task];
-        const LshQueries& q = plan.queries[blk.head];
-        RowGroup& g = Group(s.d, tl);
-        for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
-          const int64_t nr = std::min(kGroupRows, blk.end - n);
-          PrefetchRows(t, q, blk.head, n + kGroupRows, blk.end, out);
-          LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, &ks, evict.data());
-        }
+        LshBlockGroups(t, kv, plan, plan.blocks[t0 + task], tl, out, &ks, evict.data());
       });
     }
   }
