@@ -252,10 +252,11 @@ Variant Hax() {
              },
              "64", "128"),
       Generic("hax")};
-  // Br = 128 by default (above): a chunk's run of same-bin rows (~32 per head on average
-  // at 512 rows and 16 bins) is then one block, not 32 rows and a remainder that leaves a
-  // partial row group (L=16384, 32+32: 442 ms against 475-517 with Br=32 in one sequence
-  // of runs; 497.6 against 590.1 in the family run of 16:09).
+  // Br = 128 by default (above): a chunk's run of same-bin rows (~64 on average at 512
+  // positions, 16 bins and 2 query heads a KV head, estimated) is then one block, not
+  // runs of 32 rows that each leave a partial row group (L=16384, 32+32, before the query
+  // heads of a KV head were sorted together: 442 ms against 475-517 with Br=32 in one
+  // sequence of runs; 497.6 against 590.1 in the family run of 16:09).
   v.implementations[0].tunables.push_back(
       {"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
        "query rows per chunk (gathered ks union and lsh windows per chunk)"});

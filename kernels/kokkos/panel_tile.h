@@ -2,10 +2,10 @@
 // one KV head, in the order a kernel wants them (lsh: (bin, position)), are copied once
 // into K^T panels of 16 columns ([panel][d][16], contiguous, so that an R x 16 or R x 32
 // score tile reads sequential memory) and V rows ([n][dp]). A group of R = kGroupRows
-// query rows (one register tile) then attends any column range of that layout with its own
-// per-row masks, so a band of per-row windows costs its width plus the panel rounding,
-// not the union of a whole query block. Included only by kernel files (-O3
-// -march=native).
+// query rows (one register tile) then attends any column range of that layout, starting
+// at any column (a permute of two panels), with its own per-row masks, so a band of
+// per-row windows costs its width rounded up to 16, not the union of a whole query block.
+// Included only by kernel files (-O3 -march=native).
 #pragma once
 
 #include <algorithm>
