@@ -58,6 +58,7 @@ const std::vector<Case>& Cases() {
       {"lsh", "Hq=2,Hkv=2,L=4097,d=64", "k=32,bits=4,Br=64,Bc=128", ""},
       // d not a whole number of 32-column tiles (V rows copied with padding), odd tiles.
       {"lsh", "Hq=4,Hkv=2,L=577,d=40", "k=40,bits=2,Br=5,Bc=20", ""},
+      {"lsh", "B=2,Hq=4,Hkv=2,L=300,d=64", "k=16,bits=3", ""},  // batches: (b, KV head) rows
       {"ks", "Hq=1,L=1,d=64", "k=1", ""},
       {"ks", "Hq=6,Hkv=3,L=37,d=64", "k=5,Br=7,Bc=13", ""},
       {"ks", "Hq=4,Hkv=1,L=577,d=128", "k=64", ""},
@@ -80,6 +81,7 @@ const std::vector<Case>& Cases() {
       // row's ks keys; d = 40 exercises the padded V copy.
       {"hax", "Hq=4,Hkv=2,L=577,d=40", "k_lsh=64,k_ks=64,bits=1,Br=5,Bc=20", ""},
       {"hax", "Hq=2,Hkv=1,L=1000,d=64", "k_lsh=100,k_ks=100,bits=1", "clusters"},
+      {"hax", "B=2,Hq=4,Hkv=2,L=300,d=64", "k_lsh=16,k_ks=8,bits=3,Chunk=64", ""},
       {"dma", "Hq=1,L=1,d=64", "w=1", ""},
       {"dma", "Hq=6,Hkv=3,L=37,d=64", "w=5,bias=0,Br=7,Bc=13", ""},
       {"dma", "Hq=4,Hkv=1,L=577,d=128", "w=64,seed=5", ""},
