@@ -24,6 +24,9 @@ constexpr int64_t kPanel = 16;  // key columns per K^T panel (one AVX-512 vector
 // Query rows of a row group (one register tile): 8 with AVX-512 (16 accumulators of a
 // 2-panel tile; the union of 8 same-bin rows' windows is barely wider than 4's).
 constexpr int64_t kGroupRows = kWideRowTile;
+// Columns past the last whole panel of a score piece done as dot products (RowGroup::
+// Scores); more take one more panel.
+constexpr int64_t kDotCols = 8;
 
 // One panel row of 16 floats as a GCC/Clang vector (AVX-512: one register; narrower
 // ISAs: split by the compiler). aligned(4): loads and stores may be unaligned.
@@ -93,15 +96,22 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
 struct PanelKv {
   int64_t n = 0, dp = 0, d = 0;
   std::vector<float> kt, v;
+  const float* kbase = nullptr;  // K row 0 of the head: column c's K row is kbase + keys[c] * d
+  const int64_t* keys = nullptr;
+
+  const float* KRow(int64_t col) const { return kbase + keys[col] * d; }
 
   const float* Panel(int64_t col) const { return kt.data() + (col / kPanel) * d * kPanel; }
   const float* V(int64_t col) const { return v.data() + col * dp; }  // rows dp apart
 
-  // Copies the keys; `kbase`/`vbase` = K/V row 0 of the head (rows of d floats). The
+  // Copies the keys (`keys_` must outlive the panels: KRow reads it); `kbase_`/`vbase` =
+  // K/V row 0 of the head (rows of d floats). The
   // rows are read in `keys` order, i.e. scattered: those of the panel after next are
   // prefetched (without it the copy waited on DRAM for every row).
-  void Build(const float* kbase, const float* vbase, int64_t d_, const int64_t* keys,
+  void Build(const float* kbase_, const float* vbase, int64_t d_, const int64_t* keys_,
              int64_t nkeys) {
+    kbase = kbase_;
+    keys = keys_;
     d = d_;
     n = nkeys;
     dp = RoundUp(d, kColTile);
@@ -167,6 +177,37 @@ struct RowGroup {
       l[r] = 0.0f;
     }
     std::fill(acc.begin(), acc.end(), 0.0f);
+  }
+
+  // Scores of columns [c0, c0 + ncols) of `kv` into s[.][0, ncols) (scores of columns
+  // up to the next multiple of 16 undefined: the callers mask them). Whole panels, and
+  // a tail of at most kDotCols columns as dot products over d: a 16-column panel costs
+  // ~2 x 8 x d vector operations whatever it holds, a dot product of the 8 rows with one
+  // key ~2 x 8 x d / 16 plus the lane sums (a window union of ~35 keys was 48 columns).
+  void Scores(const PanelKv& kv, int64_t c0, int64_t ncols) {
+    const int64_t rem = ncols % kPanel;
+    const int64_t panel_cols = rem > kDotCols ? RoundUp(ncols, kPanel) : ncols - rem;
+    if (panel_cols > 0) Scores(kv.Panel(c0), c0 % kPanel, panel_cols);
+    for (int64_t c = panel_cols; c < ncols; ++c) ScoreDot(kv.KRow(c0 + c), c);
+  }
+
+  // s[r][col] = q[r] · k (d floats), r < kGroupRows.
+  void ScoreDot(const float* __restrict k, int64_t col) {
+    PanelVec acc[kGroupRows];
+    for (int64_t r = 0; r < kGroupRows; ++r) acc[r] = PanelVec{};
+    const int64_t d16 = d / kPanel * kPanel;
+    for (int64_t e = 0; e < d16; e += kPanel) {
+      const PanelVec kv = *reinterpret_cast<const PanelVec*>(k + e);
+      for (int64_t r = 0; r < kGroupRows; ++r) {
+        acc[r] += *reinterpret_cast<const PanelVec*>(q.data() + r * d + e) * kv;
+      }
+    }
+    for (int64_t r = 0; r < kGroupRows; ++r) {
+      float sum = 0.0f;
+      for (int64_t e = d16; e < d; ++e) sum += q[r * d + e] * k[e];
+      for (int64_t u = 0; u < kPanel; ++u) sum += acc[r][u];
+      s[r * lds + col] = sum;
+    }
   }
 
   // Scores of `ncp` columns (a multiple of 16) starting `shift` columns into panel `kp`.

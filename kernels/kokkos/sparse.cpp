@@ -374,7 +374,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
   const int64_t w = PieceCols(tl);
   for (int64_t j0 = glo; j0 < ghi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(ghi - j0, kPanel));
-    g.Scores(kv.Panel(j0), j0 % kPanel, ncp);
+    g.Scores(kv, j0, std::min(w, ghi - j0));
     auto mask = [&](int64_t r, float* row) {
       const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
       const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
@@ -402,7 +402,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
   }
   for (int64_t j0 = klo; j0 < khi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(khi - j0, kPanel)), nc = std::min(ncp, khi - j0);
-    g.Scores(ks->kv.Panel(j0), j0 % kPanel, ncp);
+    g.Scores(ks->kv, j0, nc);
     auto mask = [&](int64_t r, float* row) {
       const int64_t p = pos(r);
       for (int64_t u = 0; u < nc; ++u) {
