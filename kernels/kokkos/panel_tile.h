@@ -105,9 +105,9 @@ struct PanelKv {
   const float* V(int64_t col) const { return v.data() + col * dp; }  // rows dp apart
 
   // Copies the keys (`keys_` must outlive the panels: KRow reads it); `kbase_`/`vbase` =
-  // K/V row 0 of the head (rows of d floats). The
-  // rows are read in `keys` order, i.e. scattered: those of the panel after next are
-  // prefetched (without it the copy waited on DRAM for every row).
+  // K/V row 0 of the head (rows of d floats). The rows are read in `keys` order, i.e.
+  // scattered: those of the panel after next are prefetched (without it the copy waited
+  // on DRAM for every row).
   void Build(const float* kbase_, const float* vbase, int64_t d_, const int64_t* keys_,
              int64_t nkeys) {
     kbase = kbase_;
