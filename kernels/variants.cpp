@@ -238,8 +238,9 @@ Variant Hax() {
   };
   v.implementations = {
       Sparse("union",
-             "one pass in (bin, position) order per chunk of rows: each row group's lsh "
-             "window, then the chunk's prefix top-k union, each key once",
+             "one pass in (bin, position) order per chunk of rows, a KV head's query heads "
+             "together: each row group's lsh window, then the part of the chunk's prefix "
+             "top-k union its positions reach, each key once",
              [](const Tensors& t, const Params& p, float* out) {
                SparseTiles tiles = Tiles(p);
                tiles.chunk = ParamInt(p, "Chunk");
