@@ -36,8 +36,7 @@ bool ArgmaxRule(const Params& p) { return p.at("rule") == "argmax"; }
 // Query-block and key-tile sizes of the sparse implementations (GatherTile: Bc <= 512).
 // bc_default: lsh's row groups take 128-column pieces by default (at L=16384, k=64 its
 // per-pair time was 2.39x dense's with Bc=128 against 2.69x with 64, docs/perf-kernels.md).
-// br_default: hax's chunks keep their same-bin runs in one block with Br = 128 (see Hax).
-// A default outside the grid joins it.
+// br_default: hax's is 128 (see Hax). A default outside the grid joins it.
 std::vector<ParamDecl> SparseTunables(const char* bc_default = "64",
                                       const char* br_default = "32") {
   std::vector<ParamDecl> tunables = {
@@ -253,14 +252,14 @@ Variant Hax() {
              },
              "64", "128"),
       Generic("hax")};
-  // Br = 128 by default (above): a chunk's run of same-bin rows (~64 on average at 512
-  // positions, 16 bins and 2 query heads a KV head, estimated) is then one block, not
-  // runs of 32 rows that each leave a partial row group (L=16384, 32+32, before the query
-  // heads of a KV head were sorted together: 442 ms against 475-517 with Br=32 in one
-  // sequence of runs; 497.6 against 590.1 in the family run of 16:09).
+  // Br = 128 by default (above). It was chosen when each query head was sorted alone: a
+  // chunk's same-bin run then stayed one block instead of leaving a partial row group per
+  // 32 rows (L=16384, 32+32: 442 ms against 475-517 with Br=32). Since a KV head's query
+  // heads are sorted together, Br=32 and Br=128 give the same row groups (counted) and
+  // times within the noise (docs/perf-kernels.md); the default was left as it was.
   v.implementations[0].tunables.push_back(
       {"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
-       "query rows per chunk (gathered ks union and lsh windows per chunk)"});
+       "query positions per chunk (gathered ks union and lsh windows per chunk)"});
   return v;
 }
 

@@ -106,25 +106,39 @@ std::vector<TopKHead> SelectTopKAll(const Tensors& t, const std::vector<double>&
   return heads;
 }
 
-// Union of the top-k sets of the rows of query block qb: the set at its first row plus
-// the keys that enter during the block. Returns n_all: keys[0, n_all) (ascending) stay
-// selected for the whole block, so every row attends them.
-int64_t TopKUnion(const Shape& s, const TopKHead& h, int64_t qb, int64_t i0, int64_t nr,
-                  std::vector<int64_t>* keys) {
+// The union of the top-k sets of rows [i0, i0 + nr) (i0 the first row of query block
+// qb) in three runs, each ascending: the keys of the set at the first row that stay
+// selected through the last (every row attends them), the others of that set (evicted
+// during the rows), and the keys that enter during the rows.
+struct TopKRuns {
+  std::vector<int64_t> held, evicted, entering;
+};
+
+void TopKUnionRuns(const Shape& s, const TopKHead& h, int64_t qb, int64_t i0, int64_t nr,
+                   TopKRuns* runs) {
   const int64_t p0 = LastKey(s, i0), plast = LastKey(s, i0 + nr - 1);
-  keys->clear();
-  thread_local std::vector<int64_t> partial;
-  partial.clear();
+  runs->held.clear();
+  runs->evicted.clear();
+  runs->entering.clear();
   for (int64_t n = h.snap_off[qb]; n < h.snap_off[qb + 1]; ++n) {
     const int64_t j = h.snap[n];
-    (h.evict[j] > plast ? *keys : partial).push_back(j);
+    (h.evict[j] > plast ? runs->held : runs->evicted).push_back(j);
   }
-  const int64_t n_all = static_cast<int64_t>(keys->size());
-  keys->insert(keys->end(), partial.begin(), partial.end());
   for (int64_t j = p0 + 1; j <= plast; ++j) {
-    if (h.evict[j] > j) keys->push_back(j);
+    if (h.evict[j] > j) runs->entering.push_back(j);
   }
-  return n_all;
+}
+
+// The union as held | evicted | entering (GatherTile's order). Returns n_all: keys[0,
+// n_all) stay selected for the whole block, so every row attends them.
+int64_t TopKUnion(const Shape& s, const TopKHead& h, int64_t qb, int64_t i0, int64_t nr,
+                  std::vector<int64_t>* keys) {
+  thread_local TopKRuns runs;
+  TopKUnionRuns(s, h, qb, i0, nr, &runs);
+  keys->assign(runs.held.begin(), runs.held.end());
+  keys->insert(keys->end(), runs.evicted.begin(), runs.evicted.end());
+  keys->insert(keys->end(), runs.entering.begin(), runs.entering.end());
+  return static_cast<int64_t>(runs.held.size());
 }
 
 std::vector<float> FloatBias(const std::vector<double>& scores) {
@@ -319,25 +333,15 @@ struct KsPart {
 void BuildKsPart(const Tensors& t, int64_t b, int64_t hkv, const TopKHead& h, int64_t qb,
                  int64_t i0, int64_t nr, KsPart* ks) {
   const Shape& s = t.shape;
-  const int64_t p0 = LastKey(s, i0), plast = LastKey(s, i0 + nr - 1);
-  thread_local std::vector<std::pair<int64_t, int64_t>> evicted;  // (evict, key)
-  evicted.clear();
-  ks->keys.clear();
-  for (int64_t n = h.snap_off[qb]; n < h.snap_off[qb + 1]; ++n) {
-    const int64_t j = h.snap[n];
-    if (h.evict[j] <= plast) evicted.emplace_back(h.evict[j], j);
-  }
-  std::sort(evicted.begin(), evicted.end());
-  for (const auto& e : evicted) ks->keys.push_back(e.second);
-  ks->n_evicted = static_cast<int64_t>(evicted.size());
-  for (int64_t n = h.snap_off[qb]; n < h.snap_off[qb + 1]; ++n) {
-    const int64_t j = h.snap[n];
-    if (h.evict[j] > plast) ks->keys.push_back(j);
-  }
-  ks->n_held = static_cast<int64_t>(ks->keys.size()) - ks->n_evicted;
-  for (int64_t j = p0 + 1; j <= plast; ++j) {
-    if (h.evict[j] > j) ks->keys.push_back(j);
-  }
+  thread_local TopKRuns runs;
+  TopKUnionRuns(s, h, qb, i0, nr, &runs);
+  std::sort(runs.evicted.begin(), runs.evicted.end(),
+            [&](int64_t a, int64_t c) { return h.evict[a] < h.evict[c]; });  // one per step
+  ks->keys.assign(runs.evicted.begin(), runs.evicted.end());
+  ks->keys.insert(ks->keys.end(), runs.held.begin(), runs.held.end());
+  ks->keys.insert(ks->keys.end(), runs.entering.begin(), runs.entering.end());
+  ks->n_evicted = static_cast<int64_t>(runs.evicted.size());
+  ks->n_held = static_cast<int64_t>(runs.held.size());
   ks->evict.resize(ks->keys.size());
   for (size_t n = 0; n < ks->keys.size(); ++n) ks->evict[n] = h.evict[ks->keys[n]];
   ks->kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks->keys.data(),
@@ -502,10 +506,11 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   float* out) {
   CheckInputs(t, tl);
   const Shape& s = t.shape;
-  // One pass in (bin, position) order, a chunk of query rows at a time: a row group
-  // attends its lsh window (as lsh) less the keys of its rows' ks sets, then the union
-  // of the chunk's ks sets (gathered into panels once per chunk) under the per-row
-  // predicate j <= p < evict[j]: each key once, one online softmax, one store.
+  // One pass in (bin, position) order, a chunk of query positions at a time, the query
+  // heads of a KV head together: a row group attends its lsh window (as lsh) less the
+  // keys of its rows' ks sets, then the range of the chunk's ks union (gathered into
+  // panels once per chunk, KsPart) that its positions reach, under the per-row predicate
+  // j <= p < evict[j]: each key once, one online softmax, one store.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
   const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
   const LshPlan plan = SortQueries(t, bins, binned, k_lsh, tl, RoundUp(tl.chunk, tl.br));

@@ -16,9 +16,9 @@ namespace attntune {
 struct SparseTiles {
   int64_t br = 32;  // query rows per block
   int64_t bc = 64;  // keys per tile (<= 512)
-  // hax: query rows per chunk (rounded up to whole blocks); each chunk runs its ks pass,
-  // then its lsh pass, so that the rows the lsh pass merges out of order are still in
-  // cache. 0: one chunk.
+  // hax: query positions per chunk (rounded up to whole blocks): the ks union is gathered
+  // once per chunk and the chunk's rows are sorted by (bin, position, head) within it.
+  // 0: one chunk.
   int64_t chunk = 512;
 };
 
@@ -32,8 +32,9 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
                   float* out);
 
 /// hax: lsh(k_lsh) ∪ ks(k_ks), each key once: one pass in (bin, position) order per chunk
-/// of `tiles.chunk` query rows; a row group attends its lsh window, then the chunk's
-/// prefix top-k union (gathered once per chunk) under its rows' predicates.
+/// of `tiles.chunk` query positions; a row group attends its lsh window, then the part of
+/// the chunk's prefix top-k union (gathered once per chunk) that its positions reach,
+/// under its rows' predicates.
 void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   const std::vector<double>& scores, int64_t k_ks, const SparseTiles& tiles,
                   float* out);
