@@ -11,11 +11,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "benchmarks/variant_problem.h"
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/generators.h"
-#include "kernels/spec/params.h"
-#include "kernels/spec/shape.h"
-#include "kernels/spec/variant.h"
 
 namespace {
 double PeakRssBytes() {
@@ -32,16 +29,14 @@ int main(int argc, char** argv) {
   }
   attntune::KokkosRuntime kokkos;
   const double base = PeakRssBytes();
-  const attntune::Variant& v = attntune::FindVariant(argv[1], "VARIANT");
-  const attntune::Implementation& impl = v.implementations.front();
-  const attntune::Shape s = attntune::ParseShape(argv[3], "SHAPE");
-  attntune::ValidateShape(s, "SHAPE");
-  const attntune::Params p =
-      attntune::ResolveParams(v, &impl, s, attntune::ParseParams(argv[2], "PARAMS"), "PARAMS");
-  const attntune::Tensors t = attntune::StructuredTensors(s, "gaussian", 1, "inputs");
+  const attntune::VariantProblem pb(argv[1], argv[2], argv[3]);
+  const attntune::Variant& v = *pb.variant;
+  const attntune::Implementation& impl = *pb.impl;
+  const attntune::Shape& s = pb.shape;
+  const attntune::Tensors& t = pb.tensors;
   std::vector<float> out(static_cast<size_t>(s.QElems()));
   const auto start = std::chrono::steady_clock::now();
-  impl.run(t, p, out.data());
+  impl.run(t, pb.params, out.data());
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double io = 4.0 * static_cast<double>(2 * s.QElems() + 2 * s.KvElems());

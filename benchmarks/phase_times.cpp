@@ -14,12 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/variant_problem.h"
 #include "kernels/kokkos/runtime.h"
 #include "kernels/spec/error.h"
-#include "kernels/spec/generators.h"
-#include "kernels/spec/params.h"
-#include "kernels/spec/shape.h"
-#include "kernels/spec/variant.h"
 #include "profiler/kokkos_hooks.h"
 
 namespace {
@@ -49,13 +46,12 @@ int main(int argc, char** argv) {
   }
   attntune::KokkosRuntime kokkos;
   try {
-    const attntune::Variant& v = attntune::FindVariant(argv[1], "VARIANT");
-    const attntune::Implementation& impl = v.implementations.front();
-    const attntune::Shape s = attntune::ParseShape(argv[3], "SHAPE");
-    attntune::ValidateShape(s, "SHAPE");
-    const attntune::Params p =
-        attntune::ResolveParams(v, &impl, s, attntune::ParseParams(argv[2], "PARAMS"), "PARAMS");
-    const attntune::Tensors t = attntune::StructuredTensors(s, "gaussian", 1, "inputs");
+    const attntune::VariantProblem pb(argv[1], argv[2], argv[3]);
+    const attntune::Variant& v = *pb.variant;
+    const attntune::Implementation& impl = *pb.impl;
+    const attntune::Shape& s = pb.shape;
+    const attntune::Params& p = pb.params;
+    const attntune::Tensors& t = pb.tensors;
     std::vector<float> out(static_cast<size_t>(s.QElems()));
     std::vector<double> total;
     std::map<std::string, std::vector<double>> phases;
