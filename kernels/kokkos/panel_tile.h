@@ -123,8 +123,8 @@ struct PanelKv {
     auto prefetch = [&](int64_t j) {
       if (j >= n) return;
       for (int64_t c = 0; c < d; c += 16) {
-        __builtin_prefetch(kbase + keys[j] * d + c);
-        __builtin_prefetch(vbase + keys[j] * d + c);
+        PrefetchRead(kbase + keys[j] * d + c);
+        PrefetchRead(vbase + keys[j] * d + c);
       }
     };
     for (int64_t j = 0; j < kAhead; ++j) prefetch(j);

@@ -23,6 +23,8 @@ using tiles::GatherTile;
 using tiles::kPanel;
 using tiles::kGroupRows;
 using tiles::PanelKv;
+using tiles::PrefetchRead;
+using tiles::PrefetchWrite;
 using tiles::RoundUp;
 using tiles::RowGroup;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -299,8 +301,8 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
     const char* src = reinterpret_cast<const char*>(qbase + q.rows[m] * s.d);
     const char* dst = reinterpret_cast<const char*>(obase + q.rows[m] * s.d);
     for (int64_t off = 0; off < s.d * static_cast<int64_t>(sizeof(float)); off += 64) {
-      __builtin_prefetch(src + off, 0);
-      __builtin_prefetch(dst + off, 1);
+      PrefetchRead(src + off);
+      PrefetchWrite(dst + off);
     }
   }
 }
