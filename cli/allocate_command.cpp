@@ -12,6 +12,7 @@
 #include <string>
 
 #include "build_info.h"
+#include "cli/commands.h"
 #include "kernels/kokkos/runtime.h"
 #include "kernels/spec/error.h"
 #include "profiler/device.h"
@@ -128,9 +129,11 @@ void RegisterAllocate(CLI::App& app, int* rc) {
   cmd->add_option("--calib-len", o.calib_len, "Generator sequence length")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the generator and of consa")->capture_default_str();
   cmd->add_option("--max-seconds", o.cost.policy.max_seconds, "Time cap per measured layer")
+      ->check(kPositiveFinite)
       ->capture_default_str();
   cmd->add_option("--min-reps", o.cost.policy.min_reps,
                   "Minimum timed repetitions per layer pattern")
+      ->check(kPositiveFinite)
       ->capture_default_str();
   cmd->add_option("--tune-budget", o.tune_budget,
                   "Timed points of the hybrid tile search for the chosen allocation (0: skip)")

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -33,6 +34,27 @@
 #include "cli/allocate_command.h"
 
 namespace attntune {
+
+namespace {
+
+// A CLI11 check: the option's text as a finite double with ok(value).
+CLI::Validator FiniteCheck(bool (*ok)(double), const std::string& must) {
+  return CLI::Validator(
+      [ok, must](std::string& text) -> std::string {
+        double value = 0.0;
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || !ok(value))
+          return "'" + text + "' is not " + must;
+        return "";
+      },
+      must);
+}
+
+}  // namespace
+
+const CLI::Validator kPositiveFinite =
+    FiniteCheck([](double v) { return v > 0.0; }, "a positive number");
+const CLI::Validator kNonNegativeFinite =
+    FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
 
 namespace {
 
@@ -220,9 +242,11 @@ void RegisterTune(CLI::App& app, int* rc) {
       ->capture_default_str();
   cmd->add_option("--tolerance", o.evaluate.tolerance,
                   "Max relative error against the fp64 reference")
+      ->check(kNonNegativeFinite)
       ->capture_default_str();
   cmd->add_option("--max-seconds", o.evaluate.policy.max_seconds,
                   "Time cap of the repetitions of one candidate")
+      ->check(kPositiveFinite)
       ->capture_default_str();
   cmd->add_option("--db", o.db_path, "SQLite database (default: <out>/attntune.db)");
   cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
@@ -311,11 +335,12 @@ void RegisterBench(CLI::App& app, int* rc) {
                   "Input pattern: gaussian, band, sinks, clusters or needle")
       ->capture_default_str();
   cmd->add_option("--max-seconds", args->max_seconds, "Time cap of the repetitions")
+      ->check(kPositiveFinite)
       ->capture_default_str();
   cmd->add_option("--min-reps", args->min_reps,
                   "Floor of timed repetitions (1: one warm-up and one timed run, e.g. to "
                   "measure peak memory at long lengths)")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveFinite)
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--unchecked", args->unchecked,
@@ -331,6 +356,7 @@ void RegisterBench(CLI::App& app, int* rc) {
     const std::string dtype = ResolveDtype(args->dtype, cuda_index);
     const Shape shape = ParseShape(args->shape, "--shape");
     ValidateShape(shape, "--shape");
+    CheckProblemFitsHost(shape, !args->unchecked, "--shape");
     std::optional<Implementation> gpu_impl;
     if (cuda_index >= 0) {
       if (args->impl == "cuda_decode") {

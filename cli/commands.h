@@ -6,6 +6,11 @@
 
 namespace attntune {
 
+/// CLI11 checks of a finite number > 0 and >= 0 (CLI::PositiveNumber and CLI::Range let
+/// "nan" through: every comparison with NaN is false).
+extern const CLI::Validator kPositiveFinite;
+extern const CLI::Validator kNonNegativeFinite;
+
 /// Registers every subcommand on `app`; the callbacks store their exit code in `*rc`.
 void RegisterCommands(CLI::App& app, int* rc);
 

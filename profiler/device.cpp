@@ -1,5 +1,7 @@
 #include "profiler/device.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -104,6 +106,11 @@ DeviceInfo CpuDevice() {
   info.name = cpu.model;
   info.fingerprint_json = fingerprint.dump();
   return info;
+}
+
+double HostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
 DeviceInfo CudaDevice(int index) {

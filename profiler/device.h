@@ -16,6 +16,9 @@ struct DeviceInfo {
 /// logical cores, Kokkos version and backend.
 DeviceInfo CpuDevice();
 
+/// This machine's physical memory in bytes (0 if unknown).
+double HostMemoryBytes();
+
 struct CudaProbe {
   bool usable = false;
   int device_count = 0;

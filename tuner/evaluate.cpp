@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <exception>
 #include <limits>
 
 #include "kernels/spec/check.h"
+#include "kernels/spec/error.h"
+#include "profiler/device.h"
 #include "profiler/nvtx.h"
 
 namespace attntune {
@@ -56,6 +59,23 @@ const ProblemContext::Truth& ProblemContext::TruthOf(const Variant& variant, con
     truth.ref_rel_err = RelErr(truth.reference, dense.reference);
   }
   return truths_.emplace(key, std::move(truth)).first->second;
+}
+
+double ProblemHostBytes(const Shape& shape, bool checked) {
+  // In doubles: a mistyped length must not overflow the estimate.
+  const double q = static_cast<double>(shape.B) * shape.Hq * shape.Lq * shape.d;
+  const double kv = static_cast<double>(shape.B) * shape.Hkv * shape.Lk * shape.d;
+  return 4.0 * (2.0 * q + 2.0 * kv) + (checked ? 8.0 * q : 0.0);
+}
+
+void CheckProblemFitsHost(const Shape& shape, bool checked, const std::string& what) {
+  const double need = ProblemHostBytes(shape, checked), have = HostMemoryBytes();
+  if (have <= 0.0 || need <= have) return;
+  char text[160];
+  std::snprintf(text, sizeof text, "needs %.1f GiB for its inputs and output%s, more than "
+                "this machine's %.1f GiB of memory", need / 1073741824.0,
+                checked ? " and the fp64 reference" : "", have / 1073741824.0);
+  throw UserError(what + ": " + shape.ToString() + " " + text);
 }
 
 std::string UtcNow() {

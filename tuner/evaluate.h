@@ -76,6 +76,14 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
                             const Implementation& impl, const Params& params, Timer& timer,
                             const EvaluateOptions& options);
 
+/// Host memory one problem needs at least: the fp32 inputs and output (q, k, v, o) and,
+/// when candidates are checked, the fp64 reference output.
+double ProblemHostBytes(const Shape& shape, bool checked);
+/// Throws UserError ("<what>: <shape> needs ... more than this machine's ... of memory")
+/// when ProblemHostBytes exceeds this machine's physical memory, so that a mistyped
+/// length fails in one line before anything is allocated or stored.
+void CheckProblemFitsHost(const Shape& shape, bool checked, const std::string& what);
+
 /// Current UTC time, ISO-8601 with seconds ("2026-11-22T07:44:52Z").
 std::string UtcNow();
 

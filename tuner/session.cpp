@@ -51,6 +51,18 @@ bool SameButLength(const ProblemRecord& a, const ProblemRecord& b) {
          x.Lk != y.Lk;
 }
 
+// The prefill problem of `model` at length L (every query row, causal).
+Shape TuneShape(const TuneOptions& options, const ModelGeometry& model, int64_t L) {
+  Shape shape;
+  shape.B = options.batch;
+  shape.Hq = model.q_heads;
+  shape.Hkv = model.kv_heads;
+  shape.Lq = shape.Lk = L;
+  shape.d = model.head_dim;
+  ValidateShape(shape, "--model");
+  return shape;
+}
+
 }  // namespace
 
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
@@ -164,6 +176,9 @@ TunePlan PlanTune(const TuneOptions& options) {
     }
   }
   if (options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
+  for (int64_t L : options.seq_lens) {  // before anything is stored
+    CheckProblemFitsHost(TuneShape(options, plan.model, L), true, "--seq-lens");
+  }
   if (options.budget <= 0) throw UserError("--budget: must be a positive integer");
   {
     Space probe;  // validates the strategy name before anything is stored
@@ -196,13 +211,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
       static_cast<int64_t>(variants.size() * options.seq_lens.size());
   int64_t problem_index = 0;
   for (int64_t L : options.seq_lens) {
-    Shape shape;
-    shape.B = options.batch;
-    shape.Hq = model.q_heads;
-    shape.Hkv = model.kv_heads;
-    shape.Lq = shape.Lk = L;
-    shape.d = model.head_dim;
-    ValidateShape(shape, "--model");
+    const Shape shape = TuneShape(options, model, L);
     const int64_t problem_id = db->PutProblem({0, shape, options.dtype, "prefill"});
     // Inputs depend on the shape and the seed only, so every variant sees the same ones.
     ProblemContext context(shape, options.seed ^ static_cast<uint64_t>(L));

@@ -90,6 +90,39 @@ expect_error(["bench", "--variant", "dense", "--metrics", "--shape", "Hq=2,Hkv=1
              "attntune: error: --metrics: only for --device cuda:N")
 expect_error(["tune", "--dtype", "bf16", "--out", tmp],
              "attntune: error: --dtype: 'bf16' is not available on the CPU (fp32 only)")
+# Numbers that are not numbers a timer or a tolerance can use ("nan" passes CLI11's own
+# range checks: every comparison with NaN is false).
+S64 = "Hq=2,Hkv=1,L=64,d=64"
+for value in ["-1", "0", "nan", "inf"]:
+    expect_error(["bench", "--variant", "dense", "--shape", S64, "--max-seconds", value],
+                 f"attntune: error: --max-seconds: '{value}' is not a positive number")
+expect_error(["tune", "--max-seconds", "nan", "--out", tmp],
+             "attntune: error: --max-seconds: 'nan' is not a positive number")
+expect_error(["tune", "--tolerance", "-1e-5", "--out", tmp],
+             "attntune: error: --tolerance: '-1e-5' is not a non-negative number")
+expect_error(["bench", "--variant", "dense", "--shape", S64, "--min-reps", "0"],
+             "attntune: error: --min-reps: '0' is not a positive number")
+expect_error(["allocate", "--rho", "0.5", "--max-seconds", "-2"],
+             "attntune: error: --max-seconds: '-2' is not a positive number")
+
+
+def expect_too_big(args, what, shape):
+    """A shape larger than this machine's memory: one line naming it, before anything is
+    allocated (the line ends with the machine's memory, so only its start is fixed)."""
+    p = run(*args)
+    err = p.stderr.strip().splitlines()
+    start = f"attntune: error: {what}: {shape} needs "
+    expect(p.returncode == 2 and len(err) == 1 and err[0].startswith(start) and
+           err[0].endswith(" GiB of memory") and p.stdout == "",
+           f"attntune {' '.join(args)} -> {start}...\n  got exit {p.returncode}, stderr {p.stderr!r}")
+
+
+expect_too_big(["bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64"],
+               "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64")
+fresh = os.path.join(tmp, "too_big")
+expect_too_big(["tune", "--seq-lens", "64,100000000", "--out", fresh],
+               "--seq-lens", "B=1,Hq=16,Hkv=8,L=100000000,d=128")
+expect(not os.path.exists(fresh), "a tune whose shape cannot fit stores nothing")
 
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)
