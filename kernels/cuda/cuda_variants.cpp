@@ -1,5 +1,7 @@
-// The CUDA implementations of dense, swa and hybrid (cuda_variants.h): device buffers
-// cached per tensors object, the variant's parameters mapped onto a WindowedProblem.
+// The CUDA implementations (cuda_variants.h) of dense, swa, hybrid (windowed kernels),
+// ks, dma (top-k kernels) and lsh, hax (bucketed kernels): device buffers cached per
+// tensors object, the variant's parameters mapped onto a WindowedProblem, the sparse
+// variants' selection computed on the host.
 #include "kernels/cuda/cuda_variants.h"
 
 #include <cuda_runtime_api.h>
@@ -62,9 +64,12 @@ struct Resident {
                              // address, with the same shape, must not hit stale buffers
   DeviceBuffer q, k, v, o, windows;
   std::vector<int32_t> windows_host;  // what `windows` holds on the device
-  // The block-skipping family's selection for these inputs (host, fp64, once per key).
+  // The top-k or bucketed family's selection for these inputs (host, fp64, once per key).
   std::string selection;
   DeviceBuffer offsets, keys, evict, bias;
+  DeviceBuffer block_head, row_offsets, rows, row_lo, row_hi, spos;  // bucketed
+  int64_t blocks = 0;
+  bool has_evict = false;
   DeviceBuffer workspace;  // split-KV decode partials
   bool has_bias = false;
 };
@@ -133,7 +138,9 @@ Resident& Prepare(const Tensors& t, cp::Dtype dtype) {
 
 const cp::WindowedTile& TileNamed(const std::string& name) {
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
-    if (cp::KernelName(tile) == name || cp::BlockSparseKernelName(tile) == name) return tile;
+    for (const cp::Family family : cp::kFamilies) {
+      if (cp::KernelName(tile, family) == name) return tile;
+    }
   }
   throw std::runtime_error("no compiled CUDA tile named " + name);
 }
@@ -163,38 +170,98 @@ void UploadRaw(DeviceBuffer& buffer, const std::vector<T>& host) {
   }
 }
 
-bool BlockSparse(const std::string& variant) { return variant == "ks" || variant == "dma"; }
+cp::Family FamilyOf(const std::string& variant) {
+  if (variant == "ks" || variant == "dma") return cp::Family::kTopK;
+  if (variant == "lsh" || variant == "hax") return cp::Family::kBucketed;
+  return cp::Family::kWindowed;
+}
 
-// The prefix top-k selection of ks or dma for the resident inputs and the tile's block
-// sizes: scores, eviction positions and key-block lists on the host (fp64, the same
-// functions as the reference), uploaded once; timed as the phase attntune::select::*.
+// Prefix top-k eviction positions [B,Hkv,Lk] of the scores x[B,Hkv,Lk].
+std::vector<int32_t> Evictions(const Shape& s, const std::vector<double>& x, int64_t k) {
+  std::vector<int32_t> evict(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const std::vector<int32_t> e = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k);
+    std::copy(e.begin(), e.end(), evict.begin() + head * s.Lk);
+  }
+  return evict;
+}
+
+// What the selection depends on: the variant's parameters (the tile only through Br).
+std::string SelectionKey(const std::string& variant, Params p, const cp::WindowedTile& tile) {
+  p.erase("Tile");
+  return variant + "|" + ParamsToString(p) + "|" + std::to_string(tile.br);
+}
+
+// The bucketed selection of lsh or hax: bins (and hax's ks scores and evictions), the
+// bucketed layout and its row and key lists on the host, uploaded once.
+void PrepareBucketed(const std::string& variant, const Tensors& t, const Params& p,
+                     const cp::WindowedTile& tile, Resident& r) {
+  const bool hax = variant == "hax";
+  const int64_t bits = ParamInt(p, "bits");
+  const bool argmax = p.at("rule") == "argmax";
+  const uint64_t seed = static_cast<uint64_t>(ParamInt(p, "seed"));
+  LshBins bins;
+  std::vector<int32_t> evict;
+  cp::BucketLists lists;
+  if (hax) {
+    HaxSelection sel;
+    RunPhase("attntune::select::bins_scores",
+             [&] { sel = ComputeHaxSelection(t, bits, argmax, seed); });
+    RunPhase("attntune::select::topk",
+             [&] { evict = Evictions(t.shape, sel.scores, ParamInt(p, "k_ks")); });
+    bins = std::move(sel.bins);
+  } else {
+    RunPhase("attntune::select::bins", [&] { bins = ComputeLshBins(t, bits, argmax, seed); });
+  }
+  RunPhase("attntune::select::bucket_lists", [&] {
+    lists = cp::BuildBucketLists(t.shape, bins, ParamInt(p, hax ? "k_lsh" : "k"), evict, tile.br,
+                                 hax ? ParamInt(p, "Chunk") : 0);
+  });
+  UploadRaw(r.offsets, lists.key_offsets);
+  UploadRaw(r.keys, lists.keys);
+  UploadRaw(r.block_head, lists.head);
+  UploadRaw(r.row_offsets, lists.row_offsets);
+  UploadRaw(r.rows, lists.rows);
+  UploadRaw(r.row_lo, lists.lo);
+  UploadRaw(r.row_hi, lists.hi);
+  UploadRaw(r.spos, lists.spos);
+  UploadRaw(r.evict, evict);
+  r.blocks = lists.Blocks();
+  r.has_evict = hax;
+  r.has_bias = false;
+}
+
+// The selection of a top-k (ks, dma) or bucketed (lsh, hax) variant for the resident
+// inputs and the tile's Br: computed on the host (fp64, the same functions as the
+// reference), uploaded once per SelectionKey; timed as the phases attntune::select::*.
 void PrepareSelection(const std::string& variant, const Tensors& t, const Params& p,
                       const cp::WindowedTile& tile, Resident& r) {
+  const std::string key = SelectionKey(variant, p, tile);
+  if (r.selection == key) return;
+  r.selection.clear();
+  if (FamilyOf(variant) == cp::Family::kBucketed) {
+    PrepareBucketed(variant, t, p, tile, r);
+    r.selection = key;
+    return;
+  }
   const bool dma = variant == "dma";
   const int64_t k = ParamInt(p, dma ? "w" : "k");
   const bool bias = dma && ParamInt(p, "bias") == 1;
-  const std::string key = variant + "|" + std::to_string(k) + "|" +
-                          (dma ? std::to_string(ParamInt(p, "seed")) : "") + "|" +
-                          std::to_string(bias) + "|" + std::to_string(tile.br);
-  if (r.selection == key) return;
-  r.selection.clear();
   const Shape& s = t.shape;
   std::vector<double> x;
-  std::vector<int32_t> evict(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  std::vector<int32_t> evict;
   cp::KeyLists lists;
   RunPhase("attntune::select::scores", [&] {
     x = dma ? DmaScores(t, static_cast<uint64_t>(ParamInt(p, "seed"))) : KsScores(t);
   });
   RunPhase("attntune::select::topk", [&] {
-    for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
-      const std::vector<int32_t> e = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k);
-      std::copy(e.begin(), e.end(), evict.begin() + head * s.Lk);
-    }
+    evict = Evictions(s, x, k);
     lists = cp::BuildKeyLists(s, evict, tile.br);
   });
   UploadRaw(r.offsets, lists.offsets);
   UploadRaw(r.keys, lists.keys);
   UploadRaw(r.evict, evict);
+  r.has_evict = true;
   r.has_bias = bias;
   if (bias) {
     std::vector<float> b(x.size());
@@ -224,7 +291,8 @@ void RunChecked(const Tensors& t, cp::Dtype dtype, const std::function<void()>& 
 Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) {
   const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
   Resident& r = Prepare(t, tile.dtype);
-  if (BlockSparse(variant)) PrepareSelection(variant, t, p, tile, r);
+  const cp::Family family = FamilyOf(variant);
+  if (family != cp::Family::kWindowed) PrepareSelection(variant, t, p, tile, r);
   std::vector<int32_t> windows;
   const cp::WindowedProblem problem = ProblemOf(variant, t, p, &windows);
   if (!windows.empty() && windows != r.windows_host) {  // hybrid: upload once per params
@@ -238,12 +306,21 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
   args.v = r.v.ptr;
   args.o = r.o.ptr;
   args.windows = static_cast<const int32_t*>(r.windows.ptr);
-  if (BlockSparse(variant)) {
-    args.block_sparse = true;
+  args.family = family;
+  if (family != cp::Family::kWindowed) {
     args.list_offsets = static_cast<const int32_t*>(r.offsets.ptr);
     args.list_keys = static_cast<const int32_t*>(r.keys.ptr);
-    args.evict = static_cast<const int32_t*>(r.evict.ptr);
+    args.evict = r.has_evict ? static_cast<const int32_t*>(r.evict.ptr) : nullptr;
     args.bias_log2 = r.has_bias ? static_cast<const float*>(r.bias.ptr) : nullptr;
+  }
+  if (family == cp::Family::kBucketed) {
+    args.block_head = static_cast<const int32_t*>(r.block_head.ptr);
+    args.row_offsets = static_cast<const int32_t*>(r.row_offsets.ptr);
+    args.rows = static_cast<const int32_t*>(r.rows.ptr);
+    args.row_lo = static_cast<const int32_t*>(r.row_lo.ptr);
+    args.row_hi = static_cast<const int32_t*>(r.row_hi.ptr);
+    args.spos = static_cast<const int32_t*>(r.spos.ptr);
+    args.blocks = r.blocks;
   }
   const std::string error = cp::LaunchWindowed(problem, tile, args);
   if (!error.empty()) throw std::runtime_error(error);
@@ -257,13 +334,16 @@ bool CudaKernelsBuilt() { return true; }
 std::optional<Implementation> CudaImplementation(const Variant& variant, const std::string& dtype,
                                                  int64_t head_dim) {
   const std::string id = variant.id;
-  if (id != "dense" && id != "swa" && id != "hybrid" && !BlockSparse(id)) return std::nullopt;
+  const cp::Family family = FamilyOf(id);
+  if (family == cp::Family::kWindowed && id != "dense" && id != "swa" && id != "hybrid") {
+    return std::nullopt;
+  }
   if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
   const cp::Dtype want = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
   ParamDecl tile_decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
     if (tile.dtype != want || tile.d != head_dim) continue;
-    const std::string name = BlockSparse(id) ? cp::BlockSparseKernelName(tile) : cp::KernelName(tile);
+    const std::string name = cp::KernelName(tile, family);
     tile_decl.choices.push_back(name);
     tile_decl.grid.push_back(name);
   }
@@ -271,12 +351,25 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
   tile_decl.default_value = tile_decl.choices.front();
   Implementation impl;
   impl.id = "cuda";
-  impl.summary = BlockSparse(id)
-                     ? "CUDA tensor-core block-skipping kernel over prefix top-k block lists "
-                       "(selection on the host), " + dtype + " in, fp32 accumulation"
-                     : "CUDA tensor-core windowed kernel (mma.sync, " + dtype +
-                           " in, fp32 accumulation)";
+  const std::string math = dtype + " in, fp32 accumulation";
+  if (family == cp::Family::kTopK) {
+    impl.summary = "CUDA tensor-core block-skipping kernel over prefix top-k block lists "
+                   "(selection on the host), " + math;
+  } else if (family == cp::Family::kBucketed) {
+    impl.summary = "CUDA tensor-core kernel over blocks of rows sorted by (LSH bin, position): "
+                   "gathered rows, their lsh keys" +
+                   std::string(id == "hax" ? " and prefix top-k keys" : "") +
+                   " (selection on the host), " + math;
+  } else {
+    impl.summary = "CUDA tensor-core windowed kernel (mma.sync, " + math + ")";
+  }
   impl.tunables = {tile_decl};
+  if (id == "hax") {  // as the Kokkos union's Chunk: rows sorted a chunk at a time
+    impl.tunables.push_back({"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512",
+                             {"256", "512", "1024"},
+                             "query positions per chunk (a block's rows and ks union span at "
+                             "most one chunk)"});
+  }
   impl.check = [id](const Shape& shape, const Params& p) -> std::string {
     const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
     cp::WindowedProblem problem;

@@ -1,10 +1,12 @@
 // The CUDA planning logic and the pure halves of GPU measurement: run on every machine.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
 #include <set>
 #include <string>
 
 #include "kernels/cuda/plan.h"
+#include "kernels/spec/params.h"
 #include "kernels/spec/selection.h"
 #include "kernels/spec/shape.h"
 #include "kernels/spec/tensors.h"
@@ -258,6 +260,8 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
   };
   const Case cases[] = {
       {"ks", {{"k", "7"}}, 130, 130, 64, 64},     {"ks", {{"k", "200"}}, 97, 97, 16, 32},
+      {"ks", {{"k", "3"}}, 1, 1, 64, 64},         {"ks", {{"k", "5"}}, 37, 37, 128, 32},
+      {"ks", {{"k", "16"}}, 300, 577, 64, 64},
       {"dma", {{"w", "20"}, {"bias", "1"}, {"seed", "0"}}, 60, 150, 32, 16},
       {"dma", {{"w", "1"}, {"bias", "0"}, {"seed", "2"}}, 77, 77, 64, 32},
   };
@@ -297,7 +301,7 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
             const int64_t p = shape.QueryPos(i);
             for (int64_t j = 0; j < shape.Lk; ++j) {
               INFO(c.variant << " b=" << b << " hq=" << hq << " i=" << i << " j=" << j);
-              REQUIRE((j <= p && p < e[j]) == (in.count(j) == 1));
+              REQUIRE(cp::InTopK(p, j, e[j]) == (in.count(j) == 1));
             }
             needed.insert(row.begin(), row.end());
           }
@@ -344,4 +348,157 @@ TEST_CASE("PlanDecode covers exactly the attended keys with at most the asked sp
   problem.shape.Hq = 16;
   problem.shape.Hkv = 1;
   CHECK(cp::CanImplementDecode(problem, 8) == "split-KV decode handles at most 8 query heads per KV head");
+}
+
+namespace {
+
+// lsh or hax inputs: Gaussian tensors, optionally ks scores in few distinct values (ties)
+// and a zero projection (every key and query in bin 0 under the sign rule).
+attntune::Tensors BucketTensors(const attntune::Shape& shape, bool tied_scores, bool zero_proj,
+                                int64_t bits) {
+  attntune::Tensors t = attntune::GaussianTensors(shape, 17);
+  if (tied_scores) {
+    t.scores.resize(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
+    for (size_t n = 0; n < t.scores.size(); ++n) t.scores[n] = static_cast<float>((n * 7) % 3);
+  }
+  if (zero_proj) t.proj.assign(static_cast<size_t>(shape.Hkv * shape.d * bits), 0.0f);
+  return t;
+}
+
+// Checks BucketLists against the variant's own key sets: the blocks' rows are every
+// (b, hq, i) exactly once, at most br per block, of the block's KV head; each row's keys,
+// the block's listed keys that BucketAttends keeps, are exactly its reference set; the
+// list is ascending and holds no key that none of its rows attends.
+void CheckBucketLists(const attntune::Shape& shape, const cp::BucketLists& lists,
+                      const attntune::KeySets& sets, const std::vector<int32_t>& evict, int br) {
+  const int64_t group = shape.Group();
+  const int64_t blocks = lists.Blocks();
+  REQUIRE(lists.row_offsets.size() == static_cast<size_t>(blocks + 1));
+  REQUIRE(lists.key_offsets.size() == static_cast<size_t>(blocks + 1));
+  REQUIRE(lists.rows.size() == static_cast<size_t>(shape.B * shape.Hq * shape.Lq));
+  REQUIRE(lists.lo.size() == lists.rows.size());
+  REQUIRE(lists.hi.size() == lists.rows.size());
+  REQUIRE(lists.spos.size() == static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
+  for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {  // spos: a permutation
+    std::vector<int32_t> sorted(lists.spos.begin() + head * shape.Lk,
+                                lists.spos.begin() + (head + 1) * shape.Lk);
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t n = 0; n < shape.Lk; ++n) REQUIRE(sorted[n] == n);
+  }
+  std::vector<int> seen(static_cast<size_t>(shape.B * shape.Hq * shape.Lq), 0);
+  std::vector<int64_t> expected, got;
+  for (int64_t x = 0; x < blocks; ++x) {
+    const int64_t head = lists.head[x], b = head / shape.Hkv, hkv = head % shape.Hkv;
+    const int64_t nr = lists.row_offsets[x + 1] - lists.row_offsets[x];
+    INFO("block " << x << " head " << head);
+    REQUIRE(nr >= 1);
+    REQUIRE(nr <= br);
+    const std::vector<int32_t> keys(lists.keys.begin() + lists.key_offsets[x],
+                                    lists.keys.begin() + lists.key_offsets[x + 1]);
+    for (size_t n = 1; n < keys.size(); ++n) REQUIRE(keys[n - 1] < keys[n]);
+    std::set<int64_t> attended;
+    for (int64_t r = lists.row_offsets[x]; r < lists.row_offsets[x + 1]; ++r) {
+      const int64_t m = lists.rows[r], g = m / shape.Lq, i = m % shape.Lq;
+      REQUIRE(g < group);
+      const int64_t hq = hkv * group + g, p = shape.QueryPos(i);
+      ++seen[(b * shape.Hq + hq) * shape.Lq + i];
+      got.clear();
+      for (const int32_t j : keys) {
+        const int64_t e = evict.empty() ? 0 : evict[head * shape.Lk + j];
+        if (cp::BucketAttends(p, j, lists.lo[r], lists.hi[r], lists.spos[head * shape.Lk + j], e)) {
+          got.push_back(j);
+        }
+      }
+      sets.Row(b, hq, i, &expected);
+      INFO("b=" << b << " hq=" << hq << " i=" << i);
+      REQUIRE(got == expected);
+      attended.insert(got.begin(), got.end());
+    }
+    CHECK(attended.size() == keys.size());  // every listed key is attended by some row
+  }
+  for (size_t n = 0; n < seen.size(); ++n) {
+    INFO("row " << n);
+    REQUIRE(seen[n] == 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("BucketAttends is the lsh window or the prefix top-k interval, each key once") {
+  CHECK(cp::BucketAttends(10, 4, 2, 5, 3, 0));        // spos in [lo, hi)
+  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 5, 5, 0));  // hi is exclusive
+  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 2, 2, 0));  // empty window
+  CHECK(cp::BucketAttends(10, 4, 0, 0, 9, 11));       // ks: 4 <= 10 < 11
+  CHECK_FALSE(cp::BucketAttends(10, 4, 0, 0, 9, 10)); // evicted at 10
+  CHECK_FALSE(cp::BucketAttends(3, 4, 0, 0, 9, 11));  // ks part is causal
+}
+
+TEST_CASE("Bucketed row and key lists give exactly the lsh and hax key sets") {
+  using attntune::Params;
+  using attntune::Shape;
+  struct Case {
+    const char* variant;
+    const char* shape;
+    Params params;
+    int br;
+    int64_t chunk;
+    bool tied_scores, zero_proj;
+  };
+  const Case cases[] = {
+      {"lsh", "B=2,Hq=6,Hkv=3,L=37,d=16", {{"k", "4"}, {"bits", "2"}, {"rule", "sign"}}, 16, 0},
+      {"lsh", "B=1,Hq=2,Hkv=1,L=1,d=16", {{"k", "4"}, {"bits", "3"}, {"rule", "sign"}}, 64, 0},
+      {"lsh", "B=1,Hq=4,Hkv=2,Lq=300,Lk=577,d=16", {{"k", "9"}, {"bits", "4"}, {"rule", "sign"}},
+       64, 0},
+      {"lsh", "B=1,Hq=8,Hkv=2,L=577,d=16", {{"k", "32"}, {"bits", "3"}, {"rule", "argmax"}}, 128,
+       0},
+      // all keys in one bin: argmax over one projection; the window is then the last k keys
+      {"lsh", "B=1,Hq=3,Hkv=1,L=200,d=16", {{"k", "17"}, {"bits", "1"}, {"rule", "argmax"}}, 64, 0},
+      // k > L: every same-bin key; one bin through a zero projection (sign rule)
+      {"lsh", "B=2,Hq=2,Hkv=2,L=37,d=16", {{"k", "1000"}, {"bits", "2"}, {"rule", "sign"}}, 16, 0,
+       false, true},
+      {"hax", "B=2,Hq=6,Hkv=3,L=37,d=16",
+       {{"k_lsh", "3"}, {"k_ks", "5"}, {"bits", "2"}, {"rule", "sign"}}, 16, 512, true},
+      {"hax", "B=1,Hq=1,Hkv=1,L=1,d=16",
+       {{"k_lsh", "3"}, {"k_ks", "3"}, {"bits", "2"}, {"rule", "sign"}}, 64, 512},
+      {"hax", "B=1,Hq=4,Hkv=2,Lq=300,Lk=577,d=16",
+       {{"k_lsh", "8"}, {"k_ks", "8"}, {"bits", "3"}, {"rule", "sign"}}, 64, 100, true},
+      {"hax", "B=1,Hq=4,Hkv=1,L=577,d=16",
+       {{"k_lsh", "16"}, {"k_ks", "16"}, {"bits", "4"}, {"rule", "argmax"}}, 128, 512},
+      {"hax", "B=1,Hq=2,Hkv=1,L=577,d=16",
+       {{"k_lsh", "5"}, {"k_ks", "7"}, {"bits", "2"}, {"rule", "sign"}}, 16, 0, true},
+      // budgets > L, one bin: both parts hold every key j <= p (each key once)
+      {"hax", "B=1,Hq=2,Hkv=1,L=37,d=16",
+       {{"k_lsh", "100"}, {"k_ks", "1000"}, {"bits", "1"}, {"rule", "argmax"}}, 16, 7, true},
+      {"hax", "B=1,Hq=2,Hkv=2,L=130,d=16",
+       {{"k_lsh", "6"}, {"k_ks", "40"}, {"bits", "2"}, {"rule", "sign"}}, 32, 64, false, true},
+  };
+  for (const Case& c : cases) {
+    const Shape shape = attntune::ParseShape(c.shape, "test");
+    Params params = c.params;
+    params["seed"] = "5";
+    const int64_t bits = std::stoll(params.at("bits"));
+    const attntune::Tensors t = BucketTensors(shape, c.tied_scores, c.zero_proj, bits);
+    const bool hax = std::string(c.variant) == "hax";
+    const auto sets = attntune::FindVariant(c.variant, "test").key_sets(t, params);
+    const attntune::LshBins bins =
+        attntune::ComputeLshBins(t, bits, params.at("rule") == "argmax", 5);
+    std::vector<int32_t> evict;
+    if (hax) {
+      const std::vector<double> x = attntune::KsScores(t);
+      for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {
+        const auto e = attntune::PrefixTopKEvictions(x.data() + head * shape.Lk, shape.Lk,
+                                                     std::stoll(params.at("k_ks")));
+        evict.insert(evict.end(), e.begin(), e.end());
+      }
+    }
+    const cp::BucketLists lists = cp::BuildBucketLists(
+        shape, bins, std::stoll(params.at(hax ? "k_lsh" : "k")), evict, c.br, c.chunk);
+    INFO(c.variant << " " << c.shape << " " << attntune::ParamsToString(params) << " br=" << c.br
+                   << " chunk=" << c.chunk);
+    CheckBucketLists(shape, lists, *sets, evict, c.br);
+    if (c.zero_proj || params.at("bits") == "1") {  // the one-bin cases are one bin
+      for (const int32_t bin : bins.key_bin) REQUIRE(bin == 0);
+      for (const int32_t bin : bins.query_bin) REQUIRE(bin == 0);
+    }
+  }
 }

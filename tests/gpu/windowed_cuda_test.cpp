@@ -112,7 +112,7 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
   const Shape shape = ParseShape("B=1,Hq=4,Hkv=2,L=333,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 5);
   for (const char* dtype : {"fp16", "bf16"}) {
-    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias"}) {
+    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "lsh", "hax"}) {
       const std::string name = id;
       const Variant& variant = FindVariant(name == "dma_nobias" ? "dma" : name, "test");
       const std::optional<Implementation> impl = CudaImplementation(variant, dtype, shape.d);
@@ -121,6 +121,8 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
       if (name == "swa" || name == "hybrid" || name == "dma") given["w"] = "40";
       if (name == "ks") given["k"] = "24";
       if (name == "dma_nobias") given = {{"w", "50"}, {"bias", "0"}, {"seed", "3"}};
+      if (name == "lsh") given = {{"k", "24"}, {"bits", "3"}};
+      if (name == "hax") given = {{"k_lsh", "16"}, {"k_ks", "16"}, {"bits", "3"}};
       const Params params = ResolveParams(variant, &*impl, shape, given, "test");
       const std::vector<double> ref = ReferenceOutput(variant, tensors, params);
       for (const std::string& tile : impl->tunables.front().grid) {
@@ -136,9 +138,53 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
     }
   }
   FlushL2();
-  CHECK(!CudaImplementation(FindVariant("lsh", "test"), "fp16", 128).has_value());
   CHECK(!CudaImplementation(FindVariant("dma_decode", "test"), "fp16", 128).has_value());
   CHECK(!CudaImplementation(FindVariant("dense", "test"), "fp16", 96).has_value());
+}
+
+TEST_CASE("CUDA bucketed kernels (lsh, hax) match the fp64 reference over awkward shapes",
+          "[gpu]") {
+  struct Case {
+    const char* variant;
+    Params given;
+  };
+  const Case cases[] = {
+      {"lsh", {{"k", "16"}, {"bits", "3"}, {"rule", "sign"}}},
+      {"lsh", {{"k", "1000"}, {"bits", "2"}, {"rule", "argmax"}}},  // k > L: the whole bin
+      {"lsh", {{"k", "20"}, {"bits", "1"}, {"rule", "argmax"}}},    // one bin: the last k keys
+      {"hax", {{"k_lsh", "8"}, {"k_ks", "8"}, {"bits", "4"}, {"rule", "sign"}}},
+      {"hax", {{"k_lsh", "40"}, {"k_ks", "1000"}, {"bits", "2"}, {"rule", "sign"}, {"Chunk", "100"}}},
+  };
+  for (const char* dtype : {"fp16", "bf16"}) {
+    for (int64_t lq_lk : {1, 37, 577}) {
+      for (int64_t d : {64, 128}) {
+        Shape shape;
+        shape.B = 2;
+        shape.Hq = 6;
+        shape.Hkv = 3;
+        shape.Lk = lq_lk;
+        shape.Lq = lq_lk == 577 ? 300 : lq_lk;  // also Lq < Lk
+        shape.d = d;
+        const Tensors tensors = GaussianTensors(shape, 29);
+        for (const Case& c : cases) {
+          const Variant& variant = FindVariant(c.variant, "test");
+          const std::optional<Implementation> impl = CudaImplementation(variant, dtype, d);
+          REQUIRE(impl.has_value());
+          const Params params = ResolveParams(variant, &*impl, shape, c.given, "test");
+          const std::vector<double> ref = ReferenceOutput(variant, tensors, params);
+          for (const std::string& tile : impl->tunables.front().grid) {
+            Params p = params;
+            p["Tile"] = tile;
+            INFO(dtype << " " << ParamsToString(p) << " " << shape.ToString());
+            REQUIRE(impl->check(shape, p) == "");
+            std::vector<float> out(tensors.q.size(), 0.f);
+            impl->run(tensors, p, out.data());  // O poisoned with NaN on the device first
+            CHECK(RelErr(out.data(), ref) < impl->tolerance(p));
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("Split-KV decode matches the reference for one query row", "[gpu]") {
