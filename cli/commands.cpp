@@ -344,7 +344,7 @@ void RegisterBench(CLI::App& app, int* rc) {
         gpu_impl = CudaImplementation(variant, dtype, shape.d);
         if (!gpu_impl)
           throw UserError("--variant " + variant.id + ": no CUDA kernel for " + dtype + ", d=" +
-                          std::to_string(shape.d) + " (CUDA: dense, swa, hybrid, ks, dma; d = 64, 128)");
+                          std::to_string(shape.d) + " (CUDA: dense, swa, hybrid, ks, dma, lsh, hax; d = 64, 128)");
       }
     }
     const Implementation* impl = gpu_impl ? &*gpu_impl : FindImplementationArg(variant, args->impl);

@@ -26,6 +26,18 @@ namespace {
 // fp16 keeps 11 significant bits, bf16 8: inputs rounded once, P rounded once.
 double Tolerance(cp::Dtype dtype) { return dtype == cp::Dtype::kF16 ? 2e-3 : 1.6e-2; }
 
+// B=2, GQA 6/3, Lq = Lk = 1 or 37, or Lq 300 < Lk 577.
+Shape AwkwardShape(int64_t lq_lk, int64_t d) {
+  Shape shape;
+  shape.B = 2;
+  shape.Hq = 6;
+  shape.Hkv = 3;
+  shape.Lk = lq_lk;
+  shape.Lq = lq_lk == 577 ? 300 : lq_lk;
+  shape.d = d;
+  return shape;
+}
+
 }  // namespace
 
 TEST_CASE("Every compiled tile launches on this device", "[gpu]") {
@@ -45,13 +57,7 @@ TEST_CASE("CUDA windowed kernels match the fp64 reference over awkward shapes", 
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
     for (int64_t lq_lk : {1, 37, 577}) {
       for (const Case& c : cases) {
-        Shape shape;
-        shape.B = 2;
-        shape.Hq = 6;
-        shape.Hkv = 3;
-        shape.Lk = lq_lk;
-        shape.Lq = lq_lk == 577 ? 300 : lq_lk;  // also Lq < Lk
-        shape.d = tile.d;
+        const Shape shape = AwkwardShape(lq_lk, tile.d);
         const Tensors tensors = GaussianTensors(shape, 11);
         Params params;
         const std::string id = c.variant;
@@ -158,13 +164,7 @@ TEST_CASE("CUDA bucketed kernels (lsh, hax) match the fp64 reference over awkwar
   for (const char* dtype : {"fp16", "bf16"}) {
     for (int64_t lq_lk : {1, 37, 577}) {
       for (int64_t d : {64, 128}) {
-        Shape shape;
-        shape.B = 2;
-        shape.Hq = 6;
-        shape.Hkv = 3;
-        shape.Lk = lq_lk;
-        shape.Lq = lq_lk == 577 ? 300 : lq_lk;  // also Lq < Lk
-        shape.d = d;
+        const Shape shape = AwkwardShape(lq_lk, d);
         const Tensors tensors = GaussianTensors(shape, 29);
         for (const Case& c : cases) {
           const Variant& variant = FindVariant(c.variant, "test");
