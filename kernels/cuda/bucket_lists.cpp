@@ -64,7 +64,7 @@ BucketLists BuildBucketLists(const Shape& s, const LshBins& bins, int64_t k_lsh,
           for (int32_t n = chunk_keys.offsets[list]; n < chunk_keys.offsets[list + 1]; ++n) {
             const int32_t j = chunk_keys.keys[n];
             const auto p = std::lower_bound(positions.begin(), positions.end(), j);
-            if (p != positions.end() && InTopK(*p, j, e[j])) keys.push_back(j);
+            if (p != positions.end() && InTopK(*p, j, e)) keys.push_back(j);
           }
         }
         std::sort(keys.begin(), keys.end());

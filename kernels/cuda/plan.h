@@ -161,7 +161,7 @@ KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, in
 /// with its lsh window [lo, hi) of that head's keys in (bin, position) order; it visits
 /// keys[key_offsets[x] .. key_offsets[x+1]) (ascending j), the union of its rows' sets.
 /// spos[(b * Hkv + hkv) * Lk + j] = the place of key j in that order. A row attends key
-/// j iff BucketAttends(p(i), j, lo, hi, spos[j], evict[j]) (hax; lsh passes evict 0).
+/// j iff BucketAttends(p(i), j, lo, hi, spos[j], evict of the head) (hax; lsh: nullptr).
 struct BucketLists {
   std::vector<int32_t> head, row_offsets, rows, lo, hi;
   std::vector<int32_t> key_offsets, keys, spos;
@@ -205,18 +205,18 @@ ATTNTUNE_HD inline bool Attends(int64_t p, int64_t j, int64_t window, int64_t si
 }
 
 /// Whether the prefix top-k set of a row at position p holds key j (ks, dma, hax's ks
-/// part): j <= p < evict_j, evict_j as PrefixTopKEvictions computes it.
-ATTNTUNE_HD inline bool InTopK(int64_t p, int64_t j, int64_t evict_j) {
-  return j <= p && p < evict_j;
+/// part): j <= p < evict[j], evict = the head's PrefixTopKEvictions (read only when j <= p).
+ATTNTUNE_HD inline bool InTopK(int64_t p, int64_t j, const int32_t* evict) {
+  return j <= p && p < evict[j];
 }
 
 /// Whether a row of the bucketed family (BucketLists) at position p attends key j: the
 /// row's lsh window [lo, hi) holds spos_j, j's place in the (bin, position) key order,
-/// or (hax) j is in the row's prefix top-k set. lsh passes evict_j = 0 (no ks part). A
-/// key in both sets counts once: the key list holds it once.
+/// or (hax) j is in the row's prefix top-k set; lsh passes evict = nullptr (no ks part).
+/// A key in both sets counts once: the key list holds it once.
 ATTNTUNE_HD inline bool BucketAttends(int64_t p, int64_t j, int64_t lo, int64_t hi,
-                                      int64_t spos_j, int64_t evict_j) {
-  return (lo <= spos_j && spos_j < hi) || InTopK(p, j, evict_j);
+                                      int64_t spos_j, const int32_t* evict) {
+  return (lo <= spos_j && spos_j < hi) || (evict != nullptr && InTopK(p, j, evict));
 }
 
 /// Key blocks (of width bc) that query block qb (rows [qb*br, qb*br+br) ∩ [0, Lq)) must

@@ -43,7 +43,12 @@ struct KernelParams {
   const int32_t* evict;
   const float* bias_log2;
   int64_t query_blocks;
-  // The bucketed family only: BucketLists' head, row_offsets, rows, lo, hi and spos.
+};
+
+// The bucketed family's second argument: BucketLists' head, row_offsets, rows, lo, hi
+// and spos. (Apart from KernelParams, so that the windowed and top-k kernels keep the
+// parameter block, and the code, that ran on the H100.)
+struct BucketParams {
   const int32_t* block_head;
   const int32_t* row_offsets;
   const int32_t* rows;
@@ -131,7 +136,7 @@ struct VisitList<true, BC> {
 };
 
 template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES, Family F>
-__device__ __forceinline__ void WindowedBody(const KernelParams& p) {
+__device__ __forceinline__ void WindowedBody(const KernelParams& p, const BucketParams& bp) {
   constexpr bool GATHERED = F != Family::kWindowed;
   constexpr bool BUCKETED = F == Family::kBucketed;
   static_assert(BR == 16 * WARPS, "each warp owns 16 query rows");
@@ -144,31 +149,19 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   uint16_t* ks = qs + BR * LD;
   uint16_t* vs = ks + STAGES * BC * LD;
 
-  // Windowed and top-k: query block qb of head h, row r = position qb * BR + r, Q and O
-  // rows of head h. Bucketed: block qb of BucketLists, row r = rows[r] = g * Lq + i of
-  // KV head hk's query heads, Q and O rows counted from head hk * group.
+  // Windowed and top-k: query block qb of head h, row r at position qb * BR + r, Q and
+  // O rows of head h. Bucketed: block qb of BucketLists, row r is rows[r] = g * Lq + i of
+  // KV head hk's query heads (Q and O rows counted from head hk * group), r < nr. (The
+  // windowed and top-k paths are written as before the bucketed family joined, so that
+  // they compile to the code that ran on the H100.)
   const int qb = blockIdx.x;
-  int h, b, hk;
-  const int32_t* rows = nullptr;  // bucketed: this block's rows
-  int nr = BR;                    // bucketed: how many
-  if constexpr (BUCKETED) {
-    const int head = p.block_head[qb];
-    b = head / p.hkv;
-    hk = head % p.hkv;
-    h = hk * (p.hq / p.hkv);
-    rows = p.rows + p.row_offsets[qb];
-    nr = p.row_offsets[qb + 1] - p.row_offsets[qb];
-  } else {
-    h = blockIdx.y;
-    b = blockIdx.z;
-    hk = h / (p.hq / p.hkv);
-  }
-  // Row m of this block's head(s) (m >= Lq means none), and its position.
-  auto row_of = [&](int r) -> int64_t {
-    if constexpr (BUCKETED) return r < nr ? rows[r] : INT64_MAX;
-    const int64_t i = static_cast<int64_t>(qb) * BR + r;
-    return i < p.lq ? i : INT64_MAX;
-  };
+  const int head = BUCKETED ? bp.block_head[qb] : 0;  // b * Hkv + hk
+  const int h = BUCKETED ? head % p.hkv * (p.hq / p.hkv) : blockIdx.y;
+  const int b = BUCKETED ? head / p.hkv : blockIdx.z;
+  const int hk = BUCKETED ? head % p.hkv : h / (p.hq / p.hkv);
+  const int row_base = BUCKETED ? bp.row_offsets[qb] : 0;
+  const int32_t* rows = BUCKETED ? bp.rows + row_base : nullptr;
+  const int nr = BUCKETED ? bp.row_offsets[qb + 1] - row_base : BR;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
   const uint16_t* qg = p.q + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
@@ -180,9 +173,15 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   // Q tile -> shared -> A fragments in registers for the whole key loop.
   for (int c = tid; c < BR * CHUNKS; c += THREADS) {
     const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-    const int64_t m = row_of(r);
-    const bool ok = m != INT64_MAX;
-    CpAsync16(qs + r * LD + col, ok ? qg + m * D + col : qg, ok);
+    if constexpr (BUCKETED) {
+      const bool ok = r < nr;
+      const int64_t m = ok ? rows[r] : 0;
+      CpAsync16(qs + r * LD + col, ok ? qg + m * D + col : qg, ok);
+    } else {
+      const int64_t i = static_cast<int64_t>(qb) * BR + r;
+      const bool ok = i < p.lq;
+      CpAsync16(qs + r * LD + col, ok ? qg + i * D + col : qg, ok);
+    }
   }
   CpAsyncCommit();
   CpAsyncWait<0>();
@@ -203,14 +202,19 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   const float* bias = nullptr;
   const int32_t* spos = nullptr;
   if constexpr (GATHERED) {
-    const int64_t head_keys = (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-    const int64_t list = BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
+    const int64_t list =
+        BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
     spans.keys = p.list_keys + p.list_offsets[list];
     spans.n = p.list_offsets[list + 1] - p.list_offsets[list];
     spans.none = p.lk;
-    if (p.evict != nullptr) evict = p.evict + head_keys;
-    if (p.bias_log2 != nullptr) bias = p.bias_log2 + head_keys;
-    if constexpr (BUCKETED) spos = p.spos + head_keys;
+    if constexpr (BUCKETED) {
+      const int64_t head_keys = (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+      if (p.evict != nullptr) evict = p.evict + head_keys;  // hax's ks part
+      spos = bp.spos + head_keys;
+    } else {
+      evict = p.evict + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+      if (p.bias_log2 != nullptr) bias = p.bias_log2 + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+    }
   } else {
     spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
   }
@@ -232,18 +236,20 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY};  // running max (base-2 logits) of rows g, g+8
   float l[2] = {0.f, 0.f};              // this thread's share of the running sums
-  // This thread's two rows (row0 + g, row0 + g + 8): their positions (-1 for a row past
-  // the block's end: it attends nothing) and, bucketed, their lsh windows.
-  int64_t pos[2];
+  int64_t pos[2] = {p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g,
+                    p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g + 8};
+  // Bucketed: this thread's rows row0 + g and row0 + g + 8 of the block, their positions
+  // (-1 past the block's last row: they attend nothing) and lsh windows.
   int32_t lo[2] = {0, 0}, hi[2] = {0, 0};
+  if constexpr (BUCKETED) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t m = row_of(row0 + g + 8 * r);
-    pos[r] = m == INT64_MAX ? -1 : p.lk - p.lq + (BUCKETED ? m % p.lq : m);
-    if constexpr (BUCKETED) {
-      if (m != INT64_MAX) {
-        lo[r] = p.row_lo[p.row_offsets[qb] + row0 + g + 8 * r];
-        hi[r] = p.row_hi[p.row_offsets[qb] + row0 + g + 8 * r];
+    for (int r = 0; r < 2; ++r) {
+      const int x = row0 + g + 8 * r;
+      pos[r] = -1;
+      if (x < nr) {
+        pos[r] = p.lk - p.lq + rows[x] % p.lq;
+        lo[r] = bp.row_lo[row_base + x];
+        hi[r] = bp.row_hi[row_base + x];
       }
     }
   }
@@ -286,11 +292,13 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
         const int64_t j = spans.Key(kblock, nt * 8 + 2 * t + (e & 1));
         if constexpr (BUCKETED) {
           const int r = e >> 1;
-          const bool keep = j < p.lk && BucketAttends(pos[r], j, lo[r], hi[r], spos[j],
-                                                      evict != nullptr ? evict[j] : 0);
+          const bool keep = j < p.lk && BucketAttends(pos[r], j, lo[r], hi[r], spos[j], evict);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
         } else if constexpr (GATHERED) {
-          const bool keep = j < p.lk && InTopK(pos[e >> 1], j, evict[j]);
+          // InTopK(at, j, evict), spelt out as in the build that ran on the H100: through
+          // the function, nvcc materialises the bool and the kernel's code changes.
+          const int64_t at = pos[e >> 1];
+          const bool keep = j < p.lk && j <= at && at < evict[j];
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 + (bias != nullptr ? bias[j] : 0.f) : -INFINITY;
         } else {
           const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
@@ -353,11 +361,16 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int64_t m = row_of(row0 + g + 8 * r);
-    if (m == INT64_MAX) continue;
+    int64_t i = static_cast<int64_t>(qb) * BR + row0 + g + 8 * r;
+    if constexpr (BUCKETED) {
+      if (row0 + g + 8 * r >= nr) continue;
+      i = rows[row0 + g + 8 * r];  // g * Lq + i past head hk * group
+    } else {
+      if (i >= p.lq) continue;
+    }
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<uint32_t*>(og + m * D + dt * 8 + 2 * t) =
+      *reinterpret_cast<uint32_t*>(og + i * D + dt * 8 + 2 * t) =
           Math<DT>::Pack(o[dt][2 * r] * inv[r], o[dt][2 * r + 1] * inv[r]);
     }
   }
@@ -374,19 +387,19 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
       attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
           attntune::cuda_plan::KernelParams p) {                                              \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages, attntune::cuda_plan::Family::kWindowed>(p);     \
+                                      stages, attntune::cuda_plan::Family::kWindowed>(p, {}); \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
       attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(             \
           attntune::cuda_plan::KernelParams p) {                                              \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages, attntune::cuda_plan::Family::kTopK>(p);         \
+                                      stages, attntune::cuda_plan::Family::kTopK>(p, {});     \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
       attntune_bucketed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
-          attntune::cuda_plan::KernelParams p) {                                              \
+          attntune::cuda_plan::KernelParams p, attntune::cuda_plan::BucketParams bp) {        \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages, attntune::cuda_plan::Family::kBucketed>(p);     \
+                                      stages, attntune::cuda_plan::Family::kBucketed>(p, bp); \
   }
 #include "kernels/cuda/instantiations.def"
 #undef ATTNTUNE_WINDOWED_TILE
@@ -496,15 +509,16 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
     params.bias_log2 = family == Family::kTopK ? args.bias_log2 : nullptr;
     params.query_blocks = plan.grid_x;
   }
+  BucketParams bucket{};
   if (family == Family::kBucketed) {
-    params.block_head = args.block_head;
-    params.row_offsets = args.row_offsets;
-    params.rows = args.rows;
-    params.row_lo = args.row_lo;
-    params.row_hi = args.row_hi;
-    params.spos = args.spos;
+    bucket.block_head = args.block_head;
+    bucket.row_offsets = args.row_offsets;
+    bucket.rows = args.rows;
+    bucket.row_lo = args.row_lo;
+    bucket.row_hi = args.row_hi;
+    bucket.spos = args.spos;
   }
-  void* kernel_args[] = {&params};
+  void* kernel_args[] = {&params, &bucket};  // the windowed and top-k kernels take params only
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
                   static_cast<unsigned>(plan.grid_z));
   error = cudaLaunchKernel(function, grid, dim3(plan.threads), kernel_args,

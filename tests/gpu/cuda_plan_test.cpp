@@ -301,7 +301,7 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
             const int64_t p = shape.QueryPos(i);
             for (int64_t j = 0; j < shape.Lk; ++j) {
               INFO(c.variant << " b=" << b << " hq=" << hq << " i=" << i << " j=" << j);
-              REQUIRE(cp::InTopK(p, j, e[j]) == (in.count(j) == 1));
+              REQUIRE(cp::InTopK(p, j, e) == (in.count(j) == 1));
             }
             needed.insert(row.begin(), row.end());
           }
@@ -404,7 +404,7 @@ void CheckBucketLists(const attntune::Shape& shape, const cp::BucketLists& lists
       ++seen[(b * shape.Hq + hq) * shape.Lq + i];
       got.clear();
       for (const int32_t j : keys) {
-        const int64_t e = evict.empty() ? 0 : evict[head * shape.Lk + j];
+        const int32_t* e = evict.empty() ? nullptr : evict.data() + head * shape.Lk;
         if (cp::BucketAttends(p, j, lists.lo[r], lists.hi[r], lists.spos[head * shape.Lk + j], e)) {
           got.push_back(j);
         }
@@ -425,12 +425,16 @@ void CheckBucketLists(const attntune::Shape& shape, const cp::BucketLists& lists
 }  // namespace
 
 TEST_CASE("BucketAttends is the lsh window or the prefix top-k interval, each key once") {
-  CHECK(cp::BucketAttends(10, 4, 2, 5, 3, 0));        // spos in [lo, hi)
-  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 5, 5, 0));  // hi is exclusive
-  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 2, 2, 0));  // empty window
-  CHECK(cp::BucketAttends(10, 4, 0, 0, 9, 11));       // ks: 4 <= 10 < 11
-  CHECK_FALSE(cp::BucketAttends(10, 4, 0, 0, 9, 10)); // evicted at 10
-  CHECK_FALSE(cp::BucketAttends(3, 4, 0, 0, 9, 11));  // ks part is causal
+  std::vector<int32_t> evict(12, 0);
+  evict[4] = 11;  // key 4 is held for positions 4..10
+  CHECK(cp::BucketAttends(10, 4, 2, 5, 3, nullptr));        // spos in [lo, hi)
+  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 5, 5, nullptr));  // hi is exclusive
+  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 2, 2, nullptr));  // empty window
+  CHECK_FALSE(cp::BucketAttends(10, 4, 0, 0, 9, nullptr));  // lsh: no ks part
+  CHECK(cp::BucketAttends(10, 4, 0, 0, 9, evict.data()));   // ks: 4 <= 10 < 11
+  CHECK_FALSE(cp::BucketAttends(11, 4, 0, 0, 9, evict.data()));  // evicted at 11
+  CHECK_FALSE(cp::BucketAttends(3, 4, 0, 0, 9, evict.data()));   // the ks part is causal
+  CHECK(cp::BucketAttends(10, 4, 2, 5, 3, evict.data()));   // in both: true once
 }
 
 TEST_CASE("Bucketed row and key lists give exactly the lsh and hax key sets") {
