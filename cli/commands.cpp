@@ -337,7 +337,7 @@ void RegisterBench(CLI::App& app, int* rc) {
         gpu_impl = CudaDecodeImplementation(variant, dtype, shape.d);
         if (!gpu_impl)
           throw UserError("--impl cuda_decode: no split-KV decode for " + variant.id + ", " + dtype +
-                          ", d=" + std::to_string(shape.d) + " (dense, swa; d = 64, 128)");
+                          ", d=" + std::to_string(shape.d) + " (dense, swa, dma_decode; d = 64, 128)");
       } else {
         if (!args->impl.empty() && args->impl != "cuda")
           throw UserError("--impl: on --device cuda:N the implementation is 'cuda' or 'cuda_decode'");

@@ -68,6 +68,7 @@ struct Resident {
   std::string selection;
   DeviceBuffer offsets, keys, evict, bias;
   DeviceBuffer block_head, row_offsets, rows, row_lo, row_hi, spos;  // bucketed
+  DeviceBuffer chosen_offsets, chosen;                                // dma_decode
   int64_t blocks = 0;
   bool has_evict = false;
   DeviceBuffer workspace;  // split-KV decode partials
@@ -186,6 +187,13 @@ std::vector<int32_t> Evictions(const Shape& s, const std::vector<double>& x, int
   return evict;
 }
 
+// The additive logit bias b_j in base 2 (the kernels' softmax is exp2).
+std::vector<float> BiasLog2(const std::vector<double>& x) {
+  std::vector<float> b(x.size());
+  for (size_t n = 0; n < x.size(); ++n) b[n] = static_cast<float>(x[n] * 1.4426950408889634);
+  return b;
+}
+
 // What the selection depends on: the variant's parameters (the tile only through Br).
 std::string SelectionKey(const std::string& variant, Params p, const cp::WindowedTile& tile) {
   p.erase("Tile");
@@ -263,12 +271,18 @@ void PrepareSelection(const std::string& variant, const Tensors& t, const Params
   UploadRaw(r.evict, evict);
   r.has_evict = true;
   r.has_bias = bias;
-  if (bias) {
-    std::vector<float> b(x.size());
-    for (size_t n = 0; n < x.size(); ++n) b[n] = static_cast<float>(x[n] * 1.4426950408889634);
-    UploadRaw(r.bias, b);
-  }
+  if (bias) UploadRaw(r.bias, BiasLog2(x));
   r.selection = key;
+}
+
+// Launch arguments with the resident Q, K, V and O.
+cp::WindowedDeviceArgs TensorArgs(const Resident& r) {
+  cp::WindowedDeviceArgs args;
+  args.q = r.q.ptr;
+  args.k = r.k.ptr;
+  args.v = r.v.ptr;
+  args.o = r.o.ptr;
+  return args;
 }
 
 // The checked run of every CUDA implementation: O poisoned on the device (0x7fff is a NaN
@@ -300,11 +314,7 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
           "cudaMemcpy");
     r.windows_host = windows;
   }
-  cp::WindowedDeviceArgs args;
-  args.q = r.q.ptr;
-  args.k = r.k.ptr;
-  args.v = r.v.ptr;
-  args.o = r.o.ptr;
+  cp::WindowedDeviceArgs args = TensorArgs(r);
   args.windows = static_cast<const int32_t*>(r.windows.ptr);
   args.family = family;
   if (family != cp::Family::kWindowed) {
@@ -325,6 +335,73 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
   const std::string error = cp::LaunchWindowed(problem, tile, args);
   if (!error.empty()) throw std::runtime_error(error);
   return r;
+}
+
+// The run (checked: O poisoned, launched, copied back), launch (enqueue only) and
+// tolerance of a decode implementation that enqueues with `launch`.
+void WireDecode(Implementation* impl, cp::Dtype dt,
+                const std::function<void(const Tensors&, const Params&)>& launch) {
+  impl->run = [launch, dt](const Tensors& t, const Params& p, float* out) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    RunChecked(t, dt, [&] { launch(t, p); }, out);
+  };
+  impl->launch = [launch](const Tensors& t, const Params& p) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    launch(t, p);
+  };
+  // Inputs rounded once to the dtype; the state and P stay fp32 (no P rounding), so the
+  // windowed kernels' bounds hold with margin.
+  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
+  impl->tolerance = [tolerance](const Params&) { return tolerance; };
+}
+
+// dma_decode on the gathered decode kernel: the selection (scores, then the resident
+// sets' eviction steps and the chosen keys, by the Kokkos decode's own code) on the host
+// once per inputs and parameters, then one launch for every step.
+Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
+  Implementation impl;
+  impl.id = "cuda_decode";
+  impl.summary = "CUDA gathered decode: every step at once, a thread block per (step, KV head) "
+                 "over the resident keys and each query head's chosen keys (selection on the "
+                 "host), " + dtype + " in, fp32 state";
+  impl.check = [](const Shape& shape, const Params&) {
+    return cp::CanImplementGatheredDecode(shape);
+  };
+  auto launch = [dt](const Tensors& t, const Params& p) {
+    Resident& r = Prepare(t, dt);
+    const Shape& s = t.shape;
+    const std::string key = SelectionKey("dma_decode", p, cp::WindowedTile());
+    if (r.selection != key) {
+      r.selection.clear();
+      std::vector<double> x;
+      DecodeSelection sel;
+      cp::KeyLists lists;
+      RunPhase("attntune::select::scores",
+               [&] { x = DmaScores(t, static_cast<uint64_t>(ParamInt(p, "seed"))); });
+      sel = SelectDecodeKokkos(t, x, ParamInt(p, "w_kv"), ParamInt(p, "w_q"), ParamInt(p, "r"));
+      RunPhase("attntune::select::lists",
+               [&] { lists = cp::BuildKeyLists(s, sel.evict, cp::kDecodeListSteps); });
+      UploadRaw(r.offsets, lists.offsets);
+      UploadRaw(r.keys, lists.keys);
+      UploadRaw(r.evict, sel.evict);
+      UploadRaw(r.chosen_offsets, sel.offsets);
+      UploadRaw(r.chosen, sel.chosen);
+      r.has_bias = ParamInt(p, "bias") == 1;
+      if (r.has_bias) UploadRaw(r.bias, BiasLog2(x));
+      r.selection = key;
+    }
+    cp::WindowedDeviceArgs args = TensorArgs(r);
+    args.list_offsets = static_cast<const int32_t*>(r.offsets.ptr);
+    args.list_keys = static_cast<const int32_t*>(r.keys.ptr);
+    args.evict = static_cast<const int32_t*>(r.evict.ptr);
+    args.chosen_offsets = static_cast<const int32_t*>(r.chosen_offsets.ptr);
+    args.chosen = static_cast<const int32_t*>(r.chosen.ptr);
+    args.bias_log2 = r.has_bias ? static_cast<const float*>(r.bias.ptr) : nullptr;
+    const std::string error = cp::LaunchGatheredDecode(s, dt, args);
+    if (!error.empty()) throw std::runtime_error(error);
+  };
+  WireDecode(&impl, dt, launch);
+  return impl;
 }
 
 }  // namespace
@@ -397,10 +474,11 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
 std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
                                                        const std::string& dtype, int64_t head_dim) {
   const std::string id = variant.id;
-  if (id != "dense" && id != "swa") return std::nullopt;
+  if (id != "dense" && id != "swa" && id != "dma_decode") return std::nullopt;
   if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
   if (head_dim != 64 && head_dim != 128) return std::nullopt;
   const cp::Dtype dt = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
+  if (id == "dma_decode") return DmaDecodeImplementation(dtype, dt);
   Implementation impl;
   impl.id = "cuda_decode";
   impl.summary = "CUDA split-KV decode (one query row per head), " + dtype + " in, fp32 state";
@@ -418,32 +496,16 @@ std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
   impl.check = [problem_of](const Shape& shape, const Params& p) {
     return cp::CanImplementDecode(problem_of(shape, p), ParamInt(p, "Split"));
   };
-  auto launch = [problem_of, dt](const Tensors& t, const Params& p) -> Resident& {
+  auto launch = [problem_of, dt](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);
     const cp::WindowedProblem problem = problem_of(t.shape, p);
     const int64_t splits = ParamInt(p, "Split");
     r.workspace.Resize(static_cast<size_t>(cp::PlanDecode(problem, splits).workspace_bytes));
-    cp::WindowedDeviceArgs args;
-    args.q = r.q.ptr;
-    args.k = r.k.ptr;
-    args.v = r.v.ptr;
-    args.o = r.o.ptr;
+    cp::WindowedDeviceArgs args = TensorArgs(r);
     const std::string error = cp::LaunchDecode(problem, dt, splits, args, r.workspace.ptr);
     if (!error.empty()) throw std::runtime_error(error);
-    return r;
   };
-  impl.run = [launch, dt](const Tensors& t, const Params& p, float* out) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    RunChecked(t, dt, [&] { launch(t, p); }, out);
-  };
-  impl.launch = [launch](const Tensors& t, const Params& p) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    launch(t, p);
-  };
-  // Inputs rounded once to the dtype; the state and P stay fp32 (no P rounding), so the
-  // windowed kernels' bounds hold with margin.
-  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
-  impl.tolerance = [tolerance](const Params&) { return tolerance; };
+  WireDecode(&impl, dt, launch);
   return impl;
 }
 

@@ -28,7 +28,8 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
 
 /// Split-KV decode of `variant` (dense or swa; one query row per head, Lq = 1): id
 /// "cuda_decode", one tunable "Split" (key-axis splits, PlanDecode), same run / launch /
-/// tolerance contract as CudaImplementation. nullopt for other variants or builds.
+/// tolerance contract as CudaImplementation; for dma_decode (every step, Lq = Lk) the
+/// gathered decode kernel, no tunables. nullopt for other variants or builds.
 std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
                                                        const std::string& dtype, int64_t head_dim);
 

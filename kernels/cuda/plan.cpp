@@ -249,6 +249,20 @@ std::string CanImplementDecode(const WindowedProblem& problem, int64_t splits) {
   return "";
 }
 
+std::string CanImplementGatheredDecode(const Shape& s) {
+  if (s.Lq != s.Lk || !s.causal) return "gathered decode runs every step: it needs Lq == Lk, causal";
+  if (s.d != 64 && s.d != 128) return "gathered decode is compiled for d = 64 and 128";
+  if (s.Hkv <= 0 || s.Hq % s.Hkv != 0) return "Hq must be a multiple of Hkv";
+  if (s.Hq / s.Hkv > kDecodeMaxGroup) {
+    return "gathered decode handles at most " + std::to_string(kDecodeMaxGroup) +
+           " query heads per KV head";
+  }
+  // grid (Lk, Hkv, B); int32 lists and offsets.
+  if (s.Hkv > 65535 || s.B > 65535) return "Hkv and B must be at most 65535";
+  if (s.B * s.Hq * s.Lk >= INT32_MAX) return "B * Hq * Lk must be below 2^31";
+  return "";
+}
+
 DecodePlan PlanDecode(const WindowedProblem& problem, int64_t splits) {
   ATTNTUNE_CHECK(CanImplementDecode(problem, splits).empty());
   const Shape& s = problem.shape;

@@ -195,6 +195,16 @@ std::string CanImplementDecode(const WindowedProblem& problem, int64_t splits);
 /// (never more splits than attended keys).
 DecodePlan PlanDecode(const WindowedProblem& problem, int64_t splits);
 
+/// Gathered decode (dma_decode, every step of a sequence: Lq = Lk): one thread block per
+/// (step, KV head, batch), 4 warps, over the step's resident keys and then each query
+/// head's chosen keys (SelectDecodeKokkos in kernels/kokkos/sparse.h). The resident keys
+/// come from KeyLists (BuildKeyLists over the resident sets' eviction steps) with query
+/// blocks of kDecodeListSteps steps: a step's list holds the resident keys of its run of
+/// steps, kept per key by InTopK(t, j, evict).
+constexpr int kDecodeListSteps = 32;  // steps per shared list: at most 31 keys wasted a step
+/// Why gathered decode cannot compute `shape` ("" = it can).
+std::string CanImplementGatheredDecode(const Shape& shape);
+
 // ---- shared host/device logic: the kernel calls exactly these ----
 
 /// Whether query row i (absolute position p) attends key j (DESIGN.md s1, causal).
@@ -218,6 +228,47 @@ ATTNTUNE_HD inline bool BucketAttends(int64_t p, int64_t j, int64_t lo, int64_t 
                                       int64_t spos_j, const int32_t* evict) {
   return (lo <= spos_j && spos_j < hi) || (evict != nullptr && InTopK(p, j, evict));
 }
+
+/// Gathered decode's walk over the keys of one step of one (batch, KV head): the
+/// kernel's key loop (DecodeSplitBody in decode.cu), tested on the host. x = 0, 1, ...
+/// (a warp takes every 4th x, with a walk of its own) is first resident[x], x <
+/// n_resident (the step's list: every query head of the group attends it if resident,
+/// InTopK(step, j, evict)), then the chosen keys of group head 0, 1, ... in turn
+/// (chosen[chosen_offsets[c] ..], c = row0 + head * stride; that head only).
+struct DecodeWalk {
+  enum { kEnd, kAttend, kSkip };
+  const int32_t* resident = nullptr;
+  int64_t n_resident = 0;
+  const int32_t* evict = nullptr;
+  int64_t step = 0;
+  const int32_t* chosen_offsets = nullptr;
+  const int32_t* chosen = nullptr;
+  int64_t row0 = 0, stride = 0;
+  int group = 0;
+  int head = -1;     // the group head whose chosen keys the walk is in
+  int64_t end = -1;  // one past its last x (-1: not started)
+
+  /// Key x (ascending across calls on one walk): kEnd past the last key, kSkip for a
+  /// listed key not resident at `step`, else kAttend with *j and *only (-1: every head).
+  ATTNTUNE_HD int At(int64_t x, int64_t* j, int* only) {
+    if (x < n_resident) {
+      *j = resident[x];
+      *only = -1;
+      return InTopK(step, *j, evict) ? kAttend : kSkip;
+    }
+    if (end < 0) end = n_resident;
+    while (x >= end && head + 1 < group) {
+      ++head;
+      const int64_t c = row0 + head * stride;
+      end += chosen_offsets[c + 1] - chosen_offsets[c];
+    }
+    if (x >= end) return kEnd;
+    const int64_t c = row0 + head * stride;
+    *j = chosen[chosen_offsets[c + 1] - (end - x)];
+    *only = head;
+    return kAttend;
+  }
+};
 
 /// Key blocks (of width bc) that query block qb (rows [qb*br, qb*br+br) ∩ [0, Lq)) must
 /// visit, as at most two half-open spans [lo0, hi0) ∪ [lo1, hi1): the sink blocks and

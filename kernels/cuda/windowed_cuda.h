@@ -39,6 +39,9 @@ struct WindowedDeviceArgs {
   const int32_t* row_hi = nullptr;
   const int32_t* spos = nullptr;
   int64_t blocks = 0;
+  // Gathered decode (LaunchGatheredDecode) also: the chosen keys of each (b, hq, step).
+  const int32_t* chosen_offsets = nullptr;
+  const int32_t* chosen = nullptr;
 };
 
 /// Round-to-nearest conversion of fp32 to the 2-byte `dtype` and back (host side).
@@ -55,6 +58,13 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
 /// Returns "" or the reason / CUDA error.
 std::string LaunchDecode(const WindowedProblem& problem, Dtype dtype, int64_t splits,
                          const WindowedDeviceArgs& args, void* workspace);
+
+/// Enqueues gathered decode (dma_decode: every step, Lq = Lk) on q, k, v, o of `args`
+/// and its lists: the resident sets' KeyLists (BuildKeyLists(shape, evict,
+/// kDecodeListSteps)) in list_offsets and list_keys, the eviction steps in evict, the
+/// chosen keys (DecodeSelection's offsets and chosen) in chosen_offsets and chosen, an
+/// optional bias_log2. Returns "" or the reason / CUDA error.
+std::string LaunchGatheredDecode(const Shape& shape, Dtype dtype, const WindowedDeviceArgs& args);
 
 /// Run-time confirmation of the static table on the current device: reads
 /// cudaFuncGetAttributes and the occupancy of `tile`; "" when at least one block fits.

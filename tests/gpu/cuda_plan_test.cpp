@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cuda/plan.h"
+#include "kernels/kokkos/sparse.h"
 #include "kernels/spec/params.h"
 #include "kernels/spec/selection.h"
 #include "kernels/spec/shape.h"
@@ -503,6 +504,86 @@ TEST_CASE("Bucketed row and key lists give exactly the lsh and hax key sets") {
     if (c.zero_proj || params.at("bits") == "1") {  // the one-bin cases are one bin
       for (const int32_t bin : bins.key_bin) REQUIRE(bin == 0);
       for (const int32_t bin : bins.query_bin) REQUIRE(bin == 0);
+    }
+  }
+}
+
+TEST_CASE("dma_decode's selection and gathered lists give exactly the reference sets") {
+  using attntune::Params;
+  struct Case {
+    const char* shape;
+    Params params;
+    bool tied;  // Delta = 0: every b_j equal, so the resident sets break ties
+  };
+  const Case cases[] = {
+      {"B=2,Hq=4,Hkv=2,L=37,d=16", {{"w_kv", "5"}, {"w_q", "3"}, {"r", "4"}}},
+      {"B=1,Hq=2,Hkv=1,L=1,d=16", {{"w_kv", "4"}, {"w_q", "2"}, {"r", "2"}}},
+      {"B=1,Hq=8,Hkv=1,L=200,d=16", {{"w_kv", "16"}, {"w_q", "4"}, {"r", "8"}}},
+      {"B=1,Hq=6,Hkv=3,L=130,d=16", {{"w_kv", "1000"}, {"w_q", "5"}, {"r", "3"}}},  // w_kv > L
+      {"B=1,Hq=3,Hkv=3,L=100,d=16", {{"w_kv", "7"}, {"w_q", "0"}, {"r", "0"}}},
+      {"B=1,Hq=4,Hkv=2,L=77,d=16", {{"w_kv", "6"}, {"w_q", "40"}, {"r", "30"}}, true},
+  };
+  for (const Case& c : cases) {
+    const attntune::Shape shape = attntune::ParseShape(c.shape, "test");
+    attntune::Tensors t = attntune::GaussianTensors(shape, 23);
+    if (c.tied) t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
+    Params params = c.params;
+    params["bias"] = "1";
+    params["seed"] = "4";
+    const auto sets = attntune::FindVariant("dma_decode", "test").key_sets(t, params);
+    const std::vector<double> x = attntune::DmaScores(t, 4);
+    const attntune::DecodeSelection sel =
+        attntune::SelectDecodeKokkos(t, x, std::stoll(params.at("w_kv")),
+                                     std::stoll(params.at("w_q")), std::stoll(params.at("r")));
+    const cp::KeyLists lists = cp::BuildKeyLists(shape, sel.evict, cp::kDecodeListSteps);
+    REQUIRE(sel.offsets.size() == static_cast<size_t>(shape.B * shape.Hq * shape.Lk + 1));
+    const int64_t group = shape.Group();
+    std::vector<int64_t> expected;
+    std::vector<std::vector<int64_t>> got(static_cast<size_t>(group));
+    for (int64_t b = 0; b < shape.B; ++b) {
+      for (int64_t hkv = 0; hkv < shape.Hkv; ++hkv) {
+        const int64_t head = b * shape.Hkv + hkv;
+        for (int64_t step = 0; step < shape.Lk; ++step) {
+          INFO(c.shape << " " << attntune::ParamsToString(params) << " b=" << b
+                       << " hkv=" << hkv << " t=" << step);
+          // What the kernel attends: 4 warps, each walking every 4th key with its own walk.
+          for (auto& g : got) g.clear();
+          const int64_t list = head * lists.query_blocks + step / cp::kDecodeListSteps;
+          for (int warp = 0; warp < 4; ++warp) {
+            cp::DecodeWalk walk;
+            walk.resident = lists.keys.data() + lists.offsets[list];
+            walk.n_resident = lists.offsets[list + 1] - lists.offsets[list];
+            walk.evict = sel.evict.data() + head * shape.Lk;
+            walk.step = step;
+            walk.chosen_offsets = sel.offsets.data();
+            walk.chosen = sel.chosen.data();
+            walk.row0 = (b * shape.Hq + hkv * group) * shape.Lk + step;
+            walk.stride = shape.Lk;
+            walk.group = static_cast<int>(group);
+            for (int64_t x = warp;; x += 4) {
+              int64_t j = -1;
+              int only = -2;
+              const int what = walk.At(x, &j, &only);
+              if (what == cp::DecodeWalk::kEnd) break;
+              if (what == cp::DecodeWalk::kSkip) continue;
+              REQUIRE(j >= 0);
+              REQUIRE(j <= step);
+              REQUIRE(only >= -1);
+              REQUIRE(only < group);
+              for (int64_t g = 0; g < group; ++g) {
+                if (only < 0 || only == g) got[g].push_back(j);
+              }
+            }
+          }
+          for (int64_t g = 0; g < group; ++g) {
+            std::sort(got[g].begin(), got[g].end());
+            INFO("group head " << g);
+            REQUIRE(std::adjacent_find(got[g].begin(), got[g].end()) == got[g].end());  // once
+            sets->Row(b, hkv * group + g, step, &expected);
+            REQUIRE(got[g] == expected);
+          }
+        }
+      }
     }
   }
 }

@@ -10,12 +10,14 @@ namespace cp = attntune::cuda_plan;
 
 TEST_CASE("The resource table covers every compiled tile on every arch") {
   const auto& table = cp::CompiledResources();
-  // Three families per tile (windowed, top-k block-skipping, bucketed) plus the split-KV
-  // decode kernels (split and combine, f16/bf16, d 64/128).
-  CHECK(table.size() == (3 * cp::WindowedTiles().size() + 8) * cp::SupportedArchs().size());
+  // Three families per tile (windowed, top-k block-skipping, bucketed) plus the decode
+  // kernels (split-KV split and combine, gathered; f16/bf16, d 64/128).
+  CHECK(table.size() == (3 * cp::WindowedTiles().size() + 12) * cp::SupportedArchs().size());
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
     for (const char* name :
-         {"attntune_decode_split_f16_d128", "attntune_decode_combine_bf16_d64"}) {
+         {"attntune_decode_split_f16_d128", "attntune_decode_combine_bf16_d64",
+          "attntune_decode_gathered_f16_d64", "attntune_decode_gathered_f16_d128",
+          "attntune_decode_gathered_bf16_d64", "attntune_decode_gathered_bf16_d128"}) {
       INFO(name << " sm_" << arch.sm);
       REQUIRE(cp::FindResources(table, arch.sm, name) != nullptr);
     }
