@@ -39,9 +39,9 @@ struct DecodeParams {
   float scale_log2;
 };
 
-// The gathered kernel's second argument (DecodeListArgs on the device). (Apart from
-// DecodeParams, so that the split-KV kernels keep the parameter block, and the code,
-// that ran on the H100.)
+// The gathered kernel's second argument (the lists of LaunchGatheredDecode's
+// WindowedDeviceArgs). Apart from DecodeParams, so that the split-KV kernels keep the
+// parameter block, and the code, that ran on the H100.
 struct GatheredDecodeParams {
   const int32_t* list_offsets;  // KeyLists of the resident sets, kDecodeListSteps steps a list
   const int32_t* list_keys;

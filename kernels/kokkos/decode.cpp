@@ -3,6 +3,7 @@
 // scan: O(w_kv) per step, the same order as attending it); evictions of the last r steps
 // are kept in a queue; each query head of the group scores its candidates by q·k in
 // fp64 (so that it chooses exactly the reference's keys) and attends I ∪ chosen in fp32.
+// SelectDecodeKokkos runs the same selection alone (the CUDA gathered decode's host phase).
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
