@@ -363,14 +363,14 @@ void RegisterBench(CLI::App& app, int* rc) {
         gpu_impl = CudaDecodeImplementation(variant, dtype, shape.d);
         if (!gpu_impl)
           throw UserError("--impl cuda_decode: no split-KV decode for " + variant.id + ", " + dtype +
-                          ", d=" + std::to_string(shape.d) + " (dense, swa; d = 64, 128)");
+                          ", d=" + std::to_string(shape.d) + " (dense, swa, dma_decode; d = 64, 128)");
       } else {
         if (!args->impl.empty() && args->impl != "cuda")
           throw UserError("--impl: on --device cuda:N the implementation is 'cuda' or 'cuda_decode'");
         gpu_impl = CudaImplementation(variant, dtype, shape.d);
         if (!gpu_impl)
           throw UserError("--variant " + variant.id + ": no CUDA kernel for " + dtype + ", d=" +
-                          std::to_string(shape.d) + " (CUDA: dense, swa, hybrid, ks, dma; d = 64, 128)");
+                          std::to_string(shape.d) + " (CUDA: dense, swa, hybrid, ks, dma, lsh, hax; d = 64, 128)");
       }
     }
     const Implementation* impl = gpu_impl ? &*gpu_impl : FindImplementationArg(variant, args->impl);

@@ -22,7 +22,7 @@ for t in cuda_plan_test cuda_resources_test cupti_activity_test cupti_metrics_te
 done
 if command -v compute-sanitizer >/dev/null && [ -x "$build/tests/gpu/gpu_windowed_test" ]; then
   (cd "$build/tests/gpu" && timeout 400 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    ./gpu_windowed_test "CUDA windowed kernels match*,The variant table*,Split-KV*" >"$out/memcheck.log" 2>&1)
+    ./gpu_windowed_test "CUDA windowed kernels match*,CUDA bucketed kernels*,The variant table*,Gathered decode*,Split-KV*" >"$out/memcheck.log" 2>&1)
   log "compute-sanitizer memcheck rc=$?"
   tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
 fi
@@ -45,7 +45,8 @@ if [ -x "$build/attntune" ]; then
   log "attntune devices rc=$?"
   cat "$out/devices.txt" | tee -a "$out/summary.txt"
   s=B=1,Hq=16,Hkv=8,L=2048,d=128
-  for v in "dense" "swa w=1024" "hybrid w=256,full=2" "dense dtype=bf16" "ks k=64" "dma w=1024"; do
+  for v in "dense" "swa w=1024" "hybrid w=256,full=2" "dense dtype=bf16" "ks k=64" "dma w=1024" \
+      "lsh k=64" "hax k_lsh=32,k_ks=32"; do
     set -- $v
     extra=()
     case "${2:-}" in dtype=*) extra=(--dtype "${2#dtype=}");; ?*) extra=(--params "$2");; esac
@@ -124,5 +125,12 @@ if [ -x "$build/attntune" ]; then
       done
     done
   done
+  # dma_decode: every step of a sequence on the gathered decode kernel, checked.
+  timeout 300 "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
+    --params w_kv=256,w_q=16,r=32 --shape B=1,Hq=16,Hkv=8,L=2048,d=128 --json \
+    >"$out/decode_dma.json" 2>&1
+  log "dma_decode L=2048 cuda_decode rc=$?"
+  grep -E '"(status|message|check_err|median_ms|p10_ms|p90_ms|select_ms|timer)"' \
+    "$out/decode_dma.json" | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
   tar -C "$out" -czf "$out.tar.gz" . && mv "$out.tar.gz" "$out/all.tar.gz"
 fi

@@ -170,7 +170,7 @@ TunePlan PlanTune(const TuneOptions& options) {
       if (!impl) {
         throw UserError("--variants: " + variant->id + " has no CUDA kernel for " + options.dtype +
                         ", d=" + std::to_string(plan.model.head_dim) +
-                        " (CUDA: dense, swa, hybrid, ks, dma; d = 64, 128)");
+                        " (CUDA: dense, swa, hybrid, ks, dma, lsh, hax; d = 64, 128)");
       }
       plan.gpu_impls.push_back(std::move(*impl));
     }

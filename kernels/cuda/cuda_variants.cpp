@@ -1,5 +1,7 @@
-// The CUDA implementations of dense, swa and hybrid (cuda_variants.h): device buffers
-// cached per tensors object, the variant's parameters mapped onto a WindowedProblem.
+// The CUDA implementations (cuda_variants.h) of dense, swa, hybrid (windowed kernels),
+// ks, dma (top-k kernels) and lsh, hax (bucketed kernels): device buffers cached per
+// tensors object, the variant's parameters mapped onto a WindowedProblem, the sparse
+// variants' selection computed on the host.
 #include "kernels/cuda/cuda_variants.h"
 
 #include <cuda_runtime_api.h>
@@ -62,9 +64,13 @@ struct Resident {
                              // address, with the same shape, must not hit stale buffers
   DeviceBuffer q, k, v, o, windows;
   std::vector<int32_t> windows_host;  // what `windows` holds on the device
-  // The block-skipping family's selection for these inputs (host, fp64, once per key).
+  // The top-k or bucketed family's selection for these inputs (host, fp64, once per key).
   std::string selection;
   DeviceBuffer offsets, keys, evict, bias;
+  DeviceBuffer block_head, row_offsets, rows, row_lo, row_hi, spos;  // bucketed
+  DeviceBuffer chosen_offsets, chosen;                                // dma_decode
+  int64_t blocks = 0;
+  bool has_evict = false;
   DeviceBuffer workspace;  // split-KV decode partials
   bool has_bias = false;
 };
@@ -133,7 +139,9 @@ Resident& Prepare(const Tensors& t, cp::Dtype dtype) {
 
 const cp::WindowedTile& TileNamed(const std::string& name) {
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
-    if (cp::KernelName(tile) == name || cp::BlockSparseKernelName(tile) == name) return tile;
+    for (const cp::Family family : cp::kFamilies) {
+      if (cp::KernelName(tile, family) == name) return tile;
+    }
   }
   throw std::runtime_error("no compiled CUDA tile named " + name);
 }
@@ -163,45 +171,118 @@ void UploadRaw(DeviceBuffer& buffer, const std::vector<T>& host) {
   }
 }
 
-bool BlockSparse(const std::string& variant) { return variant == "ks" || variant == "dma"; }
+cp::Family FamilyOf(const std::string& variant) {
+  if (variant == "ks" || variant == "dma") return cp::Family::kTopK;
+  if (variant == "lsh" || variant == "hax") return cp::Family::kBucketed;
+  return cp::Family::kWindowed;
+}
 
-// The prefix top-k selection of ks or dma for the resident inputs and the tile's block
-// sizes: scores, eviction positions and key-block lists on the host (fp64, the same
-// functions as the reference), uploaded once; timed as the phase attntune::select::*.
+// Prefix top-k eviction positions [B,Hkv,Lk] of the scores x[B,Hkv,Lk].
+std::vector<int32_t> Evictions(const Shape& s, const std::vector<double>& x, int64_t k) {
+  std::vector<int32_t> evict(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const std::vector<int32_t> e = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k);
+    std::copy(e.begin(), e.end(), evict.begin() + head * s.Lk);
+  }
+  return evict;
+}
+
+// The additive logit bias b_j in base 2 (the kernels' softmax is exp2).
+std::vector<float> BiasLog2(const std::vector<double>& x) {
+  std::vector<float> b(x.size());
+  for (size_t n = 0; n < x.size(); ++n) b[n] = static_cast<float>(x[n] * 1.4426950408889634);
+  return b;
+}
+
+// What the selection depends on: the variant's parameters (the tile only through Br).
+std::string SelectionKey(const std::string& variant, Params p, const cp::WindowedTile& tile) {
+  p.erase("Tile");
+  return variant + "|" + ParamsToString(p) + "|" + std::to_string(tile.br);
+}
+
+// The bucketed selection of lsh or hax: bins (and hax's ks scores and evictions), the
+// bucketed layout and its row and key lists on the host, uploaded once.
+void PrepareBucketed(const std::string& variant, const Tensors& t, const Params& p,
+                     const cp::WindowedTile& tile, Resident& r) {
+  const bool hax = variant == "hax";
+  const int64_t bits = ParamInt(p, "bits");
+  const bool argmax = p.at("rule") == "argmax";
+  const uint64_t seed = static_cast<uint64_t>(ParamInt(p, "seed"));
+  LshBins bins;
+  std::vector<int32_t> evict;
+  cp::BucketLists lists;
+  if (hax) {
+    HaxSelection sel;
+    RunPhase("attntune::select::bins_scores",
+             [&] { sel = ComputeHaxSelection(t, bits, argmax, seed); });
+    RunPhase("attntune::select::topk",
+             [&] { evict = Evictions(t.shape, sel.scores, ParamInt(p, "k_ks")); });
+    bins = std::move(sel.bins);
+  } else {
+    RunPhase("attntune::select::bins", [&] { bins = ComputeLshBins(t, bits, argmax, seed); });
+  }
+  RunPhase("attntune::select::bucket_lists", [&] {
+    lists = cp::BuildBucketLists(t.shape, bins, ParamInt(p, hax ? "k_lsh" : "k"), evict, tile.br,
+                                 hax ? ParamInt(p, "Chunk") : 0);
+  });
+  UploadRaw(r.offsets, lists.key_offsets);
+  UploadRaw(r.keys, lists.keys);
+  UploadRaw(r.block_head, lists.head);
+  UploadRaw(r.row_offsets, lists.row_offsets);
+  UploadRaw(r.rows, lists.rows);
+  UploadRaw(r.row_lo, lists.lo);
+  UploadRaw(r.row_hi, lists.hi);
+  UploadRaw(r.spos, lists.spos);
+  UploadRaw(r.evict, evict);
+  r.blocks = lists.Blocks();
+  r.has_evict = hax;
+  r.has_bias = false;
+}
+
+// The selection of a top-k (ks, dma) or bucketed (lsh, hax) variant for the resident
+// inputs and the tile's Br: computed on the host (fp64, the same functions as the
+// reference), uploaded once per SelectionKey; timed as the phases attntune::select::*.
 void PrepareSelection(const std::string& variant, const Tensors& t, const Params& p,
                       const cp::WindowedTile& tile, Resident& r) {
+  const std::string key = SelectionKey(variant, p, tile);
+  if (r.selection == key) return;
+  r.selection.clear();
+  if (FamilyOf(variant) == cp::Family::kBucketed) {
+    PrepareBucketed(variant, t, p, tile, r);
+    r.selection = key;
+    return;
+  }
   const bool dma = variant == "dma";
   const int64_t k = ParamInt(p, dma ? "w" : "k");
   const bool bias = dma && ParamInt(p, "bias") == 1;
-  const std::string key = variant + "|" + std::to_string(k) + "|" +
-                          (dma ? std::to_string(ParamInt(p, "seed")) : "") + "|" +
-                          std::to_string(bias) + "|" + std::to_string(tile.br);
-  if (r.selection == key) return;
-  r.selection.clear();
   const Shape& s = t.shape;
   std::vector<double> x;
-  std::vector<int32_t> evict(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  std::vector<int32_t> evict;
   cp::KeyLists lists;
   RunPhase("attntune::select::scores", [&] {
     x = dma ? DmaScores(t, static_cast<uint64_t>(ParamInt(p, "seed"))) : KsScores(t);
   });
   RunPhase("attntune::select::topk", [&] {
-    for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
-      const std::vector<int32_t> e = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k);
-      std::copy(e.begin(), e.end(), evict.begin() + head * s.Lk);
-    }
+    evict = Evictions(s, x, k);
     lists = cp::BuildKeyLists(s, evict, tile.br);
   });
   UploadRaw(r.offsets, lists.offsets);
   UploadRaw(r.keys, lists.keys);
   UploadRaw(r.evict, evict);
+  r.has_evict = true;
   r.has_bias = bias;
-  if (bias) {
-    std::vector<float> b(x.size());
-    for (size_t n = 0; n < x.size(); ++n) b[n] = static_cast<float>(x[n] * 1.4426950408889634);
-    UploadRaw(r.bias, b);
-  }
+  if (bias) UploadRaw(r.bias, BiasLog2(x));
   r.selection = key;
+}
+
+// Launch arguments with the resident Q, K, V and O.
+cp::WindowedDeviceArgs TensorArgs(const Resident& r) {
+  cp::WindowedDeviceArgs args;
+  args.q = r.q.ptr;
+  args.k = r.k.ptr;
+  args.v = r.v.ptr;
+  args.o = r.o.ptr;
+  return args;
 }
 
 // The checked run of every CUDA implementation: O poisoned on the device (0x7fff is a NaN
@@ -224,7 +305,8 @@ void RunChecked(const Tensors& t, cp::Dtype dtype, const std::function<void()>& 
 Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) {
   const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
   Resident& r = Prepare(t, tile.dtype);
-  if (BlockSparse(variant)) PrepareSelection(variant, t, p, tile, r);
+  const cp::Family family = FamilyOf(variant);
+  if (family != cp::Family::kWindowed) PrepareSelection(variant, t, p, tile, r);
   std::vector<int32_t> windows;
   const cp::WindowedProblem problem = ProblemOf(variant, t, p, &windows);
   if (!windows.empty() && windows != r.windows_host) {  // hybrid: upload once per params
@@ -232,22 +314,94 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
           "cudaMemcpy");
     r.windows_host = windows;
   }
-  cp::WindowedDeviceArgs args;
-  args.q = r.q.ptr;
-  args.k = r.k.ptr;
-  args.v = r.v.ptr;
-  args.o = r.o.ptr;
+  cp::WindowedDeviceArgs args = TensorArgs(r);
   args.windows = static_cast<const int32_t*>(r.windows.ptr);
-  if (BlockSparse(variant)) {
-    args.block_sparse = true;
+  args.family = family;
+  if (family != cp::Family::kWindowed) {
     args.list_offsets = static_cast<const int32_t*>(r.offsets.ptr);
     args.list_keys = static_cast<const int32_t*>(r.keys.ptr);
-    args.evict = static_cast<const int32_t*>(r.evict.ptr);
+    args.evict = r.has_evict ? static_cast<const int32_t*>(r.evict.ptr) : nullptr;
     args.bias_log2 = r.has_bias ? static_cast<const float*>(r.bias.ptr) : nullptr;
+  }
+  if (family == cp::Family::kBucketed) {
+    args.block_head = static_cast<const int32_t*>(r.block_head.ptr);
+    args.row_offsets = static_cast<const int32_t*>(r.row_offsets.ptr);
+    args.rows = static_cast<const int32_t*>(r.rows.ptr);
+    args.row_lo = static_cast<const int32_t*>(r.row_lo.ptr);
+    args.row_hi = static_cast<const int32_t*>(r.row_hi.ptr);
+    args.spos = static_cast<const int32_t*>(r.spos.ptr);
+    args.blocks = r.blocks;
   }
   const std::string error = cp::LaunchWindowed(problem, tile, args);
   if (!error.empty()) throw std::runtime_error(error);
   return r;
+}
+
+// The run (checked: O poisoned, launched, copied back), launch (enqueue only) and
+// tolerance of a decode implementation that enqueues with `launch`.
+void WireDecode(Implementation* impl, cp::Dtype dt,
+                const std::function<void(const Tensors&, const Params&)>& launch) {
+  impl->run = [launch, dt](const Tensors& t, const Params& p, float* out) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    RunChecked(t, dt, [&] { launch(t, p); }, out);
+  };
+  impl->launch = [launch](const Tensors& t, const Params& p) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    launch(t, p);
+  };
+  // Inputs rounded once to the dtype; the state and P stay fp32 (no P rounding), so the
+  // windowed kernels' bounds hold with margin.
+  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
+  impl->tolerance = [tolerance](const Params&) { return tolerance; };
+}
+
+// dma_decode on the gathered decode kernel: the selection (scores, then the resident
+// sets' eviction steps and the chosen keys, by the Kokkos decode's own code) on the host
+// once per inputs and parameters, then one launch for every step.
+Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
+  Implementation impl;
+  impl.id = "cuda_decode";
+  impl.summary = "CUDA gathered decode: every step at once, a thread block per (step, KV head) "
+                 "over the resident keys and each query head's chosen keys (selection on the "
+                 "host), " + dtype + " in, fp32 state";
+  impl.check = [](const Shape& shape, const Params&) {
+    return cp::CanImplementGatheredDecode(shape);
+  };
+  auto launch = [dt](const Tensors& t, const Params& p) {
+    Resident& r = Prepare(t, dt);
+    const Shape& s = t.shape;
+    const std::string key = SelectionKey("dma_decode", p, cp::WindowedTile());
+    if (r.selection != key) {
+      r.selection.clear();
+      std::vector<double> x;
+      DecodeSelection sel;
+      cp::KeyLists lists;
+      RunPhase("attntune::select::scores",
+               [&] { x = DmaScores(t, static_cast<uint64_t>(ParamInt(p, "seed"))); });
+      sel = SelectDecodeKokkos(t, x, ParamInt(p, "w_kv"), ParamInt(p, "w_q"), ParamInt(p, "r"));
+      RunPhase("attntune::select::lists",
+               [&] { lists = cp::BuildKeyLists(s, sel.evict, cp::kDecodeListSteps); });
+      UploadRaw(r.offsets, lists.offsets);
+      UploadRaw(r.keys, lists.keys);
+      UploadRaw(r.evict, sel.evict);
+      UploadRaw(r.chosen_offsets, sel.offsets);
+      UploadRaw(r.chosen, sel.chosen);
+      r.has_bias = ParamInt(p, "bias") == 1;
+      if (r.has_bias) UploadRaw(r.bias, BiasLog2(x));
+      r.selection = key;
+    }
+    cp::WindowedDeviceArgs args = TensorArgs(r);
+    args.list_offsets = static_cast<const int32_t*>(r.offsets.ptr);
+    args.list_keys = static_cast<const int32_t*>(r.keys.ptr);
+    args.evict = static_cast<const int32_t*>(r.evict.ptr);
+    args.chosen_offsets = static_cast<const int32_t*>(r.chosen_offsets.ptr);
+    args.chosen = static_cast<const int32_t*>(r.chosen.ptr);
+    args.bias_log2 = r.has_bias ? static_cast<const float*>(r.bias.ptr) : nullptr;
+    const std::string error = cp::LaunchGatheredDecode(s, dt, args);
+    if (!error.empty()) throw std::runtime_error(error);
+  };
+  WireDecode(&impl, dt, launch);
+  return impl;
 }
 
 }  // namespace
@@ -257,13 +411,16 @@ bool CudaKernelsBuilt() { return true; }
 std::optional<Implementation> CudaImplementation(const Variant& variant, const std::string& dtype,
                                                  int64_t head_dim) {
   const std::string id = variant.id;
-  if (id != "dense" && id != "swa" && id != "hybrid" && !BlockSparse(id)) return std::nullopt;
+  const cp::Family family = FamilyOf(id);
+  if (family == cp::Family::kWindowed && id != "dense" && id != "swa" && id != "hybrid") {
+    return std::nullopt;
+  }
   if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
   const cp::Dtype want = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
   ParamDecl tile_decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
     if (tile.dtype != want || tile.d != head_dim) continue;
-    const std::string name = BlockSparse(id) ? cp::BlockSparseKernelName(tile) : cp::KernelName(tile);
+    const std::string name = cp::KernelName(tile, family);
     tile_decl.choices.push_back(name);
     tile_decl.grid.push_back(name);
   }
@@ -271,12 +428,25 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
   tile_decl.default_value = tile_decl.choices.front();
   Implementation impl;
   impl.id = "cuda";
-  impl.summary = BlockSparse(id)
-                     ? "CUDA tensor-core block-skipping kernel over prefix top-k block lists "
-                       "(selection on the host), " + dtype + " in, fp32 accumulation"
-                     : "CUDA tensor-core windowed kernel (mma.sync, " + dtype +
-                           " in, fp32 accumulation)";
+  const std::string math = dtype + " in, fp32 accumulation";
+  if (family == cp::Family::kTopK) {
+    impl.summary = "CUDA tensor-core block-skipping kernel over prefix top-k block lists "
+                   "(selection on the host), " + math;
+  } else if (family == cp::Family::kBucketed) {
+    impl.summary = "CUDA tensor-core kernel over blocks of rows sorted by (LSH bin, position): "
+                   "gathered rows, their lsh keys" +
+                   std::string(id == "hax" ? " and prefix top-k keys" : "") +
+                   " (selection on the host), " + math;
+  } else {
+    impl.summary = "CUDA tensor-core windowed kernel (mma.sync, " + math + ")";
+  }
   impl.tunables = {tile_decl};
+  if (id == "hax") {  // as the Kokkos union's Chunk: rows sorted a chunk at a time
+    impl.tunables.push_back({"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512",
+                             {"256", "512", "1024"},
+                             "query positions per chunk (a block's rows and ks union span at "
+                             "most one chunk)"});
+  }
   impl.check = [id](const Shape& shape, const Params& p) -> std::string {
     const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
     cp::WindowedProblem problem;
@@ -304,10 +474,11 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
 std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
                                                        const std::string& dtype, int64_t head_dim) {
   const std::string id = variant.id;
-  if (id != "dense" && id != "swa") return std::nullopt;
+  if (id != "dense" && id != "swa" && id != "dma_decode") return std::nullopt;
   if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
   if (head_dim != 64 && head_dim != 128) return std::nullopt;
   const cp::Dtype dt = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
+  if (id == "dma_decode") return DmaDecodeImplementation(dtype, dt);
   Implementation impl;
   impl.id = "cuda_decode";
   impl.summary = "CUDA split-KV decode (one query row per head), " + dtype + " in, fp32 state";
@@ -325,32 +496,16 @@ std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
   impl.check = [problem_of](const Shape& shape, const Params& p) {
     return cp::CanImplementDecode(problem_of(shape, p), ParamInt(p, "Split"));
   };
-  auto launch = [problem_of, dt](const Tensors& t, const Params& p) -> Resident& {
+  auto launch = [problem_of, dt](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);
     const cp::WindowedProblem problem = problem_of(t.shape, p);
     const int64_t splits = ParamInt(p, "Split");
     r.workspace.Resize(static_cast<size_t>(cp::PlanDecode(problem, splits).workspace_bytes));
-    cp::WindowedDeviceArgs args;
-    args.q = r.q.ptr;
-    args.k = r.k.ptr;
-    args.v = r.v.ptr;
-    args.o = r.o.ptr;
+    cp::WindowedDeviceArgs args = TensorArgs(r);
     const std::string error = cp::LaunchDecode(problem, dt, splits, args, r.workspace.ptr);
     if (!error.empty()) throw std::runtime_error(error);
-    return r;
   };
-  impl.run = [launch, dt](const Tensors& t, const Params& p, float* out) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    RunChecked(t, dt, [&] { launch(t, p); }, out);
-  };
-  impl.launch = [launch](const Tensors& t, const Params& p) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    launch(t, p);
-  };
-  // Inputs rounded once to the dtype; the state and P stay fp32 (no P rounding), so the
-  // windowed kernels' bounds hold with margin.
-  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
-  impl.tolerance = [tolerance](const Params&) { return tolerance; };
+  WireDecode(&impl, dt, launch);
   return impl;
 }
 

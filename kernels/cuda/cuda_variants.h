@@ -16,18 +16,20 @@ bool CudaKernelsBuilt();
 
 /// The CUDA implementation of `variant` for inputs and outputs in `dtype` ("fp16" or
 /// "bf16"; fp32 accumulation) at head dimension `head_dim`: id "cuda", one tunable "Tile"
-/// over the compiled tiles of that dtype and head dimension (kernel names), `run` uploads the inputs once per tensors object, launches,
-/// and returns O as fp32 (poisoned before the launch); `launch` enqueues the kernel alone
-/// for the timers; `tolerance` is the dtype's rounding bound. nullopt when the variant has
-/// no CUDA kernel (today: anything but dense, swa, hybrid, ks, dma; ks and dma run the
-/// block-skipping kernel, their selection on the host), no tile is compiled for
-/// (dtype, head_dim), or the build has none.
+/// over the compiled tiles of that dtype and head dimension (kernel names; hax adds
+/// "Chunk"), `run` uploads the inputs once per tensors object, launches, and returns O
+/// as fp32 (poisoned before the launch); `launch` enqueues the kernel alone for the
+/// timers; `tolerance` is the dtype's rounding bound. nullopt when the variant has no
+/// CUDA kernel (today: dma_decode; ks and dma run the block-skipping kernel, lsh and hax
+/// the bucketed kernel, their selection on the host), no tile is compiled for (dtype,
+/// head_dim), or the build has none.
 std::optional<Implementation> CudaImplementation(const Variant& variant, const std::string& dtype,
                                                  int64_t head_dim);
 
 /// Split-KV decode of `variant` (dense or swa; one query row per head, Lq = 1): id
 /// "cuda_decode", one tunable "Split" (key-axis splits, PlanDecode), same run / launch /
-/// tolerance contract as CudaImplementation. nullopt for other variants or builds.
+/// tolerance contract as CudaImplementation; for dma_decode (every step, Lq = Lk) the
+/// gathered decode kernel, no tunables. nullopt for other variants or builds.
 std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
                                                        const std::string& dtype, int64_t head_dim);
 

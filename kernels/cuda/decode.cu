@@ -5,6 +5,10 @@
 // online-softmax state in fp32, merges its warps through shared memory and writes the
 // partial state; the combine kernel merges the splits and writes O in the input dtype.
 // Decode is bound by reading K and V, so plain FMAs suffice: no tensor cores.
+// The gathered instantiation (dma_decode) runs every step of a sequence at once: a thread
+// block per (step, KV head, batch) over the step's resident keys (a gathered list shared
+// by a run of steps, kept per key by j <= t < evict[j]) and then each query head's chosen
+// keys, and writes O itself (the steps give the parallelism: no split across blocks).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -35,6 +39,19 @@ struct DecodeParams {
   float scale_log2;
 };
 
+// The gathered kernel's second argument (the lists of LaunchGatheredDecode's
+// WindowedDeviceArgs). Apart from DecodeParams, so that the split-KV kernels keep the
+// parameter block, and the code, that ran on the H100.
+struct GatheredDecodeParams {
+  const int32_t* list_offsets;  // KeyLists of the resident sets, kDecodeListSteps steps a list
+  const int32_t* list_keys;
+  const int32_t* evict;           // [B,Hkv,Lk]
+  const int32_t* chosen_offsets;  // [B*Hq*Lk + 1]
+  const int32_t* chosen;
+  const float* bias_log2;  // [B,Hkv,Lk] b_j * log2(e), or nullptr
+  int64_t query_blocks;
+};
+
 template <Dtype DT>
 __device__ __forceinline__ float ToFloat(uint16_t bits) {
   if constexpr (DT == Dtype::kF16) {
@@ -55,14 +72,18 @@ __device__ __forceinline__ uint16_t FromFloat(float x) {
 
 constexpr int kDecodeWarps = 4;
 
-template <Dtype DT, int D>
-__device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p) {
+// GATHERED: block (step, hk, b) of gathered decode, rows (b, head, step) of [B,Hq,Lk,d],
+// keys from gp, O written here; else block (split, hk, b) of split-KV decode.
+template <Dtype DT, int D, bool GATHERED>
+__device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p,
+                                                const GatheredDecodeParams& gp) {
   constexpr int PER = D / 32;  // elements per lane
   constexpr int G = kDecodeMaxGroup;
-  const int split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int split = GATHERED ? 0 : blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const int group = p.hq / p.hkv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t pos = p.lk - 1;
+  const int64_t step = GATHERED ? blockIdx.x : 0;
+  const int64_t pos = GATHERED ? step : p.lk - 1;
   const int64_t lo = p.first_key + static_cast<int64_t>(split) * p.keys_per_split;
   const int64_t hi = lo + p.keys_per_split < pos + 1 ? lo + p.keys_per_split : pos + 1;
   const uint16_t* kg = p.k + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk * D;
@@ -78,13 +99,42 @@ __device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p) {
       acc[h][e] = 0.f;
       q[h][e] = 0.f;
       if (h < group) {
-        const int64_t row = static_cast<int64_t>(b) * p.hq + hk * group + h;
+        int64_t row = static_cast<int64_t>(b) * p.hq + hk * group + h;
+        if constexpr (GATHERED) row = row * p.lk + step;
         q[h][e] = ToFloat<DT>(p.q[row * D + lane * PER + e]) * p.scale_log2;
       }
     }
   }
-  for (int64_t j = lo + warp; j < hi; j += kDecodeWarps) {
-    if (!Attends(pos, j, p.window, p.sink)) continue;  // uniform across the warp
+  // The key loop: split-KV walks keys [lo, hi) under Attends; gathered walks the
+  // resident list of the step's run of steps under InTopK (every head), then each query
+  // head's chosen keys (that head only; never resident at this step, so no key counts
+  // twice), as one sequence x so that the body below has one call site.
+  const float* bias = nullptr;
+  DecodeWalk walk;
+  if constexpr (GATHERED) {
+    const int64_t head = static_cast<int64_t>(b) * p.hkv + hk;
+    if (gp.bias_log2 != nullptr) bias = gp.bias_log2 + head * p.lk;
+    const int64_t list = head * gp.query_blocks + step / kDecodeListSteps;
+    walk.resident = gp.list_keys + gp.list_offsets[list];
+    walk.n_resident = gp.list_offsets[list + 1] - gp.list_offsets[list];
+    walk.evict = gp.evict + head * p.lk;
+    walk.step = step;
+    walk.chosen_offsets = gp.chosen_offsets;
+    walk.chosen = gp.chosen;
+    walk.row0 = (static_cast<int64_t>(b) * p.hq + hk * group) * p.lk + step;
+    walk.stride = p.lk;
+    walk.group = group;
+  }
+  for (int64_t x = (GATHERED ? 0 : lo) + warp; GATHERED || x < hi; x += kDecodeWarps) {
+    int64_t j = x;
+    int only = -1;  // every head, or this one
+    if constexpr (GATHERED) {
+      const int what = walk.At(x, &j, &only);  // uniform across the warp
+      if (what == DecodeWalk::kEnd) break;
+      if (what == DecodeWalk::kSkip) continue;
+    } else {
+      if (!Attends(pos, j, p.window, p.sink)) continue;  // uniform across the warp
+    }
     float kf[PER], vf[PER];
 #pragma unroll
     for (int e = 0; e < PER; ++e) {
@@ -94,11 +144,13 @@ __device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p) {
 #pragma unroll
     for (int h = 0; h < G; ++h) {
       if (h >= group) break;
+      if (GATHERED && only >= 0 && h != only) continue;
       float s = 0.f;
 #pragma unroll
       for (int e = 0; e < PER; ++e) s += q[h][e] * kf[e];
 #pragma unroll
       for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (GATHERED && bias != nullptr) s += bias[j];
       const float mn = fmaxf(m[h], s);
       const float alpha = exp2f(m[h] - mn);  // m = -inf: 0
       const float w = exp2f(s - mn);
@@ -133,11 +185,16 @@ __device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p) {
         sum += sm_l[w][h] * f;
       }
     }
-    const int64_t row = (static_cast<int64_t>(b) * p.hq + hk * group + h) * p.splits + split;
-    p.part_o[row * D + dd] = o;
-    if (dd == 0) {
-      p.part_ml[row * 2] = mx;
-      p.part_ml[row * 2 + 1] = sum;
+    if constexpr (GATHERED) {  // one split: O itself (a row attending nothing writes 0)
+      const int64_t row = (static_cast<int64_t>(b) * p.hq + hk * group + h) * p.lk + step;
+      p.o[row * D + dd] = FromFloat<DT>(sum > 0.f ? o / sum : 0.f);
+    } else {
+      const int64_t row = (static_cast<int64_t>(b) * p.hq + hk * group + h) * p.splits + split;
+      p.part_o[row * D + dd] = o;
+      if (dd == 0) {
+        p.part_ml[row * 2] = mx;
+        p.part_ml[row * 2 + 1] = sum;
+      }
     }
   }
 }
@@ -167,7 +224,12 @@ __device__ __forceinline__ void DecodeCombineBody(const DecodeParams& p) {
 #define ATTNTUNE_DECODE_KERNELS(dtype, tag, d)                                               \
   extern "C" __global__ void __launch_bounds__(128)                                          \
       attntune_decode_split_##tag##_d##d(attntune::cuda_plan::DecodeParams p) {              \
-    attntune::cuda_plan::DecodeSplitBody<attntune::cuda_plan::Dtype::k##dtype, d>(p);        \
+    attntune::cuda_plan::DecodeSplitBody<attntune::cuda_plan::Dtype::k##dtype, d, false>(p, {}); \
+  }                                                                                          \
+  extern "C" __global__ void __launch_bounds__(128)                                          \
+      attntune_decode_gathered_##tag##_d##d(attntune::cuda_plan::DecodeParams p,             \
+                                            attntune::cuda_plan::GatheredDecodeParams gp) {  \
+    attntune::cuda_plan::DecodeSplitBody<attntune::cuda_plan::Dtype::k##dtype, d, true>(p, gp); \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(d)                                            \
       attntune_decode_combine_##tag##_d##d(attntune::cuda_plan::DecodeParams p) {            \
@@ -182,28 +244,38 @@ ATTNTUNE_DECODE_KERNELS(Bf16, bf16, 128)
 namespace attntune {
 namespace cuda_plan {
 
+namespace {
+
+// The parameters both decode launches share: tensors, shape, softmax scale.
+DecodeParams BaseParams(const Shape& s, const WindowedDeviceArgs& args) {
+  DecodeParams p{};
+  p.q = static_cast<const uint16_t*>(args.q);
+  p.k = static_cast<const uint16_t*>(args.k);
+  p.v = static_cast<const uint16_t*>(args.v);
+  p.o = static_cast<uint16_t*>(args.o);
+  p.lk = s.Lk;
+  p.hq = static_cast<int>(s.Hq);
+  p.hkv = static_cast<int>(s.Hkv);
+  p.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(s.d)));
+  return p;
+}
+
+}  // namespace
+
 std::string LaunchDecode(const WindowedProblem& problem, Dtype dtype, int64_t splits,
                          const WindowedDeviceArgs& args, void* workspace) {
   const std::string why = CanImplementDecode(problem, splits);
   if (!why.empty()) return why;
   const DecodePlan plan = PlanDecode(problem, splits);
   const Shape& s = problem.shape;
-  DecodeParams p{};
-  p.q = static_cast<const uint16_t*>(args.q);
-  p.k = static_cast<const uint16_t*>(args.k);
-  p.v = static_cast<const uint16_t*>(args.v);
-  p.o = static_cast<uint16_t*>(args.o);
+  DecodeParams p = BaseParams(s, args);
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + s.B * s.Hq * plan.splits * s.d;
-  p.lk = s.Lk;
-  p.hq = static_cast<int>(s.Hq);
-  p.hkv = static_cast<int>(s.Hkv);
   p.window = problem.window;
   p.sink = problem.sink;
   p.first_key = plan.first_key;
   p.keys_per_split = plan.keys_per_split;
   p.splits = static_cast<int>(plan.splits);
-  p.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(s.d)));
   const void* split_fn = nullptr;
   const void* combine_fn = nullptr;
   const bool f16 = dtype == Dtype::kF16;
@@ -229,6 +301,38 @@ std::string LaunchDecode(const WindowedProblem& problem, Dtype dtype, int64_t sp
     error = cudaLaunchKernel(combine_fn, dim3(static_cast<unsigned>(s.Hq), static_cast<unsigned>(s.B)),
                              dim3(static_cast<unsigned>(s.d)), kernel_args, 0, stream);
   }
+  if (error != cudaSuccess) {
+    return std::string(cudaGetErrorName(error)) + " (cudaLaunchKernel): " + cudaGetErrorString(error);
+  }
+  return "";
+}
+
+std::string LaunchGatheredDecode(const Shape& s, Dtype dtype, const WindowedDeviceArgs& args) {
+  const std::string why = CanImplementGatheredDecode(s);
+  if (!why.empty()) return why;
+  if (args.list_offsets == nullptr || args.list_keys == nullptr || args.evict == nullptr ||
+      args.chosen_offsets == nullptr || args.chosen == nullptr)
+    return "gathered decode launch without its lists";
+  const DecodeParams p = BaseParams(s, args);
+  GatheredDecodeParams gp{};
+  gp.list_offsets = args.list_offsets;
+  gp.list_keys = args.list_keys;
+  gp.evict = args.evict;
+  gp.chosen_offsets = args.chosen_offsets;
+  gp.chosen = args.chosen;
+  gp.bias_log2 = args.bias_log2;
+  gp.query_blocks = (s.Lk + kDecodeListSteps - 1) / kDecodeListSteps;
+  const bool f16 = dtype == Dtype::kF16;
+  const void* fn =
+      s.d == 64 ? (f16 ? reinterpret_cast<const void*>(&attntune_decode_gathered_f16_d64)
+                       : reinterpret_cast<const void*>(&attntune_decode_gathered_bf16_d64))
+                : (f16 ? reinterpret_cast<const void*>(&attntune_decode_gathered_f16_d128)
+                       : reinterpret_cast<const void*>(&attntune_decode_gathered_bf16_d128));
+  void* kernel_args[] = {const_cast<DecodeParams*>(&p), &gp};
+  const dim3 grid(static_cast<unsigned>(s.Lk), static_cast<unsigned>(s.Hkv),
+                  static_cast<unsigned>(s.B));
+  const cudaError_t error = cudaLaunchKernel(fn, grid, dim3(kDecodeWarps * 32), kernel_args, 0,
+                                             static_cast<cudaStream_t>(args.stream));
   if (error != cudaSuccess) {
     return std::string(cudaGetErrorName(error)) + " (cudaLaunchKernel): " + cudaGetErrorString(error);
   }

@@ -42,17 +42,17 @@ const std::vector<WindowedTile>& WindowedTiles() {
   return tiles;
 }
 
-std::string KernelName(const WindowedTile& t) {
+std::string KernelName(const WindowedTile& t, Family family) {
+  const char* prefix = family == Family::kWindowed ? "attntune_windowed_"
+                       : family == Family::kTopK   ? "attntune_blocksparse_"
+                                                   : "attntune_bucketed_";
   std::ostringstream name;
-  name << "attntune_windowed_" << DtypeTag(t.dtype) << "_d" << t.d << "_br" << t.br << "_bc" << t.bc
-       << "_w" << t.warps << "_s" << t.stages;
+  name << prefix << DtypeTag(t.dtype) << "_d" << t.d << "_br" << t.br << "_bc" << t.bc << "_w"
+       << t.warps << "_s" << t.stages;
   return name.str();
 }
 
-std::string BlockSparseKernelName(const WindowedTile& t) {
-  std::string name = KernelName(t);
-  return "attntune_blocksparse_" + name.substr(std::string("attntune_windowed_").size());
-}
+std::string BlockSparseKernelName(const WindowedTile& t) { return KernelName(t, Family::kTopK); }
 
 KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br) {
   CHECK(br > 0 && s.Lq <= s.Lk && s.causal);
@@ -192,8 +192,8 @@ const KernelResources* FindResources(const std::vector<KernelResources>& table, 
 }
 
 std::string TileInfeasibleReason(const WindowedTile& tile, const ArchLimits& arch,
-                                 const std::vector<KernelResources>& table) {
-  const std::string name = KernelName(tile);
+                                 const std::vector<KernelResources>& table, Family family) {
+  const std::string name = KernelName(tile, family);
   const std::string where = name + " on sm_" + std::to_string(arch.sm) + ": ";
   const KernelResources* r = FindResources(table, arch.sm, name);
   if (r == nullptr) return where + "not compiled";
@@ -249,6 +249,20 @@ std::string CanImplementDecode(const WindowedProblem& problem, int64_t splits) {
   return "";
 }
 
+std::string CanImplementGatheredDecode(const Shape& s) {
+  if (s.Lq != s.Lk || !s.causal) return "gathered decode runs every step: it needs Lq == Lk, causal";
+  if (s.d != 64 && s.d != 128) return "gathered decode is compiled for d = 64 and 128";
+  if (s.Hkv <= 0 || s.Hq % s.Hkv != 0) return "Hq must be a multiple of Hkv";
+  if (s.Hq / s.Hkv > kDecodeMaxGroup) {
+    return "gathered decode handles at most " + std::to_string(kDecodeMaxGroup) +
+           " query heads per KV head";
+  }
+  // grid (Lk, Hkv, B); int32 lists and offsets.
+  if (s.Hkv > 65535 || s.B > 65535) return "Hkv and B must be at most 65535";
+  if (s.B * s.Hq * s.Lk >= INT32_MAX) return "B * Hq * Lk must be below 2^31";
+  return "";
+}
+
 DecodePlan PlanDecode(const WindowedProblem& problem, int64_t splits) {
   ATTNTUNE_CHECK(CanImplementDecode(problem, splits).empty());
   const Shape& s = problem.shape;
@@ -282,9 +296,10 @@ WindowedLaunchPlan PlanWindowed(const WindowedProblem& problem, const WindowedTi
 }
 
 const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
-                                const std::vector<KernelResources>& table) {
+                                const std::vector<KernelResources>& table, Family family) {
   for (const WindowedTile& tile : WindowedTiles()) {
-    if (tile.dtype == dtype && tile.d == d && TileInfeasibleReason(tile, arch, table).empty()) {
+    if (tile.dtype == dtype && tile.d == d &&
+        TileInfeasibleReason(tile, arch, table, family).empty()) {
       return &tile;
     }
   }

@@ -1,6 +1,7 @@
-// Planning for the CUDA windowed kernels (dense, swa, hybrid): tile table, per-arch
-// limits, shared-memory and grid sizes, the key-block list of a query block, and the
-// static resource table read from cuobjdump at build time. Plain C++, no CUDA header:
+// Planning for the CUDA kernels (windowed: dense, swa, hybrid; top-k: ks, dma; bucketed:
+// lsh, hax): tile table, per-arch limits, shared-memory and grid sizes, the key-block
+// list of a query block, the gathered key and row lists, and the static resource table
+// read from ptxas at build time. Plain C++, no CUDA header:
 // built and tested on every machine (STYLE.md "Planning apart from running"). The
 // inline ATTNTUNE_HD functions are the very code the kernel runs on the device.
 #pragma once
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/spec/selection.h"
 #include "kernels/spec/shape.h"
 
 #if defined(__CUDACC__)
@@ -57,10 +59,19 @@ struct WindowedTile {
 
 /// Every compiled tile, in instantiations.def order.
 const std::vector<WindowedTile>& WindowedTiles();
-/// "attntune_windowed_f16_d128_br64_bc64_w4_s2": the extern "C" kernel symbol.
-std::string KernelName(const WindowedTile& tile);
-/// "attntune_blocksparse_f16_d128_br64_bc64_w4_s2": the block-skipping kernel of the same
-/// tile (every row of instantiations.def is compiled in both families).
+
+/// The kernel families every tile is compiled in (one tensor-core body, three ways of
+/// choosing rows and keys): windowed (dense, swa, hybrid: key blocks of the window
+/// spans), top-k (ks, dma: a query block over its gathered prefix top-k keys, KeyLists)
+/// and bucketed (lsh, hax: a block of rows sorted by (bin, position), gathered through
+/// a row list, over its gathered keys, BucketLists).
+enum class Family { kWindowed, kTopK, kBucketed };
+constexpr Family kFamilies[] = {Family::kWindowed, Family::kTopK, Family::kBucketed};
+
+/// "attntune_windowed_f16_d128_br64_bc64_w4_s2": the extern "C" kernel symbol of `tile`
+/// in `family` ("attntune_blocksparse_..." for top-k, "attntune_bucketed_..." for bucketed).
+std::string KernelName(const WindowedTile& tile, Family family = Family::kWindowed);
+/// KernelName(tile, Family::kTopK).
 std::string BlockSparseKernelName(const WindowedTile& tile);
 /// Dynamic shared memory of one block: Q tile plus `stages` K and V tiles, rows padded
 /// by 8 elements (16 bytes) so that the fragment loads hit distinct banks.
@@ -92,10 +103,12 @@ const std::vector<KernelResources>& CompiledResources();
 const KernelResources* FindResources(const std::vector<KernelResources>& table, int sm,
                                      const std::string& kernel);
 
-/// Why `tile` cannot run on `arch` given its compiled resources ("" = it can): missing
-/// from the table, spills, too many registers for one block, too much shared memory.
+/// Why `tile` of `family` cannot run on `arch` given its compiled resources ("" = it
+/// can): missing from the table, spills, too many registers for one block, too much
+/// shared memory.
 std::string TileInfeasibleReason(const WindowedTile& tile, const ArchLimits& arch,
-                                 const std::vector<KernelResources>& table);
+                                 const std::vector<KernelResources>& table,
+                                 Family family = Family::kWindowed);
 
 /// Arguments of one windowed launch (what the variant table's parameters become).
 struct WindowedProblem {
@@ -120,10 +133,11 @@ struct WindowedLaunchPlan {
 std::string CanImplement(const WindowedProblem& problem, const WindowedTile& tile);
 /// The launch of `tile` for `problem`; CHECKs CanImplement.
 WindowedLaunchPlan PlanWindowed(const WindowedProblem& problem, const WindowedTile& tile);
-/// The default tile for (dtype, d) on `arch`: the first feasible compiled tile, or
-/// nullptr when none fits.
+/// The default tile for (dtype, d) of `family` on `arch`: the first feasible compiled
+/// tile, or nullptr when none fits.
 const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
-                                const std::vector<KernelResources>& table);
+                                const std::vector<KernelResources>& table,
+                                Family family = Family::kWindowed);
 
 /// The gathered key lists of the block-skipping family (dma, ks: prefix top-k), CSR over
 /// (batch, KV head, query block): keys[offsets[x] .. offsets[x+1]) ascending, x =
@@ -138,6 +152,28 @@ struct KeyLists {
   std::vector<int32_t> keys;
 };
 KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, int br);
+
+/// The gathered lists of the bucketed family (lsh, hax; DESIGN.md s2 "bucketed window"
+/// and "union"). One thread block per block of the bucketed layout (SortQueries in
+/// kernels/kokkos/lsh_layout.h): block x computes the rows
+/// rows[row_offsets[x] .. row_offsets[x+1]) (at most Br) of (batch, KV head) head[x] =
+/// b * Hkv + hkv, a row m = g * Lq + i being query head hkv * Group() + g at position i,
+/// with its lsh window [lo, hi) of that head's keys in (bin, position) order; it visits
+/// keys[key_offsets[x] .. key_offsets[x+1]) (ascending j), the union of its rows' sets.
+/// spos[(b * Hkv + hkv) * Lk + j] = the place of key j in that order. A row attends key
+/// j iff BucketAttends(p(i), j, lo, hi, spos[j], evict of the head) (hax; lsh: nullptr).
+struct BucketLists {
+  std::vector<int32_t> head, row_offsets, rows, lo, hi;
+  std::vector<int32_t> key_offsets, keys, spos;
+  int64_t Blocks() const { return static_cast<int64_t>(head.size()); }
+};
+/// lsh: `bins` (ComputeLshBins), k_lsh keys per row, `evict` empty, one chunk. hax: plus
+/// the ks part, evict = the prefix top-k evictions [B,Hkv,Lk] of k_ks
+/// (PrefixTopKEvictions), rows sorted a chunk of `chunk` query positions at a time (0:
+/// one chunk), so that a block's rows, and its ks union, span at most a chunk's
+/// positions. Causal, Lq <= Lk. Defined in bucket_lists.cpp.
+BucketLists BuildBucketLists(const Shape& shape, const LshBins& bins, int64_t k_lsh,
+                             const std::vector<int32_t>& evict, int br, int64_t chunk);
 
 /// Split-KV decode (dense and swa, one query row per head: Lq = 1): the keys the row
 /// attends are cut into `splits` contiguous ranges of the key axis, one thread block per
@@ -159,6 +195,16 @@ std::string CanImplementDecode(const WindowedProblem& problem, int64_t splits);
 /// (never more splits than attended keys).
 DecodePlan PlanDecode(const WindowedProblem& problem, int64_t splits);
 
+/// Gathered decode (dma_decode, every step of a sequence: Lq = Lk): one thread block per
+/// (step, KV head, batch), 4 warps, over the step's resident keys and then each query
+/// head's chosen keys (SelectDecodeKokkos in kernels/kokkos/sparse.h). The resident keys
+/// come from KeyLists (BuildKeyLists over the resident sets' eviction steps) with query
+/// blocks of kDecodeListSteps steps: a step's list holds the resident keys of its run of
+/// steps, kept per key by InTopK(t, j, evict).
+constexpr int kDecodeListSteps = 32;  // steps per shared list: at most 31 keys wasted a step
+/// Why gathered decode cannot compute `shape` ("" = it can).
+std::string CanImplementGatheredDecode(const Shape& shape);
+
 // ---- shared host/device logic: the kernel calls exactly these ----
 
 /// Whether query row i (absolute position p) attends key j (DESIGN.md s1, causal).
@@ -167,6 +213,62 @@ ATTNTUNE_HD inline bool Attends(int64_t p, int64_t j, int64_t window, int64_t si
   if (window <= 0) return true;
   return j > p - window || j < sink;
 }
+
+/// Whether the prefix top-k set of a row at position p holds key j (ks, dma, hax's ks
+/// part): j <= p < evict[j], evict = the head's PrefixTopKEvictions (read only when j <= p).
+ATTNTUNE_HD inline bool InTopK(int64_t p, int64_t j, const int32_t* evict) {
+  return j <= p && p < evict[j];
+}
+
+/// Whether a row of the bucketed family (BucketLists) at position p attends key j: the
+/// row's lsh window [lo, hi) holds spos_j, j's place in the (bin, position) key order,
+/// or (hax) j is in the row's prefix top-k set; lsh passes evict = nullptr (no ks part).
+/// A key in both sets counts once: the key list holds it once.
+ATTNTUNE_HD inline bool BucketAttends(int64_t p, int64_t j, int64_t lo, int64_t hi,
+                                      int64_t spos_j, const int32_t* evict) {
+  return (lo <= spos_j && spos_j < hi) || (evict != nullptr && InTopK(p, j, evict));
+}
+
+/// Gathered decode's walk over the keys of one step of one (batch, KV head): the
+/// kernel's key loop (DecodeSplitBody in decode.cu), tested on the host. x = 0, 1, ...
+/// (a warp takes every 4th x, with a walk of its own) is first resident[x], x <
+/// n_resident (the step's list: every query head of the group attends it if resident,
+/// InTopK(step, j, evict)), then the chosen keys of group head 0, 1, ... in turn
+/// (chosen[chosen_offsets[c] ..], c = row0 + head * stride; that head only).
+struct DecodeWalk {
+  enum { kEnd, kAttend, kSkip };
+  const int32_t* resident = nullptr;
+  int64_t n_resident = 0;
+  const int32_t* evict = nullptr;
+  int64_t step = 0;
+  const int32_t* chosen_offsets = nullptr;
+  const int32_t* chosen = nullptr;
+  int64_t row0 = 0, stride = 0;
+  int group = 0;
+  int head = -1;     // the group head whose chosen keys the walk is in
+  int64_t end = -1;  // one past its last x (-1: not started)
+
+  /// Key x (ascending across calls on one walk): kEnd past the last key, kSkip for a
+  /// listed key not resident at `step`, else kAttend with *j and *only (-1: every head).
+  ATTNTUNE_HD int At(int64_t x, int64_t* j, int* only) {
+    if (x < n_resident) {
+      *j = resident[x];
+      *only = -1;
+      return InTopK(step, *j, evict) ? kAttend : kSkip;
+    }
+    if (end < 0) end = n_resident;
+    while (x >= end && head + 1 < group) {
+      ++head;
+      const int64_t c = row0 + head * stride;
+      end += chosen_offsets[c + 1] - chosen_offsets[c];
+    }
+    if (x >= end) return kEnd;
+    const int64_t c = row0 + head * stride;
+    *j = chosen[chosen_offsets[c + 1] - (end - x)];
+    *only = head;
+    return kAttend;
+  }
+};
 
 /// Key blocks (of width bc) that query block qb (rows [qb*br, qb*br+br) ∩ [0, Lq)) must
 /// visit, as at most two half-open spans [lo0, hi0) ∪ [lo1, hi1): the sink blocks and

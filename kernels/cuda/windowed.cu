@@ -1,5 +1,8 @@
 // The windowed family (dense, swa, hybrid) on tensor cores: FlashAttention-2 style,
 // one thread block per (query block, query head, batch), each warp owning 16 query rows.
+// The same body serves the top-k family (ks, dma: the block's gathered key list) and
+// the bucketed family (lsh, hax: one thread block per block of BucketLists, Q gathered
+// and O scattered through its row list).
 // S = Q K^T and O += P V use mma.sync m16n8k16 (fp16/bf16 in, fp32 accumulate); the
 // online softmax runs in fp32 in the accumulator registers; K/V tiles stream through
 // shared memory with cp.async, STAGES tiles in flight. Only the key blocks that
@@ -31,14 +34,27 @@ struct KernelParams {
   int hq, hkv;
   int64_t window, sink;
   float scale_log2;  // log2(e) / sqrt(d): softmax in base 2
-  // The block-skipping family only (SPARSE kernels): the key-block lists of KeyLists,
-  // the prefix top-k eviction positions [B,Hkv,Lk], and the additive logit bias already
-  // in base 2 ([B,Hkv,Lk] b_j * log2(e), or nullptr).
+  // The top-k and bucketed families: the key lists (KeyLists, or BucketLists' keys),
+  // the prefix top-k eviction positions [B,Hkv,Lk] (bucketed: hax's ks part, nullptr
+  // for lsh), and the additive logit bias already in base 2 ([B,Hkv,Lk] b_j * log2(e),
+  // or nullptr; top-k only).
   const int32_t* list_offsets;
   const int32_t* list_keys;
   const int32_t* evict;
   const float* bias_log2;
   int64_t query_blocks;
+};
+
+// The bucketed family's second argument: BucketLists' head, row_offsets, rows, lo, hi
+// and spos. (Apart from KernelParams, so that the windowed and top-k kernels keep the
+// parameter block, and the code, that ran on the H100.)
+struct BucketParams {
+  const int32_t* block_head;
+  const int32_t* row_offsets;
+  const int32_t* rows;
+  const int32_t* row_lo;
+  const int32_t* row_hi;
+  const int32_t* spos;
 };
 
 template <Dtype DT>
@@ -93,8 +109,9 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/// What one thread block visits: the key blocks of the window spans, or (SPARSE) the
-/// tiles of its gathered key list: tile k holds keys[k*BC .. k*BC+BC) of the list.
+/// What one thread block visits: the key blocks of the window spans, or (GATHERED: the
+/// top-k and bucketed families) the tiles of its gathered key list: tile k holds
+/// keys[k*BC .. k*BC+BC) of the list.
 template <bool SPARSE, int BC>
 struct VisitList;
 template <int BC>
@@ -118,8 +135,10 @@ struct VisitList<true, BC> {
   }
 };
 
-template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES, bool SPARSE>
-__device__ __forceinline__ void WindowedBody(const KernelParams& p) {
+template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES, Family F>
+__device__ __forceinline__ void WindowedBody(const KernelParams& p, const BucketParams& bp) {
+  constexpr bool GATHERED = F != Family::kWindowed;
+  constexpr bool BUCKETED = F == Family::kBucketed;
   static_assert(BR == 16 * WARPS, "each warp owns 16 query rows");
   static_assert(D % 16 == 0 && BC % 16 == 0, "m16n8k16 needs multiples of 16");
   constexpr int LD = D + 8;      // padded smem row, as SmemBytes() assumes
@@ -130,8 +149,19 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   uint16_t* ks = qs + BR * LD;
   uint16_t* vs = ks + STAGES * BC * LD;
 
-  const int qb = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / (p.hq / p.hkv);
+  // Windowed and top-k: query block qb of head h, row r at position qb * BR + r, Q and
+  // O rows of head h. Bucketed: block qb of BucketLists, row r is rows[r] = g * Lq + i of
+  // KV head hk's query heads (Q and O rows counted from head hk * group), r < nr. (The
+  // windowed and top-k paths are written as before the bucketed family joined, so that
+  // they compile to the code that ran on the H100.)
+  const int qb = blockIdx.x;
+  const int head = BUCKETED ? bp.block_head[qb] : 0;  // b * Hkv + hk
+  const int h = BUCKETED ? head % p.hkv * (p.hq / p.hkv) : blockIdx.y;
+  const int b = BUCKETED ? head / p.hkv : blockIdx.z;
+  const int hk = BUCKETED ? head % p.hkv : h / (p.hq / p.hkv);
+  const int row_base = BUCKETED ? bp.row_offsets[qb] : 0;
+  const int32_t* rows = BUCKETED ? bp.rows + row_base : nullptr;
+  const int nr = BUCKETED ? bp.row_offsets[qb + 1] - row_base : BR;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
   const uint16_t* qg = p.q + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
@@ -143,9 +173,15 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   // Q tile -> shared -> A fragments in registers for the whole key loop.
   for (int c = tid; c < BR * CHUNKS; c += THREADS) {
     const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-    const int64_t i = static_cast<int64_t>(qb) * BR + r;
-    const bool ok = i < p.lq;
-    CpAsync16(qs + r * LD + col, ok ? qg + i * D + col : qg, ok);
+    if constexpr (BUCKETED) {
+      const bool ok = r < nr;
+      const int64_t m = ok ? rows[r] : 0;
+      CpAsync16(qs + r * LD + col, ok ? qg + m * D + col : qg, ok);
+    } else {
+      const int64_t i = static_cast<int64_t>(qb) * BR + r;
+      const bool ok = i < p.lq;
+      CpAsync16(qs + r * LD + col, ok ? qg + i * D + col : qg, ok);
+    }
   }
   CpAsyncCommit();
   CpAsyncWait<0>();
@@ -161,16 +197,24 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
     qa[kc][3] = *reinterpret_cast<const uint32_t*>(base + 8 * LD + 8);
   }
 
-  VisitList<SPARSE, BC> spans;
+  VisitList<GATHERED, BC> spans;
   const int32_t* evict = nullptr;
   const float* bias = nullptr;
-  if constexpr (SPARSE) {
-    const int64_t list = (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
+  const int32_t* spos = nullptr;
+  if constexpr (GATHERED) {
+    const int64_t list =
+        BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
     spans.keys = p.list_keys + p.list_offsets[list];
     spans.n = p.list_offsets[list + 1] - p.list_offsets[list];
     spans.none = p.lk;
-    evict = p.evict + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-    if (p.bias_log2 != nullptr) bias = p.bias_log2 + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+    if constexpr (BUCKETED) {
+      const int64_t head_keys = (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+      if (p.evict != nullptr) evict = p.evict + head_keys;  // hax's ks part
+      spos = bp.spos + head_keys;
+    } else {
+      evict = p.evict + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+      if (p.bias_log2 != nullptr) bias = p.bias_log2 + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
+    }
   } else {
     spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
   }
@@ -192,8 +236,23 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY};  // running max (base-2 logits) of rows g, g+8
   float l[2] = {0.f, 0.f};              // this thread's share of the running sums
-  const int64_t pos[2] = {p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g,
-                          p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g + 8};
+  int64_t pos[2] = {p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g,
+                    p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g + 8};
+  // Bucketed: this thread's rows row0 + g and row0 + g + 8 of the block, their positions
+  // (-1 past the block's last row: they attend nothing) and lsh windows.
+  int32_t lo[2] = {0, 0}, hi[2] = {0, 0};
+  if constexpr (BUCKETED) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int x = row0 + g + 8 * r;
+      pos[r] = -1;
+      if (x < nr) {
+        pos[r] = p.lk - p.lq + rows[x] % p.lq;
+        lo[r] = bp.row_lo[row_base + x];
+        hi[r] = bp.row_hi[row_base + x];
+      }
+    }
+  }
 
   // Prologue: STAGES - 1 tiles in flight. One commit per slot keeps the group count
   // fixed, so wait_group<STAGES - 1> always means "the tile for this step has landed".
@@ -231,7 +290,13 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t j = spans.Key(kblock, nt * 8 + 2 * t + (e & 1));
-        if constexpr (SPARSE) {
+        if constexpr (BUCKETED) {
+          const int r = e >> 1;
+          const bool keep = j < p.lk && BucketAttends(pos[r], j, lo[r], hi[r], spos[j], evict);
+          s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+        } else if constexpr (GATHERED) {
+          // InTopK(at, j, evict), spelt out as in the build that ran on the H100: through
+          // the function, nvcc materialises the bool and the kernel's code changes.
           const int64_t at = pos[e >> 1];
           const bool keep = j < p.lk && j <= at && at < evict[j];
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 + (bias != nullptr ? bias[j] : 0.f) : -INFINITY;
@@ -296,8 +361,13 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
   const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int64_t i = static_cast<int64_t>(qb) * BR + row0 + g + 8 * r;
-    if (i >= p.lq) continue;
+    int64_t i = static_cast<int64_t>(qb) * BR + row0 + g + 8 * r;
+    if constexpr (BUCKETED) {
+      if (row0 + g + 8 * r >= nr) continue;
+      i = rows[row0 + g + 8 * r];  // g * Lq + i past head hk * group
+    } else {
+      if (i >= p.lq) continue;
+    }
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
       *reinterpret_cast<uint32_t*>(og + i * D + dt * 8 + 2 * t) =
@@ -317,13 +387,19 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p) {
       attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
           attntune::cuda_plan::KernelParams p) {                                              \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages, false>(p);                                      \
+                                      stages, attntune::cuda_plan::Family::kWindowed>(p, {}); \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
       attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(             \
           attntune::cuda_plan::KernelParams p) {                                              \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages, true>(p);                                       \
+                                      stages, attntune::cuda_plan::Family::kTopK>(p, {});     \
+  }                                                                                           \
+  extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
+      attntune_bucketed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
+          attntune::cuda_plan::KernelParams p, attntune::cuda_plan::BucketParams bp) {        \
+    attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
+                                      stages, attntune::cuda_plan::Family::kBucketed>(p, bp); \
   }
 #include "kernels/cuda/instantiations.def"
 #undef ATTNTUNE_WINDOWED_TILE
@@ -334,27 +410,28 @@ namespace {
 
 struct CompiledKernel {
   WindowedTile tile;
-  const void* function;
-  const void* sparse_function;  // the block-skipping kernel of the same tile
+  const void* functions[3];  // by Family: windowed, top-k, bucketed
 };
 
 const std::vector<CompiledKernel>& CompiledKernels() {
   static const std::vector<CompiledKernel> kernels = {
 #define ATTNTUNE_WINDOWED_TILE(dtype, tag, d, br, bc, warps, stages)                \
   {{Dtype::k##dtype, d, br, bc, warps, stages},                                     \
-   reinterpret_cast<const void*>(                                                   \
-       &attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages),   \
-   reinterpret_cast<const void*>(                                                   \
-       &attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages)},
+   {reinterpret_cast<const void*>(                                                  \
+        &attntune_windowed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages),  \
+    reinterpret_cast<const void*>(                                                  \
+        &attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages), \
+    reinterpret_cast<const void*>(                                                  \
+        &attntune_bucketed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages)}},
 #include "kernels/cuda/instantiations.def"
 #undef ATTNTUNE_WINDOWED_TILE
   };
   return kernels;
 }
 
-const void* FindKernel(const WindowedTile& tile, bool sparse = false) {
+const void* FindKernel(const WindowedTile& tile, Family family) {
   for (const CompiledKernel& k : CompiledKernels()) {
-    if (k.tile == tile) return sparse ? k.sparse_function : k.function;
+    if (k.tile == tile) return k.functions[static_cast<int>(family)];
   }
   return nullptr;
 }
@@ -392,12 +469,23 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
                            const WindowedDeviceArgs& args) {
   const std::string why = CanImplement(problem, tile);
   if (!why.empty()) return why;
-  const bool sparse = args.block_sparse;
-  if (sparse && (args.list_offsets == nullptr || args.list_keys == nullptr || args.evict == nullptr))
-    return "block-sparse launch without its block lists";
-  const void* function = FindKernel(tile, sparse);
-  if (function == nullptr) return KernelName(tile) + " is not compiled";
-  const WindowedLaunchPlan plan = PlanWindowed(problem, tile);
+  const Family family = args.family;
+  const bool gathered = family != Family::kWindowed;
+  if (gathered && (args.list_offsets == nullptr || args.list_keys == nullptr))
+    return "gathered launch without its key lists";
+  if (family == Family::kTopK && args.evict == nullptr) return "top-k launch without evictions";
+  if (family == Family::kBucketed &&
+      (args.block_head == nullptr || args.row_offsets == nullptr || args.rows == nullptr ||
+       args.row_lo == nullptr || args.row_hi == nullptr || args.spos == nullptr ||
+       args.blocks < 1 || args.blocks > INT32_MAX))
+    return "bucketed launch without its row lists";
+  const void* function = FindKernel(tile, family);
+  if (function == nullptr) return KernelName(tile, family) + " is not compiled";
+  WindowedLaunchPlan plan = PlanWindowed(problem, tile);
+  if (family == Family::kBucketed) {  // one thread block per block of BucketLists
+    plan.grid_x = args.blocks;
+    plan.grid_y = plan.grid_z = 1;
+  }
   cudaError_t error = cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(plan.smem_bytes));
   if (error != cudaSuccess) return ErrorText(error, "cudaFuncSetAttribute");
@@ -414,14 +502,23 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
   params.window = problem.window;
   params.sink = problem.sink;
   params.scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double(tile.d)));
-  if (sparse) {
+  if (gathered) {
     params.list_offsets = args.list_offsets;
     params.list_keys = args.list_keys;
     params.evict = args.evict;
-    params.bias_log2 = args.bias_log2;
+    params.bias_log2 = family == Family::kTopK ? args.bias_log2 : nullptr;
     params.query_blocks = plan.grid_x;
   }
-  void* kernel_args[] = {&params};
+  BucketParams bucket{};
+  if (family == Family::kBucketed) {
+    bucket.block_head = args.block_head;
+    bucket.row_offsets = args.row_offsets;
+    bucket.rows = args.rows;
+    bucket.row_lo = args.row_lo;
+    bucket.row_hi = args.row_hi;
+    bucket.spos = args.spos;
+  }
+  void* kernel_args[] = {&params, &bucket};  // the windowed and top-k kernels take params only
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
                   static_cast<unsigned>(plan.grid_z));
   error = cudaLaunchKernel(function, grid, dim3(plan.threads), kernel_args,
@@ -432,9 +529,9 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
 }
 
 std::string ConfirmOnDevice(const WindowedTile& tile) {
-  for (const bool sparse : {false, true}) {
-    const std::string name = sparse ? BlockSparseKernelName(tile) : KernelName(tile);
-    const void* function = FindKernel(tile, sparse);
+  for (const Family family : kFamilies) {
+    const std::string name = KernelName(tile, family);
+    const void* function = FindKernel(tile, family);
     if (function == nullptr) return name + " is not compiled";
     cudaFuncAttributes attributes;
     cudaError_t error = cudaFuncGetAttributes(&attributes, function);

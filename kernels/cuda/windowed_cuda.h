@@ -1,5 +1,6 @@
-// Launchers of the CUDA windowed kernels (dense, swa, hybrid). Plain C++ header: the
-// callers (tuner wiring, GPU tests) never include a CUDA header.
+// Launchers of the CUDA kernels (windowed, top-k and bucketed families, split-KV
+// decode). Plain C++ header: the callers (tuner wiring, GPU tests) never include a CUDA
+// header.
 #pragma once
 
 #include <cstdint>
@@ -20,15 +21,27 @@ struct WindowedDeviceArgs {
   void* o = nullptr;
   const int32_t* windows = nullptr;  // device [Hkv] when problem.per_head_windows
   void* stream = nullptr;            // cudaStream_t; nullptr = the default stream
-  // The block-skipping family (dma, ks): run the attntune_blocksparse_* kernel of the
-  // tile over KeyLists (device copies of offsets and keys), the eviction positions
-  // evict[B,Hkv,Lk] and an optional bias b_j * log2(e) [B,Hkv,Lk]. The problem's window,
-  // sink and per-head windows are ignored.
-  bool block_sparse = false;
+  // Which kernel of the tile runs. kTopK (ks, dma): attntune_blocksparse_* over KeyLists
+  // (device copies of offsets and keys), the eviction positions evict[B,Hkv,Lk] and an
+  // optional bias b_j * log2(e) [B,Hkv,Lk]. kBucketed (lsh, hax): attntune_bucketed_*
+  // over BucketLists (key_offsets and keys in list_offsets and list_keys, the others
+  // below, `blocks` of them), evict for hax's ks part or nullptr (lsh), no bias. Both
+  // ignore the problem's window, sink and per-head windows.
+  Family family = Family::kWindowed;
   const int32_t* list_offsets = nullptr;
   const int32_t* list_keys = nullptr;
   const int32_t* evict = nullptr;
   const float* bias_log2 = nullptr;
+  const int32_t* block_head = nullptr;
+  const int32_t* row_offsets = nullptr;
+  const int32_t* rows = nullptr;
+  const int32_t* row_lo = nullptr;
+  const int32_t* row_hi = nullptr;
+  const int32_t* spos = nullptr;
+  int64_t blocks = 0;
+  // Gathered decode (LaunchGatheredDecode) also: the chosen keys of each (b, hq, step).
+  const int32_t* chosen_offsets = nullptr;
+  const int32_t* chosen = nullptr;
 };
 
 /// Round-to-nearest conversion of fp32 to the 2-byte `dtype` and back (host side).
@@ -45,6 +58,13 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
 /// Returns "" or the reason / CUDA error.
 std::string LaunchDecode(const WindowedProblem& problem, Dtype dtype, int64_t splits,
                          const WindowedDeviceArgs& args, void* workspace);
+
+/// Enqueues gathered decode (dma_decode: every step, Lq = Lk) on q, k, v, o of `args`
+/// and its lists: the resident sets' KeyLists (BuildKeyLists(shape, evict,
+/// kDecodeListSteps)) in list_offsets and list_keys, the eviction steps in evict, the
+/// chosen keys (DecodeSelection's offsets and chosen) in chosen_offsets and chosen, an
+/// optional bias_log2. Returns "" or the reason / CUDA error.
+std::string LaunchGatheredDecode(const Shape& shape, Dtype dtype, const WindowedDeviceArgs& args);
 
 /// Run-time confirmation of the static table on the current device: reads
 /// cudaFuncGetAttributes and the occupancy of `tile`; "" when at least one block fits.

@@ -3,6 +3,7 @@
 // scan: O(w_kv) per step, the same order as attending it); evictions of the last r steps
 // are kept in a queue; each query head of the group scores its candidates by q·k in
 // fp64 (so that it chooses exactly the reference's keys) and attends I ∪ chosen in fp32.
+// SelectDecodeKokkos runs the same selection alone (the CUDA gathered decode's host phase).
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
@@ -46,10 +47,31 @@ class DecodeHead {
     for (int64_t step = 0; step < s_.Lk; ++step) {
       const Clock::time_point start = step_ns != nullptr ? Clock::now() : Clock::time_point();
       Append(step);
-      for (int64_t g = 0; g < s_.Group(); ++g) Attend(step, hkv_ * s_.Group() + g, out);
+      for (int64_t g = 0; g < s_.Group(); ++g) {
+        Select(step, hkv_ * s_.Group() + g);
+        Attend(step, hkv_ * s_.Group() + g, out);
+      }
       if (step_ns != nullptr) {
         step_ns[step] = static_cast<float>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+      }
+    }
+  }
+
+  // The selection alone (SelectDecodeKokkos): evict[j] = the step at which key j leaves
+  // the resident set (Lk: never; j: it never enters), and fn(step, hq, first, last) with
+  // the keys query head hq chooses at `step` (never resident then).
+  template <class Fn>
+  void RunSelect(int32_t* evict, const Fn& fn) {
+    for (int64_t step = 0; step < s_.Lk; ++step) {
+      Append(step);
+      evict[step] = static_cast<int32_t>(in_cache_[step] ? s_.Lk : step);
+      if (!evicted_.empty() && evicted_.back().first == step) {
+        evict[evicted_.back().second] = static_cast<int32_t>(step);
+      }
+      for (int64_t g = 0; g < s_.Group(); ++g) {
+        Select(step, hkv_ * s_.Group() + g);
+        fn(step, hkv_ * s_.Group() + g, keys_.data() + cache_.size(), keys_.data() + keys_.size());
       }
     }
   }
@@ -77,7 +99,9 @@ class DecodeHead {
     }
   }
 
-  void Attend(int64_t step, int64_t hq, float* out) {
+  // keys_ = S(step) of query head hq: the resident set, then the (at most w_q)
+  // candidates of largest q·k.
+  void Select(int64_t step, int64_t hq) {
     const int64_t d = s_.d;
     const float* q = t_.Q(b_, hq, step);
     // Candidates: the r most recent keys and the keys evicted in the last r steps,
@@ -102,7 +126,12 @@ class DecodeHead {
     }
     keys_.assign(cache_.begin(), cache_.end());
     for (const auto& e : scored_) keys_.push_back(e.second);
-    // fp32 attention of one row over keys_.
+  }
+
+  // fp32 attention of query head hq's row at `step` over keys_ (Select's).
+  void Attend(int64_t step, int64_t hq, float* out) {
+    const int64_t d = s_.d;
+    const float* q = t_.Q(b_, hq, step);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     logits_.resize(keys_.size());
     float m = -std::numeric_limits<float>::infinity();
@@ -139,6 +168,35 @@ class DecodeHead {
 };
 
 }  // namespace
+
+DecodeSelection SelectDecodeKokkos(const Tensors& t, const std::vector<double>& scores,
+                                   int64_t w_kv, int64_t w_q, int64_t r) {
+  const Shape& s = t.shape;
+  CHECK(s.Lq == s.Lk && s.causal && w_kv >= 1 && w_q >= 0 && r >= 0);
+  CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
+  CHECK(s.B * s.Hq * s.Lk < INT32_MAX);
+  DecodeSelection sel;
+  sel.evict.assign(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0);
+  std::vector<std::vector<int32_t>> chosen(static_cast<size_t>(s.B * s.Hq * s.Lk));
+  Kokkos::parallel_for(
+      "attntune::select::decode",
+      Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, s.B * s.Hkv), [&](int64_t h) {
+        const int64_t b = h / s.Hkv;
+        DecodeHead(t, scores.data() + h * s.Lk, nullptr, b, h % s.Hkv, w_kv, w_q, r)
+            .RunSelect(sel.evict.data() + h * s.Lk,
+                       [&](int64_t step, int64_t hq, const int64_t* first, const int64_t* last) {
+                         chosen[(b * s.Hq + hq) * s.Lk + step].assign(first, last);
+                       });
+      });
+  Kokkos::fence();
+  sel.offsets.push_back(0);
+  for (const std::vector<int32_t>& row : chosen) {
+    sel.chosen.insert(sel.chosen.end(), row.begin(), row.end());
+    CHECK(sel.chosen.size() < static_cast<size_t>(INT32_MAX));
+    sel.offsets.push_back(static_cast<int32_t>(sel.chosen.size()));
+  }
+  return sel;
+}
 
 void RunDecodeKokkos(const Tensors& t, const std::vector<double>& scores, int64_t w_kv,
                      int64_t w_q, int64_t r, bool bias, float* out,

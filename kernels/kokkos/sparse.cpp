@@ -11,6 +11,8 @@
 #include <memory>
 
 #include "kernels/kokkos/gather_tile.h"
+#include "kernels/kokkos/host_tasks.h"
+#include "kernels/kokkos/lsh_layout.h"
 #include "kernels/kokkos/panel_tile.h"
 #include "kernels/spec/check.h"
 
@@ -29,12 +31,6 @@ using tiles::RoundUp;
 using tiles::RowGroup;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 using HostPolicy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
-
-template <class Fn>
-void ParallelTasks(const char* name, int64_t n, const Fn& fn) {
-  Kokkos::parallel_for(name, HostPolicy(0, n), [&](int64_t task) { fn(task); });
-  Kokkos::fence();
-}
 
 // This thread's scratch for (heads x Br) x Bc tiles (kept between tasks of the same size).
 GatherScratch& Scratch(int64_t d, int64_t heads, const SparseTiles& tl) {
@@ -145,137 +141,6 @@ int64_t TopKUnion(const Shape& s, const TopKHead& h, int64_t qb, int64_t i0, int
 
 std::vector<float> FloatBias(const std::vector<double>& scores) {
   return std::vector<float>(scores.begin(), scores.end());
-}
-
-// Keys of one KV head sorted by (bin, position): bin c holds perm[start[c], start[c+1]).
-struct BinnedKeys {
-  std::vector<int64_t> start, perm;
-};
-
-BinnedKeys SortByBin(const int32_t* bin, int64_t n, int64_t bins) {
-  BinnedKeys out;
-  out.start.assign(static_cast<size_t>(bins + 1), 0);
-  for (int64_t j = 0; j < n; ++j) ++out.start[bin[j] + 1];
-  for (int64_t c = 0; c < bins; ++c) out.start[c + 1] += out.start[c];
-  out.perm.resize(static_cast<size_t>(n));
-  std::vector<int64_t> next(out.start.begin(), out.start.end() - 1);
-  for (int64_t j = 0; j < n; ++j) out.perm[next[bin[j]]++] = j;  // stable: ascending j
-  return out;
-}
-
-std::vector<BinnedKeys> SortKeysAll(const Tensors& t, const LshBins& bins) {
-  const Shape& s = t.shape;
-  std::vector<BinnedKeys> heads(static_cast<size_t>(s.B * s.Hkv));
-  ParallelTasks("attntune::select::sort_keys", s.B * s.Hkv, [&](int64_t h) {
-    heads[h] = SortByBin(bins.key_bin.data() + h * s.Lk, s.Lk, bins.bins);
-  });
-  return heads;
-}
-
-// The lsh window of a query at position p in bin c: perm indices [lo, hi) = the k
-// most recent same-bin keys j <= p. `from`: a perm index in bin c at or before the
-// answer's hi (the previous query's hi when the queries come in (bin, position) order),
-// so that the scan is amortised O(1) (a binary search per query missed the cache at
-// every step); -1: binary search (the first query of a run).
-void LshWindow(const BinnedKeys& keys, int32_t c, int64_t p, int64_t k, int64_t from,
-               int64_t* lo, int64_t* hi) {
-  const int64_t begin = keys.start[c], end = keys.start[c + 1];
-  int64_t h;
-  if (from < 0) {
-    h = std::upper_bound(keys.perm.begin() + begin, keys.perm.begin() + end, p) -
-        keys.perm.begin();
-  } else {
-    h = std::max(from, begin);
-    while (h < end && keys.perm[h] <= p) ++h;
-  }
-  *hi = h;
-  *lo = std::max<int64_t>(begin, h - k);
-}
-
-// A block of query rows of one (batch, KV head) that share a bin, in (bin, position)
-// order: rows[begin, end) of that head's sorted rows.
-struct LshBlock {
-  int64_t head, begin, end;
-};
-
-// The query rows of one (batch, KV head): the rows of its Group() query heads together
-// (a bin's windows depend on the position only, so same-bin rows of the group's heads
-// share their keys), row m = g * Lq + i for query head hq0 + g, position i (Q and O
-// rows m * d floats past row 0 of head hq0).
-struct LshQueries {
-  std::vector<int64_t> rows, lo, hi;  // Group() * Lq each: sorted rows and their windows
-};
-
-// The blocks of every (batch, KV head), that head's chunks in order: first[(head *
-// chunks + c)] = the index of the first block of chunk c of `head`.
-struct LshPlan {
-  std::vector<LshQueries> queries;
-  std::vector<LshBlock> blocks;
-  std::vector<int64_t> first;
-  int64_t chunk = 0, chunks = 1;  // query rows per chunk, chunks per head
-};
-
-// Queries of each (batch, KV head) in chunks of `chunk` positions (0: one chunk), the
-// rows of its query heads in each chunk sorted by (bin, position, head), with their lsh
-// windows, cut into blocks of at most Br same-bin rows whose windows overlap.
-LshPlan SortQueries(const Tensors& t, const LshBins& bins, const std::vector<BinnedKeys>& keys,
-                    int64_t k, const SparseTiles& tl, int64_t chunk) {
-  const Shape& s = t.shape;
-  const int64_t group = s.Group();
-  LshPlan plan;
-  plan.chunk = chunk > 0 ? std::min(chunk, s.Lq) : s.Lq;
-  plan.chunks = std::max<int64_t>(1, (s.Lq + plan.chunk - 1) / plan.chunk);
-  std::vector<LshQueries>& queries = plan.queries;
-  queries.assign(static_cast<size_t>(s.B * s.Hkv), LshQueries());
-  std::vector<std::vector<LshBlock>> head_blocks(queries.size());
-  std::vector<std::vector<int64_t>> head_first(queries.size());
-  ParallelTasks("attntune::select::sort_queries", s.B * s.Hkv, [&](int64_t head) {
-    const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * group;
-    const BinnedKeys& bk = keys[head];
-    const int32_t* qbin = bins.query_bin.data() + (b * s.Hq + hq0) * s.Lq;  // [g][i]
-    auto bin_of = [&](int64_t m) { return qbin[m]; };  // m = g * Lq + i
-    LshQueries& q = queries[head];
-    q.rows.resize(static_cast<size_t>(group * s.Lq));
-    q.lo.resize(q.rows.size());
-    q.hi.resize(q.rows.size());
-    std::vector<LshBlock>& blocks = head_blocks[head];
-    std::vector<int32_t> cbin;
-    int64_t n = 0;
-    for (int64_t c = 0; c < plan.chunks; ++c) {
-      head_first[head].push_back(static_cast<int64_t>(blocks.size()));
-      const int64_t i0 = c * plan.chunk, i1 = std::min(s.Lq, i0 + plan.chunk);
-      // The chunk's rows in (position, head) order, then stably by bin.
-      cbin.resize(static_cast<size_t>((i1 - i0) * group));
-      for (int64_t i = i0; i < i1; ++i) {
-        for (int64_t g = 0; g < group; ++g) cbin[(i - i0) * group + g] = bin_of(g * s.Lq + i);
-      }
-      const std::vector<int64_t> perm =
-          SortByBin(cbin.data(), static_cast<int64_t>(cbin.size()), bins.bins).perm;
-      const int64_t n0 = n;
-      for (const int64_t e : perm) {
-        const int64_t i = i0 + e / group, m = e % group * s.Lq + i;
-        q.rows[n] = m;
-        const bool same_bin = n > n0 && bin_of(q.rows[n - 1]) == bin_of(m);
-        LshWindow(bk, bin_of(m), LastKey(s, i), k, same_bin ? q.hi[n - 1] : -1, &q.lo[n], &q.hi[n]);
-        // A new block at Br rows, at a new bin, or where the windows stop overlapping
-        // (then the union would hold keys no row attends).
-        const bool extend = n > n0 && n - blocks.back().begin < tl.br && same_bin &&
-                            q.lo[n] <= q.hi[n - 1];
-        if (extend) {
-          blocks.back().end = n + 1;
-        } else {
-          blocks.push_back({head, n, n + 1});
-        }
-        ++n;
-      }
-    }
-  });
-  for (size_t head = 0; head < head_blocks.size(); ++head) {
-    for (int64_t f : head_first[head]) plan.first.push_back(f + static_cast<int64_t>(plan.blocks.size()));
-    plan.blocks.insert(plan.blocks.end(), head_blocks[head].begin(), head_blocks[head].end());
-  }
-  plan.first.push_back(static_cast<int64_t>(plan.blocks.size()));
-  return plan;
 }
 
 // Columns of one score tile of a row group: Bc rounded up to whole panels.
@@ -487,8 +352,8 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
                   float* out) {
   CheckInputs(t, tl);
   const Shape& s = t.shape;
-  const std::vector<BinnedKeys> keys = SortKeysAll(t, bins);
-  const LshPlan plan = SortQueries(t, bins, keys, k, tl, 0);
+  const std::vector<BinnedKeys> keys = SortKeysAll(s, bins);
+  const LshPlan plan = SortQueries(s, bins, keys, k, tl.br, 0);
   const std::vector<LshBlock>& blocks = plan.blocks;
   PanelKv& kv = SortedKv();  // one KV head's keys in (bin, position) order, rebuilt per head
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
@@ -514,8 +379,8 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   // panels once per chunk, KsPart) that its positions reach, under the per-row predicate
   // j <= p < evict[j]: each key once, one online softmax, one store.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
-  const std::vector<BinnedKeys> binned = SortKeysAll(t, bins);
-  const LshPlan plan = SortQueries(t, bins, binned, k_lsh, tl, RoundUp(tl.chunk, tl.br));
+  const std::vector<BinnedKeys> binned = SortKeysAll(s, bins);
+  const LshPlan plan = SortQueries(s, bins, binned, k_lsh, tl.br, RoundUp(tl.chunk, tl.br));
   PanelKv& kv = SortedKv();
   KsPart ks;
   std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order

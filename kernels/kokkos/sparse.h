@@ -52,6 +52,17 @@ void RunDecodeKokkos(const Tensors& t, const std::vector<double>& scores, int64_
                      int64_t w_q, int64_t r, bool bias, float* out,
                      std::vector<float>* step_ns = nullptr);
 
+/// dma_decode's selection alone, by RunDecodeKokkos' own code: evict[(b * Hkv + hkv) * Lk
+/// + j] = the step at which key j leaves its KV head's resident set (Lk: never; j: it
+/// never enters), so j is resident at step t iff j <= t < evict[j]; the keys query head
+/// hq chooses at step t (never resident then) are chosen[offsets[x] .. offsets[x+1]), x =
+/// (b * Hq + hq) * Lk + t. S(t) = the resident keys plus the chosen ones.
+struct DecodeSelection {
+  std::vector<int32_t> evict, offsets, chosen;
+};
+DecodeSelection SelectDecodeKokkos(const Tensors& t, const std::vector<double>& scores,
+                                   int64_t w_kv, int64_t w_q, int64_t r);
+
 /// Runs `fn` as a one-iteration Kokkos kernel named `name`, so that the Kokkos Tools
 /// hooks time serial selection work (scores, bins) as its own phase.
 void RunPhase(const char* name, const std::function<void()>& fn);

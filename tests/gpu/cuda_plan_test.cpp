@@ -1,10 +1,13 @@
 // The CUDA planning logic and the pure halves of GPU measurement: run on every machine.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
 #include <set>
 #include <string>
 
 #include "kernels/cuda/plan.h"
+#include "kernels/kokkos/sparse.h"
+#include "kernels/spec/params.h"
 #include "kernels/spec/selection.h"
 #include "kernels/spec/shape.h"
 #include "kernels/spec/tensors.h"
@@ -258,6 +261,8 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
   };
   const Case cases[] = {
       {"ks", {{"k", "7"}}, 130, 130, 64, 64},     {"ks", {{"k", "200"}}, 97, 97, 16, 32},
+      {"ks", {{"k", "3"}}, 1, 1, 64, 64},         {"ks", {{"k", "5"}}, 37, 37, 128, 32},
+      {"ks", {{"k", "16"}}, 300, 577, 64, 64},
       {"dma", {{"w", "20"}, {"bias", "1"}, {"seed", "0"}}, 60, 150, 32, 16},
       {"dma", {{"w", "1"}, {"bias", "0"}, {"seed", "2"}}, 77, 77, 64, 32},
   };
@@ -297,7 +302,7 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
             const int64_t p = shape.QueryPos(i);
             for (int64_t j = 0; j < shape.Lk; ++j) {
               INFO(c.variant << " b=" << b << " hq=" << hq << " i=" << i << " j=" << j);
-              REQUIRE((j <= p && p < e[j]) == (in.count(j) == 1));
+              REQUIRE(cp::InTopK(p, j, e) == (in.count(j) == 1));
             }
             needed.insert(row.begin(), row.end());
           }
@@ -344,4 +349,241 @@ TEST_CASE("PlanDecode covers exactly the attended keys with at most the asked sp
   problem.shape.Hq = 16;
   problem.shape.Hkv = 1;
   CHECK(cp::CanImplementDecode(problem, 8) == "split-KV decode handles at most 8 query heads per KV head");
+}
+
+namespace {
+
+// lsh or hax inputs: Gaussian tensors, optionally ks scores in few distinct values (ties)
+// and a zero projection (every key and query in bin 0 under the sign rule).
+attntune::Tensors BucketTensors(const attntune::Shape& shape, bool tied_scores, bool zero_proj,
+                                int64_t bits) {
+  attntune::Tensors t = attntune::GaussianTensors(shape, 17);
+  if (tied_scores) {
+    t.scores.resize(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
+    for (size_t n = 0; n < t.scores.size(); ++n) t.scores[n] = static_cast<float>((n * 7) % 3);
+  }
+  if (zero_proj) t.proj.assign(static_cast<size_t>(shape.Hkv * shape.d * bits), 0.0f);
+  return t;
+}
+
+// Checks BucketLists against the variant's own key sets: the blocks' rows are every
+// (b, hq, i) exactly once, at most br per block, of the block's KV head; each row's keys,
+// the block's listed keys that BucketAttends keeps, are exactly its reference set; the
+// list is ascending and holds no key that none of its rows attends.
+void CheckBucketLists(const attntune::Shape& shape, const cp::BucketLists& lists,
+                      const attntune::KeySets& sets, const std::vector<int32_t>& evict, int br) {
+  const int64_t group = shape.Group();
+  const int64_t blocks = lists.Blocks();
+  REQUIRE(lists.row_offsets.size() == static_cast<size_t>(blocks + 1));
+  REQUIRE(lists.key_offsets.size() == static_cast<size_t>(blocks + 1));
+  REQUIRE(lists.rows.size() == static_cast<size_t>(shape.B * shape.Hq * shape.Lq));
+  REQUIRE(lists.lo.size() == lists.rows.size());
+  REQUIRE(lists.hi.size() == lists.rows.size());
+  REQUIRE(lists.spos.size() == static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
+  for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {  // spos: a permutation
+    std::vector<int32_t> sorted(lists.spos.begin() + head * shape.Lk,
+                                lists.spos.begin() + (head + 1) * shape.Lk);
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t n = 0; n < shape.Lk; ++n) REQUIRE(sorted[n] == n);
+  }
+  std::vector<int> seen(static_cast<size_t>(shape.B * shape.Hq * shape.Lq), 0);
+  std::vector<int64_t> expected, got;
+  for (int64_t x = 0; x < blocks; ++x) {
+    const int64_t head = lists.head[x], b = head / shape.Hkv, hkv = head % shape.Hkv;
+    const int64_t nr = lists.row_offsets[x + 1] - lists.row_offsets[x];
+    INFO("block " << x << " head " << head);
+    REQUIRE(nr >= 1);
+    REQUIRE(nr <= br);
+    const std::vector<int32_t> keys(lists.keys.begin() + lists.key_offsets[x],
+                                    lists.keys.begin() + lists.key_offsets[x + 1]);
+    for (size_t n = 1; n < keys.size(); ++n) REQUIRE(keys[n - 1] < keys[n]);
+    std::set<int64_t> attended;
+    for (int64_t r = lists.row_offsets[x]; r < lists.row_offsets[x + 1]; ++r) {
+      const int64_t m = lists.rows[r], g = m / shape.Lq, i = m % shape.Lq;
+      REQUIRE(g < group);
+      const int64_t hq = hkv * group + g, p = shape.QueryPos(i);
+      ++seen[(b * shape.Hq + hq) * shape.Lq + i];
+      got.clear();
+      for (const int32_t j : keys) {
+        const int32_t* e = evict.empty() ? nullptr : evict.data() + head * shape.Lk;
+        if (cp::BucketAttends(p, j, lists.lo[r], lists.hi[r], lists.spos[head * shape.Lk + j], e)) {
+          got.push_back(j);
+        }
+      }
+      sets.Row(b, hq, i, &expected);
+      INFO("b=" << b << " hq=" << hq << " i=" << i);
+      REQUIRE(got == expected);
+      attended.insert(got.begin(), got.end());
+    }
+    CHECK(attended.size() == keys.size());  // every listed key is attended by some row
+  }
+  for (size_t n = 0; n < seen.size(); ++n) {
+    INFO("row " << n);
+    REQUIRE(seen[n] == 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("BucketAttends is the lsh window or the prefix top-k interval, each key once") {
+  std::vector<int32_t> evict(12, 0);
+  evict[4] = 11;  // key 4 is held for positions 4..10
+  CHECK(cp::BucketAttends(10, 4, 2, 5, 3, nullptr));        // spos in [lo, hi)
+  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 5, 5, nullptr));  // hi is exclusive
+  CHECK_FALSE(cp::BucketAttends(10, 4, 2, 2, 2, nullptr));  // empty window
+  CHECK_FALSE(cp::BucketAttends(10, 4, 0, 0, 9, nullptr));  // lsh: no ks part
+  CHECK(cp::BucketAttends(10, 4, 0, 0, 9, evict.data()));   // ks: 4 <= 10 < 11
+  CHECK_FALSE(cp::BucketAttends(11, 4, 0, 0, 9, evict.data()));  // evicted at 11
+  CHECK_FALSE(cp::BucketAttends(3, 4, 0, 0, 9, evict.data()));   // the ks part is causal
+  CHECK(cp::BucketAttends(10, 4, 2, 5, 3, evict.data()));   // in both: true once
+}
+
+TEST_CASE("Bucketed row and key lists give exactly the lsh and hax key sets") {
+  using attntune::Params;
+  using attntune::Shape;
+  struct Case {
+    const char* variant;
+    const char* shape;
+    Params params;
+    int br;
+    int64_t chunk;
+    bool tied_scores, zero_proj;
+  };
+  const Case cases[] = {
+      {"lsh", "B=2,Hq=6,Hkv=3,L=37,d=16", {{"k", "4"}, {"bits", "2"}, {"rule", "sign"}}, 16, 0},
+      {"lsh", "B=1,Hq=2,Hkv=1,L=1,d=16", {{"k", "4"}, {"bits", "3"}, {"rule", "sign"}}, 64, 0},
+      {"lsh", "B=1,Hq=4,Hkv=2,Lq=300,Lk=577,d=16", {{"k", "9"}, {"bits", "4"}, {"rule", "sign"}},
+       64, 0},
+      {"lsh", "B=1,Hq=8,Hkv=2,L=577,d=16", {{"k", "32"}, {"bits", "3"}, {"rule", "argmax"}}, 128,
+       0},
+      // all keys in one bin: argmax over one projection; the window is then the last k keys
+      {"lsh", "B=1,Hq=3,Hkv=1,L=200,d=16", {{"k", "17"}, {"bits", "1"}, {"rule", "argmax"}}, 64, 0},
+      // k > L: every same-bin key; one bin through a zero projection (sign rule)
+      {"lsh", "B=2,Hq=2,Hkv=2,L=37,d=16", {{"k", "1000"}, {"bits", "2"}, {"rule", "sign"}}, 16, 0,
+       false, true},
+      {"hax", "B=2,Hq=6,Hkv=3,L=37,d=16",
+       {{"k_lsh", "3"}, {"k_ks", "5"}, {"bits", "2"}, {"rule", "sign"}}, 16, 512, true},
+      {"hax", "B=1,Hq=1,Hkv=1,L=1,d=16",
+       {{"k_lsh", "3"}, {"k_ks", "3"}, {"bits", "2"}, {"rule", "sign"}}, 64, 512},
+      {"hax", "B=1,Hq=4,Hkv=2,Lq=300,Lk=577,d=16",
+       {{"k_lsh", "8"}, {"k_ks", "8"}, {"bits", "3"}, {"rule", "sign"}}, 64, 100, true},
+      {"hax", "B=1,Hq=4,Hkv=1,L=577,d=16",
+       {{"k_lsh", "16"}, {"k_ks", "16"}, {"bits", "4"}, {"rule", "argmax"}}, 128, 512},
+      {"hax", "B=1,Hq=2,Hkv=1,L=577,d=16",
+       {{"k_lsh", "5"}, {"k_ks", "7"}, {"bits", "2"}, {"rule", "sign"}}, 16, 0, true},
+      // budgets > L, one bin: both parts hold every key j <= p (each key once)
+      {"hax", "B=1,Hq=2,Hkv=1,L=37,d=16",
+       {{"k_lsh", "100"}, {"k_ks", "1000"}, {"bits", "1"}, {"rule", "argmax"}}, 16, 7, true},
+      {"hax", "B=1,Hq=2,Hkv=2,L=130,d=16",
+       {{"k_lsh", "6"}, {"k_ks", "40"}, {"bits", "2"}, {"rule", "sign"}}, 32, 64, false, true},
+  };
+  for (const Case& c : cases) {
+    const Shape shape = attntune::ParseShape(c.shape, "test");
+    Params params = c.params;
+    params["seed"] = "5";
+    const int64_t bits = std::stoll(params.at("bits"));
+    const attntune::Tensors t = BucketTensors(shape, c.tied_scores, c.zero_proj, bits);
+    const bool hax = std::string(c.variant) == "hax";
+    const auto sets = attntune::FindVariant(c.variant, "test").key_sets(t, params);
+    const attntune::LshBins bins =
+        attntune::ComputeLshBins(t, bits, params.at("rule") == "argmax", 5);
+    std::vector<int32_t> evict;
+    if (hax) {
+      const std::vector<double> x = attntune::KsScores(t);
+      for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {
+        const auto e = attntune::PrefixTopKEvictions(x.data() + head * shape.Lk, shape.Lk,
+                                                     std::stoll(params.at("k_ks")));
+        evict.insert(evict.end(), e.begin(), e.end());
+      }
+    }
+    const cp::BucketLists lists = cp::BuildBucketLists(
+        shape, bins, std::stoll(params.at(hax ? "k_lsh" : "k")), evict, c.br, c.chunk);
+    INFO(c.variant << " " << c.shape << " " << attntune::ParamsToString(params) << " br=" << c.br
+                   << " chunk=" << c.chunk);
+    CheckBucketLists(shape, lists, *sets, evict, c.br);
+    if (c.zero_proj || params.at("bits") == "1") {  // the one-bin cases are one bin
+      for (const int32_t bin : bins.key_bin) REQUIRE(bin == 0);
+      for (const int32_t bin : bins.query_bin) REQUIRE(bin == 0);
+    }
+  }
+}
+
+TEST_CASE("dma_decode's selection and gathered lists give exactly the reference sets") {
+  using attntune::Params;
+  struct Case {
+    const char* shape;
+    Params params;
+    bool tied;  // Delta = 0: every b_j equal, so the resident sets break ties
+  };
+  const Case cases[] = {
+      {"B=2,Hq=4,Hkv=2,L=37,d=16", {{"w_kv", "5"}, {"w_q", "3"}, {"r", "4"}}},
+      {"B=1,Hq=2,Hkv=1,L=1,d=16", {{"w_kv", "4"}, {"w_q", "2"}, {"r", "2"}}},
+      {"B=1,Hq=8,Hkv=1,L=200,d=16", {{"w_kv", "16"}, {"w_q", "4"}, {"r", "8"}}},
+      {"B=1,Hq=6,Hkv=3,L=130,d=16", {{"w_kv", "1000"}, {"w_q", "5"}, {"r", "3"}}},  // w_kv > L
+      {"B=1,Hq=3,Hkv=3,L=100,d=16", {{"w_kv", "7"}, {"w_q", "0"}, {"r", "0"}}},
+      {"B=1,Hq=4,Hkv=2,L=77,d=16", {{"w_kv", "6"}, {"w_q", "40"}, {"r", "30"}}, true},
+  };
+  for (const Case& c : cases) {
+    const attntune::Shape shape = attntune::ParseShape(c.shape, "test");
+    attntune::Tensors t = attntune::GaussianTensors(shape, 23);
+    if (c.tied) t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
+    Params params = c.params;
+    params["bias"] = "1";
+    params["seed"] = "4";
+    const auto sets = attntune::FindVariant("dma_decode", "test").key_sets(t, params);
+    const std::vector<double> x = attntune::DmaScores(t, 4);
+    const attntune::DecodeSelection sel =
+        attntune::SelectDecodeKokkos(t, x, std::stoll(params.at("w_kv")),
+                                     std::stoll(params.at("w_q")), std::stoll(params.at("r")));
+    const cp::KeyLists lists = cp::BuildKeyLists(shape, sel.evict, cp::kDecodeListSteps);
+    REQUIRE(sel.offsets.size() == static_cast<size_t>(shape.B * shape.Hq * shape.Lk + 1));
+    const int64_t group = shape.Group();
+    std::vector<int64_t> expected;
+    std::vector<std::vector<int64_t>> got(static_cast<size_t>(group));
+    for (int64_t b = 0; b < shape.B; ++b) {
+      for (int64_t hkv = 0; hkv < shape.Hkv; ++hkv) {
+        const int64_t head = b * shape.Hkv + hkv;
+        for (int64_t step = 0; step < shape.Lk; ++step) {
+          INFO(c.shape << " " << attntune::ParamsToString(params) << " b=" << b
+                       << " hkv=" << hkv << " t=" << step);
+          // What the kernel attends: 4 warps, each walking every 4th key with its own walk.
+          for (auto& g : got) g.clear();
+          const int64_t list = head * lists.query_blocks + step / cp::kDecodeListSteps;
+          for (int warp = 0; warp < 4; ++warp) {
+            cp::DecodeWalk walk;
+            walk.resident = lists.keys.data() + lists.offsets[list];
+            walk.n_resident = lists.offsets[list + 1] - lists.offsets[list];
+            walk.evict = sel.evict.data() + head * shape.Lk;
+            walk.step = step;
+            walk.chosen_offsets = sel.offsets.data();
+            walk.chosen = sel.chosen.data();
+            walk.row0 = (b * shape.Hq + hkv * group) * shape.Lk + step;
+            walk.stride = shape.Lk;
+            walk.group = static_cast<int>(group);
+            for (int64_t x = warp;; x += 4) {
+              int64_t j = -1;
+              int only = -2;
+              const int what = walk.At(x, &j, &only);
+              if (what == cp::DecodeWalk::kEnd) break;
+              if (what == cp::DecodeWalk::kSkip) continue;
+              REQUIRE(j >= 0);
+              REQUIRE(j <= step);
+              REQUIRE(only >= -1);
+              REQUIRE(only < group);
+              for (int64_t g = 0; g < group; ++g) {
+                if (only < 0 || only == g) got[g].push_back(j);
+              }
+            }
+          }
+          for (int64_t g = 0; g < group; ++g) {
+            std::sort(got[g].begin(), got[g].end());
+            INFO("group head " << g);
+            REQUIRE(std::adjacent_find(got[g].begin(), got[g].end()) == got[g].end());  // once
+            sets->Row(b, hkv * group + g, step, &expected);
+            REQUIRE(got[g] == expected);
+          }
+        }
+      }
+    }
+  }
 }

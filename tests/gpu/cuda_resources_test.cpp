@@ -10,19 +10,22 @@ namespace cp = attntune::cuda_plan;
 
 TEST_CASE("The resource table covers every compiled tile on every arch") {
   const auto& table = cp::CompiledResources();
-  // Two families per tile (the windowed kernel and the block-skipping kernel) plus the
-  // split-KV decode kernels (split and combine, f16/bf16, d 64/128).
-  CHECK(table.size() == (2 * cp::WindowedTiles().size() + 8) * cp::SupportedArchs().size());
+  // Three families per tile (windowed, top-k block-skipping, bucketed) plus the decode
+  // kernels (split-KV split and combine, gathered; f16/bf16, d 64/128).
+  CHECK(table.size() == (3 * cp::WindowedTiles().size() + 12) * cp::SupportedArchs().size());
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
     for (const char* name :
-         {"attntune_decode_split_f16_d128", "attntune_decode_combine_bf16_d64"}) {
+         {"attntune_decode_split_f16_d128", "attntune_decode_combine_bf16_d64",
+          "attntune_decode_gathered_f16_d64", "attntune_decode_gathered_f16_d128",
+          "attntune_decode_gathered_bf16_d64", "attntune_decode_gathered_bf16_d128"}) {
       INFO(name << " sm_" << arch.sm);
       REQUIRE(cp::FindResources(table, arch.sm, name) != nullptr);
     }
   }
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
     for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
-      for (const std::string& name : {cp::KernelName(tile), cp::BlockSparseKernelName(tile)}) {
+      for (const cp::Family family : cp::kFamilies) {
+        const std::string name = cp::KernelName(tile, family);
         INFO(name << " sm_" << arch.sm);
         const cp::KernelResources* r = cp::FindResources(table, arch.sm, name);
         REQUIRE(r != nullptr);
@@ -49,17 +52,21 @@ TEST_CASE("The CSV in the build tree holds the same table") {
 
 TEST_CASE("Default tiles exist for every dtype and head dim on every arch, without spills") {
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
-    for (cp::Dtype dtype : {cp::Dtype::kF16, cp::Dtype::kBf16}) {
-      for (int d : {64, 128}) {
-        INFO("sm_" << arch.sm << " " << cp::DtypeTag(dtype) << " d=" << d);
-        const cp::WindowedTile* tile = cp::DefaultTile(dtype, d, arch, cp::CompiledResources());
-        REQUIRE(tile != nullptr);
-        const cp::KernelResources* r =
-            cp::FindResources(cp::CompiledResources(), arch.sm, cp::KernelName(*tile));
-        REQUIRE(r != nullptr);
-        CHECK(r->spill_stores == 0);
-        CHECK(r->spill_loads == 0);
-        CHECK(r->stack == 0);
+    for (const cp::Family family : cp::kFamilies) {
+      for (cp::Dtype dtype : {cp::Dtype::kF16, cp::Dtype::kBf16}) {
+        for (int d : {64, 128}) {
+          INFO("sm_" << arch.sm << " family " << static_cast<int>(family) << " "
+                     << cp::DtypeTag(dtype) << " d=" << d);
+          const cp::WindowedTile* tile =
+              cp::DefaultTile(dtype, d, arch, cp::CompiledResources(), family);
+          REQUIRE(tile != nullptr);
+          const cp::KernelResources* r =
+              cp::FindResources(cp::CompiledResources(), arch.sm, cp::KernelName(*tile, family));
+          REQUIRE(r != nullptr);
+          CHECK(r->spill_stores == 0);
+          CHECK(r->spill_loads == 0);
+          CHECK(r->stack == 0);
+        }
       }
     }
   }

@@ -26,6 +26,18 @@ namespace {
 // fp16 keeps 11 significant bits, bf16 8: inputs rounded once, P rounded once.
 double Tolerance(cp::Dtype dtype) { return dtype == cp::Dtype::kF16 ? 2e-3 : 1.6e-2; }
 
+// B=2, GQA 6/3, Lq = Lk = 1 or 37, or Lq 300 < Lk 577.
+Shape AwkwardShape(int64_t lq_lk, int64_t d) {
+  Shape shape;
+  shape.B = 2;
+  shape.Hq = 6;
+  shape.Hkv = 3;
+  shape.Lk = lq_lk;
+  shape.Lq = lq_lk == 577 ? 300 : lq_lk;
+  shape.d = d;
+  return shape;
+}
+
 }  // namespace
 
 TEST_CASE("Every compiled tile launches on this device", "[gpu]") {
@@ -45,13 +57,7 @@ TEST_CASE("CUDA windowed kernels match the fp64 reference over awkward shapes", 
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
     for (int64_t lq_lk : {1, 37, 577}) {
       for (const Case& c : cases) {
-        Shape shape;
-        shape.B = 2;
-        shape.Hq = 6;
-        shape.Hkv = 3;
-        shape.Lk = lq_lk;
-        shape.Lq = lq_lk == 577 ? 300 : lq_lk;  // also Lq < Lk
-        shape.d = tile.d;
+        const Shape shape = AwkwardShape(lq_lk, tile.d);
         const Tensors tensors = GaussianTensors(shape, 11);
         Params params;
         const std::string id = c.variant;
@@ -112,7 +118,7 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
   const Shape shape = ParseShape("B=1,Hq=4,Hkv=2,L=333,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 5);
   for (const char* dtype : {"fp16", "bf16"}) {
-    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias"}) {
+    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "lsh", "hax"}) {
       const std::string name = id;
       const Variant& variant = FindVariant(name == "dma_nobias" ? "dma" : name, "test");
       const std::optional<Implementation> impl = CudaImplementation(variant, dtype, shape.d);
@@ -121,6 +127,8 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
       if (name == "swa" || name == "hybrid" || name == "dma") given["w"] = "40";
       if (name == "ks") given["k"] = "24";
       if (name == "dma_nobias") given = {{"w", "50"}, {"bias", "0"}, {"seed", "3"}};
+      if (name == "lsh") given = {{"k", "24"}, {"bits", "3"}};
+      if (name == "hax") given = {{"k_lsh", "16"}, {"k_ks", "16"}, {"bits", "3"}};
       const Params params = ResolveParams(variant, &*impl, shape, given, "test");
       const std::vector<double> ref = ReferenceOutput(variant, tensors, params);
       for (const std::string& tile : impl->tunables.front().grid) {
@@ -136,9 +144,76 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
     }
   }
   FlushL2();
-  CHECK(!CudaImplementation(FindVariant("lsh", "test"), "fp16", 128).has_value());
   CHECK(!CudaImplementation(FindVariant("dma_decode", "test"), "fp16", 128).has_value());
   CHECK(!CudaImplementation(FindVariant("dense", "test"), "fp16", 96).has_value());
+}
+
+TEST_CASE("CUDA bucketed kernels (lsh, hax) match the fp64 reference over awkward shapes",
+          "[gpu]") {
+  struct Case {
+    const char* variant;
+    Params given;
+  };
+  const Case cases[] = {
+      {"lsh", {{"k", "16"}, {"bits", "3"}, {"rule", "sign"}}},
+      {"lsh", {{"k", "1000"}, {"bits", "2"}, {"rule", "argmax"}}},  // k > L: the whole bin
+      {"lsh", {{"k", "20"}, {"bits", "1"}, {"rule", "argmax"}}},    // one bin: the last k keys
+      {"hax", {{"k_lsh", "8"}, {"k_ks", "8"}, {"bits", "4"}, {"rule", "sign"}}},
+      {"hax", {{"k_lsh", "40"}, {"k_ks", "1000"}, {"bits", "2"}, {"rule", "sign"}, {"Chunk", "100"}}},
+  };
+  for (const char* dtype : {"fp16", "bf16"}) {
+    for (int64_t lq_lk : {1, 37, 577}) {
+      for (int64_t d : {64, 128}) {
+        const Shape shape = AwkwardShape(lq_lk, d);
+        const Tensors tensors = GaussianTensors(shape, 29);
+        for (const Case& c : cases) {
+          const Variant& variant = FindVariant(c.variant, "test");
+          const std::optional<Implementation> impl = CudaImplementation(variant, dtype, d);
+          REQUIRE(impl.has_value());
+          const Params params = ResolveParams(variant, &*impl, shape, c.given, "test");
+          const std::vector<double> ref = ReferenceOutput(variant, tensors, params);
+          for (const std::string& tile : impl->tunables.front().grid) {
+            Params p = params;
+            p["Tile"] = tile;
+            INFO(dtype << " " << ParamsToString(p) << " " << shape.ToString());
+            REQUIRE(impl->check(shape, p) == "");
+            std::vector<float> out(tensors.q.size(), 0.f);
+            impl->run(tensors, p, out.data());  // O poisoned with NaN on the device first
+            CHECK(RelErr(out.data(), ref) < impl->tolerance(p));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Gathered decode (dma_decode) matches the fp64 reference at every step", "[gpu]") {
+  const Variant& variant = FindVariant("dma_decode", "test");
+  const Params cases[] = {
+      {{"w_kv", "16"}, {"w_q", "4"}, {"r", "8"}, {"bias", "1"}},
+      {{"w_kv", "1000"}, {"w_q", "8"}, {"r", "8"}, {"bias", "0"}},  // w_kv > L: every key
+      {{"w_kv", "40"}, {"w_q", "0"}, {"r", "0"}, {"bias", "1"}},
+  };
+  for (const char* dtype : {"fp16", "bf16"}) {
+    for (int64_t l : {1, 37, 300}) {
+      for (int64_t d : {64, 128}) {
+        Shape shape = AwkwardShape(l, d);
+        shape.Lq = shape.Lk = l;  // decode steps: Lq = Lk
+        const Tensors tensors = GaussianTensors(shape, 31);
+        const std::optional<Implementation> impl = CudaDecodeImplementation(variant, dtype, d);
+        REQUIRE(impl.has_value());
+        for (const Params& given : cases) {
+          const Params p = ResolveParams(variant, &*impl, shape, given, "test");
+          INFO(dtype << " " << ParamsToString(p) << " " << shape.ToString());
+          REQUIRE(impl->check(shape, p) == "");
+          const std::vector<double> ref = ReferenceOutput(variant, tensors, p);
+          std::vector<float> out(tensors.q.size(), 0.f);
+          impl->run(tensors, p, out.data());  // O poisoned with NaN on the device first
+          CHECK(RelErr(out.data(), ref) < impl->tolerance(p));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("Split-KV decode matches the reference for one query row", "[gpu]") {

@@ -1,0 +1,83 @@
+// BuildBucketLists (plan.h): the bucketed family's row and key lists from the CPU's
+// bucketed layout (lsh_layout.h) and, for hax, the prefix top-k key lists of plan.cpp.
+// Plain C++, built and tested everywhere.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/kokkos/lsh_layout.h"
+#include "kernels/spec/check.h"
+
+namespace attntune {
+namespace cuda_plan {
+
+namespace {
+
+int32_t Int32(int64_t x) {
+  CHECK(x >= 0 && x < INT32_MAX);
+  return static_cast<int32_t>(x);
+}
+
+}  // namespace
+
+BucketLists BuildBucketLists(const Shape& s, const LshBins& bins, int64_t k_lsh,
+                             const std::vector<int32_t>& evict, int br, int64_t chunk) {
+  CHECK(br > 0 && s.Lq <= s.Lk && s.causal && s.Hkv > 0 && s.Hq % s.Hkv == 0);
+  const bool ks = !evict.empty();
+  CHECK(!ks || static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);
+  const std::vector<BinnedKeys> sorted = SortKeysAll(s, bins);
+  const LshPlan plan = SortQueries(s, bins, sorted, k_lsh, br, ks ? chunk : 0);
+  // hax: the union of the ks sets of each chunk's rows (positions contiguous), as the
+  // top-k family's query blocks of `chunk` rows; a block keeps the keys its rows reach.
+  const KeyLists chunk_keys = ks ? BuildKeyLists(s, evict, static_cast<int>(plan.chunk)) : KeyLists();
+  CHECK(!ks || chunk_keys.query_blocks == plan.chunks);
+  BucketLists out;
+  out.spos.resize(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  out.row_offsets.push_back(0);
+  out.key_offsets.push_back(0);
+  std::vector<int32_t> keys;
+  std::vector<int64_t> positions;  // of the block's rows, ascending
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const std::vector<int64_t>& perm = sorted[head].perm;
+    int32_t* spos = out.spos.data() + head * s.Lk;
+    for (int64_t n = 0; n < s.Lk; ++n) spos[perm[n]] = Int32(n);
+    const LshQueries& q = plan.queries[head];
+    const int32_t* e = ks ? evict.data() + head * s.Lk : nullptr;
+    for (int64_t c = 0; c < plan.chunks; ++c) {
+      for (int64_t x = plan.first[head * plan.chunks + c]; x < plan.first[head * plan.chunks + c + 1];
+           ++x) {
+        const LshBlock& blk = plan.blocks[x];
+        CHECK(blk.head == head && blk.end - blk.begin <= br);
+        keys.clear();
+        positions.clear();
+        for (int64_t n = blk.begin; n < blk.end; ++n) {
+          out.rows.push_back(Int32(q.rows[n]));
+          out.lo.push_back(Int32(q.lo[n]));
+          out.hi.push_back(Int32(q.hi[n]));
+          for (int64_t u = q.lo[n]; u < q.hi[n]; ++u) keys.push_back(Int32(perm[u]));
+          positions.push_back(LastKey(s, q.rows[n] % s.Lq));
+        }
+        if (ks) {  // the chunk's ks keys that some row of the block attends
+          std::sort(positions.begin(), positions.end());
+          const int64_t list = head * chunk_keys.query_blocks + c;
+          for (int32_t n = chunk_keys.offsets[list]; n < chunk_keys.offsets[list + 1]; ++n) {
+            const int32_t j = chunk_keys.keys[n];
+            const auto p = std::lower_bound(positions.begin(), positions.end(), j);
+            if (p != positions.end() && InTopK(*p, j, e)) keys.push_back(j);
+          }
+        }
+        std::sort(keys.begin(), keys.end());
+        keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+        out.keys.insert(out.keys.end(), keys.begin(), keys.end());
+        out.head.push_back(Int32(head));
+        out.row_offsets.push_back(Int32(static_cast<int64_t>(out.rows.size())));
+        out.key_offsets.push_back(Int32(static_cast<int64_t>(out.keys.size())));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace cuda_plan
+}  // namespace attntune

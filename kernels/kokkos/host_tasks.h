@@ -1,0 +1,18 @@
+// One parallel loop of host tasks on Kokkos' host execution space, fenced: the shape of
+// every selection and attention phase of the sparse launchers.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+namespace attntune {
+
+/// Runs fn(task) for task in [0, n) as the Kokkos kernel `name` and waits for it.
+template <class Fn>
+void ParallelTasks(const char* name, int64_t n, const Fn& fn) {
+  using HostPolicy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
+  Kokkos::parallel_for(name, HostPolicy(0, n), [&](int64_t task) { fn(task); });
+  Kokkos::fence();
+}
+
+}  // namespace attntune
