@@ -24,6 +24,10 @@ set -euo pipefail
 build=${1:-build}
 out=${2:-$(mktemp -d)}
 rounds=${3:-3}
+if ! [[ "$rounds" =~ ^[1-9][0-9]*$ ]]; then
+  echo "family.sh: error: rounds must be a positive integer, got '$rounds'" >&2
+  exit 2
+fi
 mkdir -p "$out"
 bin="$build/attntune"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -44,7 +48,8 @@ fam=("dense|dense|" "swa|swa|w=1024" "dma|dma|w=1024" "lsh|lsh|k=64,bits=4"
 for r in $(seq 1 "$rounds"); do
   for e in "${fam[@]}"; do
     name=${e%%|*}; rest=${e#*|}; v=${rest%%|*}; p=${rest#*|}
-    # dense: one warm-up and 3 timed calls (~21 s each); the others: 5 timed calls
+    # dense: one warm-up and 3 timed calls (~21 s each); the others: at least 5 timed
+    # calls and 1 s of them (--max-seconds 1: 8-9 calls of hax, lsh and ks)
     reps=(); [ "$v" = dense ] && reps=(--min-reps 3)
     echo "  round $r: L=16384 $v $p (load $(load))"
     "$bin" bench --variant "$v" ${p:+--params "$p"} --shape "$S16" --max-seconds 1 \
