@@ -123,6 +123,8 @@ fresh = os.path.join(tmp, "too_big")
 expect_too_big(["tune", "--seq-lens", "64,100000000", "--out", fresh],
                "--seq-lens", "B=1,Hq=16,Hkv=8,L=100000000,d=128")
 expect(not os.path.exists(fresh), "a tune whose shape cannot fit stores nothing")
+expect_too_big(["allocate", "--rho", "0.5", "--no-measure", "--calib-len", "100000000",
+                "--out", fresh], "--calib-len", "B=1,Hq=2,Hkv=1,L=100000000,d=64")
 
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)

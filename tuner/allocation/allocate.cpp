@@ -7,6 +7,7 @@
 
 #include "kernels/spec/error.h"
 #include "search/pareto.h"
+#include "tuner/evaluate.h"
 #include "tuner/allocation/io.h"
 
 namespace attntune {
@@ -104,6 +105,11 @@ AllocateResult RunAllocate(const AllocateOptions& o, Timer& timer) {
     spec.head_dim = std::min<int64_t>(m.head_dim, 64);  // the logit structure, not d, matters
     spec.length = o.calib_len;
     spec.seed = o.seed;
+    Shape head;  // one generated head at a time, its statistics against fp64 attention
+    head.Hq = spec.group;
+    head.Lq = head.Lk = spec.length;
+    head.d = spec.head_dim;
+    CheckProblemFitsHost(head, true, "--calib-len");
     r.calib_window = CalibWindow(r.window, o.context, o.calib_len);
     r.stats = GeneratorStats(spec, r.calib_window, o.sink);
   } else {
