@@ -11,7 +11,7 @@
 #      hax (32+32) (time per attended pair against dense) and other tiles: every ratio
 #      is taken against the dense of its own round, and the table gives each round's
 #      ratio and their median. This VM's speed drifts by 10-30% within minutes (dense
-#      alone spread 18.7-22.0 s per call in one run), so a single dense measured minutes
+#      alone: p10-p90 18.7-22.0 s per call in one run), so a single dense measured minutes
 #      before a sparse variant moved the ratios by as much as the steps being judged;
 #   4. dma_decode per-step time at t=4096 and t=65536 (benchmarks/decode_steps);
 #   5. peak resident memory at L=65536 of every sparse variant, one kernel call each
