@@ -30,7 +30,6 @@ using tiles::PrefetchWrite;
 using tiles::RoundUp;
 using tiles::RowGroup;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-using HostPolicy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
 
 // This thread's scratch for (heads x Br) x Bc tiles (kept between tasks of the same size).
 GatherScratch& Scratch(int64_t d, int64_t heads, const SparseTiles& tl) {
@@ -329,8 +328,7 @@ void TopKBlock(const Tensors& t, const TopKHead& h, int64_t head, int64_t qb,
 }  // namespace
 
 void RunPhase(const char* name, const std::function<void()>& fn) {
-  Kokkos::parallel_for(name, HostPolicy(0, 1), [&](int64_t) { fn(); });
-  Kokkos::fence();
+  ParallelTasks(name, 1, [&](int64_t) { fn(); });
 }
 
 void RunTopKKokkos(const Tensors& t, const std::vector<double>& scores, int64_t k, bool bias,
