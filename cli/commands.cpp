@@ -138,6 +138,30 @@ void ConfigureGpuEvaluation(int cuda_index, bool flush_l2, EvaluateOptions* opti
   };
 }
 
+#ifdef ATTNTUNE_HAVE_CUPTI
+// The hardware counters of `launch` on CUDA device `cuda_index` (CUPTI's range profiler,
+// one pass per replay, after the timing) as trial metrics "hw_*" (RooflineValues);
+// `chip` receives the chip the metric names were resolved for. Throws
+// std::runtime_error with the failing CUPTI call when the counters cannot be read.
+std::map<std::string, double> ReadRooflineCounters(int cuda_index, const std::string& dtype,
+                                                   const std::function<void()>& launch,
+                                                   std::string* chip) {
+  const MetricValues m = CollectRooflineMetrics(cuda_index, launch);
+  if (!m.error.empty()) throw std::runtime_error(m.error);
+  if (chip) *chip = m.plan.chip;
+  return RooflineValues(m.by_role, m.replays, dtype);
+}
+#endif
+
+// --metrics: only on a GPU, and only in a build with CUPTI.
+void CheckMetricsFlag(bool metrics, int cuda_index) {
+  if (!metrics) return;
+  if (cuda_index < 0) throw UserError("--metrics: only for --device cuda:N");
+#ifndef ATTNTUNE_HAVE_CUPTI
+  throw UserError("--metrics: this attntune was built without CUPTI");
+#endif
+}
+
 // Progress: one rewritten line on a terminal, plain lines otherwise.
 class ProgressPrinter {
  public:
@@ -146,10 +170,13 @@ class ProgressPrinter {
   void operator()(const ProgressEvent& ev) {
     if (ev.status == "running" && !tty_) return;  // plain logs get one line per result
     char line[256];
-    std::snprintf(line, sizeof line, "[%lld/%lld] %-16s eval %lld/%lld  %-28s %s", 
+    char eval[48] = "";  // the counter passes come after the search: no evaluation index
+    if (ev.eval_index > 0)
+      std::snprintf(eval, sizeof eval, "eval %lld/%lld  ", static_cast<long long>(ev.eval_index),
+                    static_cast<long long>(ev.budget));
+    std::snprintf(line, sizeof line, "[%lld/%lld] %-16s %s%-28s %s",
                   static_cast<long long>(ev.problem_index), static_cast<long long>(ev.problem_count),
-                  ev.problem.c_str(), static_cast<long long>(ev.eval_index),
-                  static_cast<long long>(ev.budget), ev.config.c_str(), ev.status.c_str());
+                  ev.problem.c_str(), eval, ev.config.c_str(), ev.status.c_str());
     std::string text = line;
     if (ev.status == "ok") {
       char t[64];
@@ -157,6 +184,7 @@ class ProgressPrinter {
       text += t;
     }
     if (ev.reused) text += " (stored)";
+    if (!ev.message.empty()) text += ": " + ev.message;
     if (tty_) {
       std::fprintf(stderr, "\r\033[K%s", text.c_str());
       pending_ = true;
@@ -215,6 +243,7 @@ struct TuneArgs {
   std::string budget = std::to_string(TuneOptions{}.budget);
   std::string dtype;
   bool flush_l2 = false;
+  bool metrics = false;
   std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
 };
 
@@ -248,6 +277,9 @@ void RegisterTune(CLI::App& app, int* rc) {
                   "Time cap of the repetitions of one candidate")
       ->check(kPositiveFinite)
       ->capture_default_str();
+  cmd->add_flag("--metrics", args->metrics,
+                "cuda: after every candidate is timed, read each ok one's roofline counters "
+                "with CUPTI's range profiler and store them with its trial");
   cmd->add_option("--db", o.db_path, "SQLite database (default: <out>/attntune.db)");
   cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
   cmd->callback([args, rc] {
@@ -256,6 +288,20 @@ void RegisterTune(CLI::App& app, int* rc) {
     options.device = args->device;
     options.dtype = ResolveDtype(args->dtype, cuda_index);
     ConfigureGpuEvaluation(cuda_index, args->flush_l2, &options.evaluate);
+    CheckMetricsFlag(args->metrics, cuda_index);
+#ifdef ATTNTUNE_HAVE_CUPTI
+    if (args->metrics) {
+      auto tracing = std::make_shared<bool>(true);
+      options.counters = [cuda_index, dtype = options.dtype,
+                          tracing](const std::function<void()>& launch) {
+        if (*tracing) {  // the counter passes come after every timing: the profiler replays alone
+          StopCuptiActivity();
+          *tracing = false;
+        }
+        return ReadRooflineCounters(cuda_index, dtype, launch, nullptr);
+      };
+    }
+#endif
     options.variants = SplitList(args->variants);
     options.seq_lens = ParseSeqLens(args->seq_lens);
     options.batch = ParsePositiveInt(args->batch, "--batch");
@@ -268,6 +314,7 @@ void RegisterTune(CLI::App& app, int* rc) {
                                        {"device", args->device},
                                        {"dtype", options.dtype},
                                        {"flush_l2", args->flush_l2},
+                                       {"metrics", args->metrics},
                                        {"variants", options.variants},
                                        {"seq_lens", options.seq_lens},
                                        {"budget", options.budget},
@@ -292,6 +339,9 @@ void RegisterTune(CLI::App& app, int* rc) {
     std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
                 static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
                 static_cast<long long>(s.reused), static_cast<long long>(s.failed));
+    if (args->metrics)
+      std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",
+                  static_cast<long long>(s.counted), static_cast<long long>(s.counter_failures));
     std::printf("  database: %s\n  header:   %s\n  json:     %s\n  report:   %s\n",
                 s.db_path.c_str(), s.outputs.header.c_str(), s.outputs.json.c_str(),
                 s.outputs.report.c_str());
@@ -387,27 +437,21 @@ void RegisterBench(CLI::App& app, int* rc) {
     options.policy.min_reps = args->min_reps;
     options.check = !args->unchecked;
     ConfigureGpuEvaluation(cuda_index, args->flush_l2, &options);
-    if (args->metrics && cuda_index < 0) throw UserError("--metrics: only for --device cuda:N");
+    CheckMetricsFlag(args->metrics, cuda_index);
     const Evaluated ev = EvaluateCandidate(problem, variant, *impl, params, *timer, options);
     const TrialResult& r = ev.result;
     nlohmann::json hw;  // hardware counters, in passes of their own after the timing
 #ifdef ATTNTUNE_HAVE_CUPTI
     if (args->metrics && r.status == TrialStatus::kOk) {
       StopCuptiActivity();  // the range profiler replays alone
-      const MetricValues m =
-          CollectRooflineMetrics(cuda_index, [&] { impl->launch(problem.Inputs(), params); });
-      if (!m.error.empty()) {
-        hw["error"] = m.error;
-      } else {
-        hw["chip"] = m.plan.chip;
-        hw["passes"] = m.replays;
-        for (const auto& [role, value] : m.by_role) hw[role] = value;
-        const double ns = m.by_role.count("duration") ? m.by_role.at("duration") : 0.0;
-        const std::string ops = dtype == "bf16" ? "tensor_ops_bf16" : "tensor_ops_f16";
-        if (ns > 0 && m.by_role.count(ops)) hw["tensor_tflops"] = m.by_role.at(ops) / ns / 1e3;
-        if (ns > 0 && m.by_role.count("dram_bytes")) hw["dram_gb_per_s"] = m.by_role.at("dram_bytes") / ns;
-        if (m.by_role.count(ops) && m.by_role.count("dram_bytes") && m.by_role.at("dram_bytes") > 0)
-          hw["ops_per_dram_byte"] = m.by_role.at(ops) / m.by_role.at("dram_bytes");
+      try {
+        std::string chip;
+        const std::map<std::string, double> values = ReadRooflineCounters(
+            cuda_index, dtype, [&] { impl->launch(problem.Inputs(), params); }, &chip);
+        hw["chip"] = chip;
+        for (const auto& [name, value] : values) hw[name.substr(3)] = value;  // drop "hw_"
+      } catch (const std::runtime_error& e) {
+        hw["error"] = e.what();
       }
     }
 #endif

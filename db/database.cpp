@@ -465,6 +465,15 @@ int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem
   return trial_id;
 }
 
+void Database::AddMetrics(int64_t trial_id, const std::map<std::string, double>& metrics) {
+  Transaction txn(db_, path_);
+  Stmt metric(db_, path_,
+              "INSERT OR REPLACE INTO metric(trial_id, name, value) VALUES (?1, ?2, ?3)");
+  for (const auto& [name, value] : metrics)
+    metric.Bind(1, trial_id).Bind(2, name).Bind(3, value).Run();
+  txn.Commit();
+}
+
 std::vector<TrialRow> Database::Trials(const TrialFilter& filter) const {
   std::string sql = std::string(kTrialSelect) +
                     "WHERE (?1 IS NULL OR t.device_id = ?1) AND (?2 IS NULL OR c.variant = ?2) "

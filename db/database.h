@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,10 @@ class Database {
   /// Stores a trial with its samples and metrics in one transaction; returns its id.
   int64_t InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id, int64_t config_id,
                       int64_t build_id, const TrialResult& result);
+
+  /// Adds (or replaces) metrics of a stored trial in one transaction: readings taken after
+  /// the trial, such as hardware counters from passes of their own.
+  void AddMetrics(int64_t trial_id, const std::map<std::string, double>& metrics);
 
   std::vector<TrialRow> Trials(const TrialFilter& filter) const;
   std::vector<double> Samples(int64_t trial_id) const;

@@ -94,12 +94,19 @@ std::string MetricCell(const TrialResult& r, const std::string& key) {
   return it == r.metrics.end() ? "" : Num(it->second);
 }
 
-// GFLOP/s: the measured metric, else useful FLOPs over the median time.
-std::string GflopsCell(const TrialResult& r) {
-  if (r.metrics.count("gflops")) return Num(r.metrics.at("gflops"));
+// Useful GFLOP/s: the measured metric, else useful FLOPs over the median time; 0 when
+// neither is known.
+double UsefulGflops(const TrialResult& r) {
+  if (r.metrics.count("gflops")) return r.metrics.at("gflops");
   const auto flops = r.metrics.find("useful_flops");
-  if (flops == r.metrics.end() || r.median_ms <= 0) return "";
-  return Num(flops->second / (r.median_ms * 1e-3) / 1e9);
+  if (flops == r.metrics.end() || r.median_ms <= 0) return 0.0;
+  return flops->second / (r.median_ms * 1e-3) / 1e9;
+}
+
+std::string GflopsCell(const TrialResult& r) {
+  if (!r.metrics.count("gflops") && !r.metrics.count("useful_flops")) return "";
+  if (!r.metrics.count("gflops") && r.median_ms <= 0) return "";
+  return Num(UsefulGflops(r));
 }
 
 std::string ConfigText(const std::string& params_json) {
@@ -240,6 +247,43 @@ void WriteSummary(std::ostream& out, const std::vector<TrialRow>& trials) {
 }
 
 // Sort key of the trial table: by variant and problem; ok trials first, fastest first.
+// Per device: a roofline point per ok trial, grouped by variant. "model": useful FLOPs per
+// compulsory byte (useful_flops / io_bytes) against useful GFLOP/s, from every trial;
+// "counters": tensor-pipe ops per DRAM byte against tensor-pipe GOP/s, from the trials
+// whose hardware counters were read (tune --metrics on a GPU). No roof is drawn: attntune
+// does not measure a device's peak rates.
+json RooflineData(const std::vector<TrialRow>& trials) {
+  json out = json::object();
+  for (const TrialRow& t : trials) {
+    const TrialResult& r = t.result;
+    if (r.status != TrialStatus::kOk) continue;
+    const std::string label = t.problem.shape.ToString() + " " + t.config.implementation + " " +
+                              ConfigText(t.config.params_json);
+    auto at = [&](const char* key) {
+      const auto it = r.metrics.find(key);
+      return it == r.metrics.end() ? 0.0 : it->second;
+    };
+    json& device = out[t.device.name];
+    if (at("useful_flops") > 0 && at("io_bytes") > 0 && UsefulGflops(r) > 0) {
+      device["model"][t.config.variant].push_back(
+          {{"x", at("useful_flops") / at("io_bytes")}, {"y", UsefulGflops(r)}, {"label", label}});
+    }
+    if (at("hw_ops_per_dram_byte") > 0 && at("hw_tensor_tflops") > 0) {
+      device["counters"][t.config.variant].push_back({{"x", at("hw_ops_per_dram_byte")},
+                                                      {"y", at("hw_tensor_tflops") * 1e3},
+                                                      {"label", label}});
+    }
+  }
+  return out;
+}
+
+// Whether any trial holds hardware counters (the trial table then shows them).
+bool AnyCounters(const std::vector<TrialRow>& trials) {
+  for (const TrialRow& t : trials)
+    if (t.result.metrics.count("hw_passes")) return true;
+  return false;
+}
+
 auto TrialOrder(const TrialRow& t) {
   const Shape& s = t.problem.shape;
   return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq, s.Hq, s.Hkv, s.B,
@@ -249,6 +293,7 @@ auto TrialOrder(const TrialRow& t) {
 void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
   std::vector<const TrialRow*> rows;
   bool many_devices = false;  // one device: its name is in the environment section
+  const bool counters = AnyCounters(trials);  // columns of the hardware counters
   for (const TrialRow& t : trials) {
     rows.push_back(&t);
     many_devices = many_devices || t.device.name != trials.front().device.name;
@@ -262,6 +307,7 @@ void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
       << "<th>variant</th><th>impl</th><th>params</th><th>shape</th>"
       << "<th>status</th><th>message</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th>"
       << "<th>cv</th><th>samples</th><th>GFLOP/s</th><th>rel_err</th><th>mass_recall</th>"
+      << (counters ? "<th>DRAM GB/s</th><th>tensor TFLOP/s</th><th>ops per DRAM byte</th>" : "")
       << "</tr>\n";
   for (const TrialRow* t : rows) {
     const TrialResult& r = t->result;
@@ -279,7 +325,12 @@ void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
     out << "<td class=\"num\">" << (ok ? Num(r.cv, "%.3f") : "") << "</td><td class=\"num\">"
         << t->sample_count << "</td><td class=\"num\">" << GflopsCell(r)
         << "</td><td class=\"num\">" << MetricCell(r, "rel_err") << "</td><td class=\"num\">"
-        << MetricCell(r, "mass_recall") << "</td></tr>\n";
+        << MetricCell(r, "mass_recall") << "</td>";
+    if (counters) {
+      for (const char* key : {"hw_dram_gb_per_s", "hw_tensor_tflops", "hw_ops_per_dram_byte"})
+        out << "<td class=\"num\">" << MetricCell(r, key) << "</td>";
+    }
+    out << "</tr>\n";
   }
   out << "</table></div>\n</section>\n";
 }
@@ -387,6 +438,26 @@ constexpr const char kChartCode[] = R"js(
                           }}}}}});
   });
 
+  Object.keys(data.roofline).forEach(function (device) {
+    var entry = data.roofline[device];
+    var datasets = [];
+    var i = 0;
+    ['model', 'counters'].forEach(function (kind) {
+      Object.keys(entry[kind] || {}).forEach(function (variant) {
+        var color = palette[i++ % palette.length];
+        datasets.push({label: variant + (kind === 'model' ? ' (model)' : ' (counters)'),
+                       data: entry[kind][variant], borderColor: color,
+                       backgroundColor: color + '80',
+                       pointStyle: kind === 'model' ? 'circle' : 'triangle', pointRadius: 4});
+      });
+    });
+    addChart('roofline-charts', device + ': FLOP rate vs arithmetic intensity (ok trials)', {
+      type: 'scatter', data: {datasets: datasets},
+      options: {scales: {x: axis('logarithmic', 'FLOP per byte'),
+                         y: axis('logarithmic', 'GFLOP/s')},
+                plugins: {tooltip: {callbacks: {label: pointLabel}}}}});
+  });
+
   document.body.dataset.charts = String(charts);
   if (window.attntuneErrors.length === 0) document.body.dataset.renderOk = '1';
 })();
@@ -396,7 +467,9 @@ constexpr const char kChartCode[] = R"js(
 
 std::string RenderHtmlReport(const ReportInput& input) {
   const std::vector<BestEntry> best = BestEntries(input);
-  const json data = {{"scaling", ScalingData(best)}, {"pareto", ParetoData(input.trials)}};
+  const json data = {{"scaling", ScalingData(best)},
+                     {"pareto", ParetoData(input.trials)},
+                     {"roofline", RooflineData(input.trials)}};
   const std::string chartjs(reinterpret_cast<const char*>(report_assets::kChartJs),
                             report_assets::kChartJsSize);
 
@@ -420,7 +493,15 @@ std::string RenderHtmlReport(const ReportInput& input) {
       << "<section id=\"pareto\"><h2>Time vs quality</h2>\n"
       << "<p class=\"muted\">Per variant: every ok trial, one colour per device and shape; "
       << "the line is the Pareto front (no other trial is both faster and better).</p>\n"
-      << "<div class=\"charts\" id=\"pareto-charts\"></div></section>\n";
+      << "<div class=\"charts\" id=\"pareto-charts\"></div></section>\n"
+      << "<section id=\"roofline\"><h2>Roofline points</h2>\n"
+      << "<p class=\"muted\">Per device: every ok trial as a point of FLOP rate against "
+      << "arithmetic intensity. Circles (model): useful FLOPs per compulsory byte of Q, K, V "
+      << "and O, against useful GFLOP/s. Triangles (counters, <code>tune --metrics</code> on "
+      << "a GPU): tensor-pipe ops per DRAM byte, against tensor-pipe GOP/s, read by CUPTI's "
+      << "range profiler in passes separate from the timing. No roof is drawn: attntune does "
+      << "not measure a device's peak rates.</p>\n"
+      << "<div class=\"charts\" id=\"roofline-charts\"></div></section>\n";
   WriteTrialTable(out, input.trials);
   out << "<script type=\"application/json\" id=\"attntune-data\">" << JsonForScript(data)
       << "</script>\n<script>" << kChartCode << "</script>\n</body>\n</html>\n";

@@ -104,6 +104,14 @@ if [ -x "$build/attntune" ]; then
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({"median_ms": j.get("median_ms"), "gflops": j.get("gflops"), "hardware": j.get("hardware")}))' \
       "$out/metrics.json" 2>&1 | tee -a "$out/summary.txt" || tail -3 "$out/metrics.json" | tee -a "$out/summary.txt"
   done
+  # The same counters stored with every ok trial of a tune (tune --metrics: counter passes
+  # after all the timing), then read back from its database.
+  timeout 300 "$at" tune --device cuda:0 --variants dense,swa,lsh --seq-lens 1024 --budget 3 \
+    --metrics --out "$out/tune-metrics" >"$out/tune-metrics.log" 2>&1
+  log "attntune tune --metrics rc=$?"
+  tail -n 12 "$out/tune-metrics.log" | tee -a "$out/summary.txt"
+  python3 -c 'import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); print(db.execute("select count(distinct trial_id), count(*) from metric where name like \"hw_%\"").fetchone(), "trials with counters, counter rows"); print(db.execute("select c.variant, m.name, m.value from metric m join trial t on t.id=m.trial_id join config c on c.id=t.config_id where m.name in (\"hw_tensor_tflops\",\"hw_dram_gb_per_s\") order by 1,2 limit 12").fetchall())' \
+    "$out/tune-metrics/attntune.db" 2>&1 | tee -a "$out/summary.txt"
 fi
 # Decode: one query row per head against a long cache, split-KV (cuda_decode) beside the
 # windowed kernel (cuda), checked against the CPU reference.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "build_info.h"
@@ -195,6 +196,64 @@ TunePlan PlanTune(const TuneOptions& options) {
   return plan;
 }
 
+namespace {
+
+// A metric every counter reading holds: a trial that has it was counted before.
+constexpr const char kCounterProbe[] = "hw_passes";
+
+struct UncountedTrial {
+  int64_t trial_id;
+  int64_t problem_index;
+  std::string problem;  // "dense L=1024"
+  size_t variant;
+  Params params;
+  std::string config;
+};
+
+// The counter passes of a run: per sequence length, the inputs are generated again (same
+// seed, so the same values as when timed), and every ok trial still without counters runs
+// once to make its inputs and selection resident, then under TuneOptions::counters. Each
+// trial's counters are stored in a transaction of their own; a failure is reported and
+// counted, and the passes go on.
+void CounterPasses(TunePlan& plan, const std::map<int64_t, std::vector<UncountedTrial>>& uncounted,
+                   int64_t problem_count, const ProgressFn& progress, TuneSummary* summary) {
+  const TuneOptions& options = plan.options;
+  for (const auto& [L, trials] : uncounted) {
+    ProblemContext context(TuneShape(options, plan.model, L), options.seed ^ static_cast<uint64_t>(L));
+    const Tensors& inputs = context.Inputs();
+    std::vector<float> scratch;
+    for (const UncountedTrial& t : trials) {
+      const Variant& variant = *plan.variants[t.variant];
+      const Implementation& impl =
+          plan.gpu_impls.empty() ? variant.implementations.front() : plan.gpu_impls[t.variant];
+      auto launch = [&] {
+        if (impl.launch) {
+          impl.launch(inputs, t.params);
+        } else {
+          scratch.resize(static_cast<size_t>(inputs.shape.QElems()));
+          impl.run(inputs, t.params, scratch.data());
+        }
+      };
+      ProgressEvent ev{t.problem_index, problem_count, t.problem, 0, 0, t.config, "counters",
+                       "", 0.0, false};
+      try {
+        NvtxRange range("counters " + t.config);
+        launch();
+        const std::map<std::string, double> metrics = options.counters(launch);
+        plan.db->AddMetrics(t.trial_id, metrics);
+        ++summary->counted;
+      } catch (const std::exception& e) {
+        ev.status = "counters failed";
+        ev.message = e.what();
+        ++summary->counter_failures;
+      }
+      if (progress) progress(ev);
+    }
+  }
+}
+
+}  // namespace
+
 TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
                     const ProgressFn& progress) {
   const TuneOptions& options = plan.options;
@@ -210,6 +269,8 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
   const int64_t problem_count =
       static_cast<int64_t>(variants.size() * options.seq_lens.size());
   int64_t problem_index = 0;
+  // The ok trials of this run without hardware counters, for the counter passes.
+  std::map<int64_t, std::vector<UncountedTrial>> uncounted;  // by sequence length
   for (int64_t L : options.seq_lens) {
     const Shape shape = TuneShape(options, model, L);
     const int64_t problem_id = db->PutProblem({0, shape, options.dtype, "prefill"});
@@ -240,10 +301,12 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
         const int64_t config_id = db->PutConfig(
             {0, variant->id, impl.id, CanonicalParamsJson(*variant, impl, params)});
         ProgressEvent ev{problem_index, problem_count, problem_name, eval_index,
-                         options.budget, ParamsToString(params), "", 0.0, false};
+                         options.budget, ParamsToString(params), "", "", 0.0, false};
         TrialResult result;
+        int64_t trial_id = 0;
         if (auto stored = db->FindReusable(device_id, problem_id, config_id, build_id)) {
           result = stored->result;
+          trial_id = stored->id;
           ev.reused = true;
           ++summary.reused;
         } else {
@@ -253,8 +316,12 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
             progress(ev);
           }
           result = EvaluateCandidate(context, *variant, impl, params, timer, options.evaluate).result;
-          db->InsertTrial(run_id, device_id, problem_id, config_id, build_id, result);
+          trial_id = db->InsertTrial(run_id, device_id, problem_id, config_id, build_id, result);
           ++summary.measured;
+        }
+        if (options.counters && result.status == TrialStatus::kOk &&
+            !result.metrics.count(kCounterProbe)) {
+          uncounted[L].push_back({trial_id, problem_index, problem_name, v, params, ev.config});
         }
         ++summary.evaluations;
         if (result.status != TrialStatus::kOk) ++summary.failed;
@@ -264,6 +331,10 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
         return Evaluation{point, result.status == TrialStatus::kOk, result.median_ms};
       });
     }
+  }
+  if (options.counters) {
+    NvtxRange range("counters");
+    CounterPasses(plan, uncounted, problem_count, progress, &summary);
   }
   db->FinishRun(run_id, UtcNow());
   {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ struct TuneOptions {
   std::string args_json;  // the command line, stored with the run
   std::string device = "cpu";  // or "cuda:N" (the caller made N current)
   std::string dtype = "fp32";  // the problems' dtype: fp32 on the CPU, fp16/bf16 on CUDA
+  /// Optional (`tune --metrics` on a GPU): the hardware counters of one candidate. RunTune
+  /// calls it in passes of its own after every candidate of the run was timed (counters
+  /// never mix with timed runs, DESIGN.md s6), once per ok trial of the run that has no
+  /// counters stored yet, with `launch` enqueueing that candidate's work once (already run
+  /// once before, so inputs and selection are resident). Returns the metrics to store with
+  /// the trial ("hw_*"); throws std::runtime_error when the counters cannot be read.
+  std::function<std::map<std::string, double>(const std::function<void()>& launch)> counters;
 };
 
 struct ProgressEvent {
@@ -43,7 +51,9 @@ struct ProgressEvent {
   int64_t eval_index = 0;     // 1-based within the problem
   int64_t budget = 0;
   std::string config;         // "Bc=64,Br=32"
-  std::string status;         // "running" (before a candidate is evaluated), then its status
+  std::string status;         // "running" (before a candidate is evaluated), then its status;
+                              // in the counter passes "counters" or "counters failed"
+  std::string message;        // why, when the counters failed
   double median_ms = 0;
   bool reused = false;
 };
@@ -60,6 +70,8 @@ struct TuneSummary {
   int64_t measured = 0;  // evaluated in this run
   int64_t reused = 0;    // answered from the database
   int64_t failed = 0;    // stored with a status other than ok
+  int64_t counted = 0;   // ok trials given hardware counters (TuneOptions::counters)
+  int64_t counter_failures = 0;
   std::string db_path;
   OutputPaths outputs;
 };

@@ -42,4 +42,22 @@ MetricSelection ResolveMetrics(const std::vector<MetricRole>& roles,
   return selection;
 }
 
+std::map<std::string, double> RooflineValues(const std::map<std::string, double>& by_role,
+                                             int passes, const std::string& dtype) {
+  std::map<std::string, double> out;
+  for (const auto& [role, value] : by_role) out["hw_" + role] = value;
+  out["hw_passes"] = passes;
+  auto get = [&](const char* role) {
+    auto it = by_role.find(role);
+    return it == by_role.end() ? -1.0 : it->second;
+  };
+  const double ns = get("duration");
+  const double ops = get(dtype == "bf16" ? "tensor_ops_bf16" : "tensor_ops_f16");
+  const double bytes = get("dram_bytes");
+  if (ns > 0 && ops >= 0) out["hw_tensor_tflops"] = ops / ns / 1e3;
+  if (ns > 0 && bytes >= 0) out["hw_dram_gb_per_s"] = bytes / ns;
+  if (ops >= 0 && bytes > 0) out["hw_ops_per_dram_byte"] = ops / bytes;
+  return out;
+}
+
 }  // namespace attntune

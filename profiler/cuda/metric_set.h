@@ -62,4 +62,13 @@ struct MetricValues {
 };
 MetricValues CollectRooflineMetrics(int device_index, const std::function<void()>& fn);
 
+/// The roofline point of one kernel from its counters, as metrics stored with a trial:
+/// "hw_<role>" for every measured role (duration in ns, DRAM bytes, tensor ops of both
+/// dtypes, the two percentages), "hw_passes", and, where their inputs were measured,
+/// "hw_tensor_tflops" (ops of `dtype`'s tensor path per second / 1e12),
+/// "hw_dram_gb_per_s" and "hw_ops_per_dram_byte" (the roofline's x axis). `dtype` is
+/// "fp16" or "bf16". Zero durations and zero bytes give no ratio rather than inf.
+std::map<std::string, double> RooflineValues(const std::map<std::string, double>& by_role,
+                                             int passes, const std::string& dtype);
+
 }  // namespace attntune

@@ -88,6 +88,8 @@ expect_error(["bench", "--variant", "dense", "--flush-l2", "--shape", "Hq=2,Hkv=
              "attntune: error: --flush-l2: only for --device cuda:N")
 expect_error(["bench", "--variant", "dense", "--metrics", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
              "attntune: error: --metrics: only for --device cuda:N")
+expect_error(["tune", "--metrics", "--out", tmp],
+             "attntune: error: --metrics: only for --device cuda:N")
 expect_error(["tune", "--dtype", "bf16", "--out", tmp],
              "attntune: error: --dtype: 'bf16' is not available on the CPU (fp32 only)")
 # Numbers that are not numbers a timer or a tolerance can use ("nan" passes CLI11's own

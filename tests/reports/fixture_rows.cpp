@@ -46,7 +46,8 @@ TrialRow MakeTrial(int64_t id, const std::string& variant, const std::string& pa
     t.result.metrics = {{"rel_err", (1 - mass_recall) * 0.5},
                         {"mass_recall", mass_recall},
                         {"pairs", pairs},
-                        {"useful_flops", 4.0 * d * pairs}};
+                        {"useful_flops", 4.0 * d * pairs},
+                        {"io_bytes", 4.0 * 2 * (8 + 2) * L * d}};
   } else {
     t.result.median_ms = median_ms;  // a failed trial's time must never count
   }
@@ -87,6 +88,17 @@ ReportInput MakeFixtureInput() {
                                 0.01, 1.0, TrialStatus::kLaunchFailed,
                                 "</script><b>x</b><!--<script>"));
   return in;
+}
+
+void AddCounters(TrialRow* trial, double dram_bytes, double ops) {
+  auto& m = trial->result.metrics;
+  m["hw_duration"] = 1e6;
+  m["hw_dram_bytes"] = dram_bytes;
+  m["hw_tensor_ops_f16"] = ops;
+  m["hw_passes"] = 10;
+  m["hw_tensor_tflops"] = ops / 1e6 / 1e3;
+  m["hw_dram_gb_per_s"] = dram_bytes / 1e6;
+  m["hw_ops_per_dram_byte"] = ops / dram_bytes;
 }
 
 }  // namespace test

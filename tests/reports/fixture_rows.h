@@ -18,5 +18,9 @@ TrialRow MakeTrial(int64_t id, const std::string& variant, const std::string& pa
 /// whose message is "</script><b>x</b><!--<script>").
 ReportInput MakeFixtureInput();
 
+/// Hardware counters of one kernel as `tune --metrics` stores them (RooflineValues of a
+/// 1 ms kernel with `dram_bytes` DRAM bytes and `ops` fp16 tensor ops).
+void AddCounters(TrialRow* trial, double dram_bytes, double ops);
+
 }  // namespace test
 }  // namespace attntune

@@ -308,6 +308,41 @@ TEST_CASE("report.html is self-contained and escapes what it shows") {
   CHECK(html2.find("<h3>Device: Other &lt;GPU&gt;") != std::string::npos);
 }
 
+// The JSON data block of a rendered report.
+nlohmann::json ReportData(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"attntune-data\">";
+  const size_t begin = html.find(open);
+  REQUIRE(begin != std::string::npos);
+  const size_t end = html.find("</script>", begin);
+  return nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
+
+TEST_CASE("report.html has a roofline point per ok trial, from the model and from counters") {
+  ReportInput in = MakeFixtureInput();
+  const std::string plain = RenderHtmlReport(in);
+  CHECK(plain.find("<th>DRAM GB/s</th>") == std::string::npos);  // no counters: no columns
+  const nlohmann::json model = ReportData(plain)["roofline"]["Test CPU"];
+  CHECK_FALSE(model.contains("counters"));
+  CHECK(model["model"]["dense"].size() == 7);
+  CHECK(model["model"]["swa"].size() == 5);
+  // dense d=64 L=512, Br=32 (trial 1): 4 d pairs FLOPs over 4*2*(8+2)*L*d bytes.
+  const nlohmann::json& first = model["model"]["dense"][0];
+  const double pairs = 8.0 * 512 * 513 / 2;
+  CHECK(first["x"].get<double>() == Approx(4.0 * 64 * pairs / (80.0 * 512 * 64)));
+  CHECK(first["y"].get<double>() == Approx(4.0 * 64 * pairs / 0.30e-3 / 1e9));
+
+  test::AddCounters(&in.trials[1], 2e8, 4e11);  // dense d=64 L=512 Br=64
+  const std::string html = RenderHtmlReport(in);
+  const nlohmann::json counters = ReportData(html)["roofline"]["Test CPU"]["counters"];
+  REQUIRE(counters["dense"].size() == 1);
+  CHECK(counters["dense"][0]["x"].get<double>() == Approx(2000.0));  // ops per DRAM byte
+  CHECK(counters["dense"][0]["y"].get<double>() == Approx(4e5));     // GOP/s: 4e11 in 1 ms
+  CHECK(html.find("<th>DRAM GB/s</th><th>tensor TFLOP/s</th><th>ops per DRAM byte</th>") !=
+        std::string::npos);
+  CHECK(html.find("<td class=\"num\">200</td><td class=\"num\">400</td><td class=\"num\">2000</td>") !=
+        std::string::npos);
+}
+
 TEST_CASE("report.html renders without trials") {
   ReportInput in;
   in.tool_version = "0.1.0";

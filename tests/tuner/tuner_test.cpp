@@ -297,3 +297,82 @@ TEST_CASE("A warm-started tune asks the best stored configuration of the nearest
     CHECK(WarmStartPoints(*plan.db, other, dense, impl, space, problem, 3).empty());
   }
 }
+
+TEST_CASE("tune's counter passes come after every timing and give each ok trial its counters once") {
+  TempDir dir;
+  CountingTimer timer;
+  const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
+  int calls = 0;
+  int timings_at_first_pass = -1;
+  int fail_call = 0;  // 1-based call that throws, 0 none
+  TuneOptions o = TinyTune(dir.path, {48, 64}, 3);
+  o.counters = [&](const std::function<void()>& launch) {
+    if (calls == 0) timings_at_first_pass = timer.calls;
+    ++calls;
+    launch();  // runs the candidate (on the CPU: into a scratch buffer)
+    if (calls == fail_call) throw std::runtime_error("cuptiRangeProfilerStart: no permission");
+    return std::map<std::string, double>{{"hw_passes", 3}, {"hw_dram_bytes", 1000.0 * calls}};
+  };
+  auto counted = [](const Database& db) {
+    int with = 0, without = 0;
+    for (const TrialRow& t : db.Trials(TrialFilter{})) {
+      if (t.result.status != TrialStatus::kOk) {
+        CHECK_FALSE(t.result.metrics.count("hw_passes"));
+        continue;
+      }
+      if (t.result.metrics.count("hw_passes")) {
+        CHECK(t.result.metrics.at("hw_passes") == 3);
+        CHECK(t.result.metrics.at("hw_dram_bytes") >= 1000);
+        CHECK(t.result.metrics.count("gflops"));  // the timed metrics are kept
+        ++with;
+      } else {
+        ++without;
+      }
+    }
+    return std::make_pair(with, without);
+  };
+
+  SECTION("all succeed; a re-run reads nothing again") {
+    TunePlan plan = PlanTune(o);
+    const TuneSummary s = RunTune(plan, device, timer, nullptr);
+    REQUIRE(s.measured > 0);
+    CHECK(s.counted == s.evaluations - s.failed);
+    CHECK(s.counter_failures == 0);
+    CHECK(calls == s.counted);
+    CHECK(timings_at_first_pass == timer.calls);  // no timed run after the first pass
+    const auto [with, without] = counted(*plan.db);
+    CHECK(with == s.counted);
+    CHECK(without == 0);
+
+    TunePlan again = PlanTune(o);
+    const TuneSummary r = RunTune(again, device, timer, nullptr);
+    CHECK(r.reused == r.evaluations);
+    CHECK(r.counted == 0);
+    CHECK(calls == s.counted);
+  }
+  SECTION("a failure is counted, stores nothing, and the passes go on; a re-run reads it") {
+    fail_call = 2;
+    Seen seen;
+    TunePlan plan = PlanTune(o);
+    const TuneSummary s = RunTune(plan, device, timer, seen.Fn());
+    CHECK(s.counter_failures == 1);
+    CHECK(s.counted == s.evaluations - s.failed - 1);
+    int failed_events = 0;
+    for (const ProgressEvent& ev : seen.events) {
+      if (ev.status == "counters failed") {
+        ++failed_events;
+        CHECK(ev.message == "cuptiRangeProfilerStart: no permission");
+      }
+    }
+    CHECK(failed_events == 1);
+    CHECK(counted(*plan.db) == std::make_pair(static_cast<int>(s.counted), 1));
+
+    fail_call = 0;
+    const int before = calls;
+    TunePlan again = PlanTune(o);
+    const TuneSummary r = RunTune(again, device, timer, nullptr);
+    CHECK(r.counted == 1);
+    CHECK(calls == before + 1);
+    CHECK(counted(*again.db) == std::make_pair(static_cast<int>(s.counted) + 1, 0));
+  }
+}
