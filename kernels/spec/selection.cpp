@@ -22,13 +22,34 @@ typedef double Lanes8 __attribute__((vector_size(8 * sizeof(double)), aligned(8)
 // unaligned.
 typedef float Lanes16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
 
+// The sum of a vector's eight lanes: halves added pairwise (a tree of three steps, not a
+// chain of seven dependent additions).
+inline double SumLanes(Lanes8 v) {
+  typedef int64_t Index8 __attribute__((vector_size(8 * sizeof(int64_t))));
+  v += __builtin_shuffle(v, Index8{4, 5, 6, 7, 0, 1, 2, 3});
+  v += __builtin_shuffle(v, Index8{2, 3, 0, 1, 6, 7, 4, 5});
+  return v[0] + v[1];
+}
+
+// Sixteen fp32 lanes as eight fp64 sums: lane k plus lane k + 8, each converted exactly.
+inline Lanes8 WidenPairs(const Lanes16& v) {
+  Lanes8 lo, hi;
+  for (int k = 0; k < 8; ++k) {
+    lo[k] = static_cast<double>(v[k]);
+    hi[k] = static_cast<double>(v[k + 8]);
+  }
+  return lo + hi;
+}
+
 // rt: R of one head transposed to [h][d] (fp32); u: x - mu, d floats. P_c = u·R_c in
-// fp32 with 16 partial sums (lane k holds the terms e = k mod 16, ascending), then the
-// tail and the lanes added in order in fp64; the bins only need P's signs and argmax,
-// and every caller (kernels and reference) bins through this one function. All H
-// projections advance together in registers (independent FMA chains): H is a template
-// argument so that the accumulators are not kept in memory (with a runtime h the
-// compiler interchanged the loops and stored every accumulator on every step).
+// fp32 with 16 partial sums (lane k holds the terms e = k mod 16, ascending), then in fp64
+// the lanes k and k + 8 added, those eight summed as a tree (SumLanes), and the tail; the
+// bins only need P's signs and argmax, and every caller (kernels and reference) bins
+// through this one function. All H projections advance together in registers
+// (independent FMA chains): H is a template argument so that the accumulators are not
+// kept in memory (with a runtime h the compiler interchanged the loops and stored every
+// accumulator on every step). Adding the 16 lanes one by one in fp64 took about half of
+// hax's selection phase (each lane extracted alone).
 template <int H>
 void Project(const float* u, const float* rt, int64_t d, double* proj) {
   Lanes16 acc[H];
@@ -40,9 +61,8 @@ void Project(const float* u, const float* rt, int64_t d, double* proj) {
   }
   for (int c = 0; c < H; ++c) {
     const float* r = rt + c * d;
-    double sum = 0.0;
+    double sum = SumLanes(WidenPairs(acc[c]));
     for (int64_t e = d16; e < d; ++e) sum += static_cast<double>(u[e]) * r[e];
-    for (int k = 0; k < 16; ++k) sum += acc[c][k];
     proj[c] = sum;
   }
 }
@@ -57,9 +77,11 @@ void ProjectAny(int64_t h, const float* u, const float* rt, int64_t d, double* p
 
 int32_t Bin(const float* x, const float* mu, const float* rt, int64_t d, int64_t h,
             bool argmax_rule, float* u) {
-  for (int64_t e = 0; e < d; ++e) u[e] = x[e] - (mu != nullptr ? mu[e] : 0.0f);
+  if (mu != nullptr) {
+    for (int64_t e = 0; e < d; ++e) u[e] = x[e] - mu[e];
+  }
   double proj[16];
-  ProjectAny(h, u, rt, d, proj, std::make_integer_sequence<int, 16>());
+  ProjectAny(h, mu != nullptr ? u : x, rt, d, proj, std::make_integer_sequence<int, 16>());
   int32_t bin = 0;
   if (argmax_rule) {
     for (int64_t c = 1; c < h; ++c) {
@@ -135,42 +157,47 @@ void GroupPass(const Tensors& t, int64_t b, int64_t hkv, double* x, const BinRul
   const int64_t group = s.Group();
   std::vector<double> sums(static_cast<size_t>(group * s.d), 0.0);
   std::vector<float> u(static_cast<size_t>(s.d));
-  bool any = false;
+  auto widen = [](const float* p) {
+    Lanes8 v;
+    for (int e = 0; e < 8; ++e) v[e] = static_cast<double>(p[e]);
+    return v;
+  };
   for (int64_t j = 0; j < s.Lk; ++j) {
     const float* k = t.K(b, hkv, j);
     if (rule != nullptr) bins->key_bin[(b * s.Hkv + hkv) * s.Lk + j] = (*rule)(k, hkv, u.data());
     const int64_t i = j - (s.Lk - s.Lq);  // the query row at position j, if any
-    if (i >= 0) {
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t hq = hkv * group + g;
-        const float* q = t.Q(b, hq, i);
-        double* sum = sums.data() + g * s.d;
-        for (int64_t c = 0; c < s.d; ++c) sum[c] += q[c];
-        if (rule != nullptr) bins->query_bin[(b * s.Hq + hq) * s.Lq + i] = (*rule)(q, hkv, u.data());
-      }
-      any = true;
-    }
-    if (!any) continue;
+    if (i < 0) continue;                  // no query precedes key j: x[j] stays 0
     for (int64_t g = 0; g < group; ++g) {
-      const double* sum = sums.data() + g * s.d;
-      // 8 partial sums each (vectorises; d = 128 took ~50 ms at L = 16384 as one chain).
-      Lanes8 norm8{}, dot8{};
-      const int64_t d8 = s.d / 8 * 8;
-      for (int64_t c = 0; c < d8; c += 8) {
-        const Lanes8 sc = *reinterpret_cast<const Lanes8*>(sum + c);
-        Lanes8 kc;
-        for (int e = 0; e < 8; ++e) kc[e] = static_cast<double>(k[c + e]);
-        norm8 += sc * sc;
-        dot8 += kc * sc;
+      const int64_t hq = hkv * group + g;
+      const float* q = t.Q(b, hq, i);
+      if (rule != nullptr) bins->query_bin[(b * s.Hq + hq) * s.Lq + i] = (*rule)(q, hkv, u.data());
+      // sum += q_i, then |sum|^2 and k_j · sum in the same pass, in 8-lane partial sums
+      // with two accumulators each (two FMA chains of d/16 steps instead of one of d/8:
+      // one chain each took ~50 ms at L = 16384, d = 128).
+      double* sum = sums.data() + g * s.d;
+      Lanes8 norm0{}, norm1{}, dot0{}, dot1{};
+      int64_t c = 0;
+      for (; c + 16 <= s.d; c += 16) {
+        Lanes8 s0 = *reinterpret_cast<const Lanes8*>(sum + c) + widen(q + c);
+        Lanes8 s1 = *reinterpret_cast<const Lanes8*>(sum + c + 8) + widen(q + c + 8);
+        *reinterpret_cast<Lanes8*>(sum + c) = s0;
+        *reinterpret_cast<Lanes8*>(sum + c + 8) = s1;
+        norm0 += s0 * s0;
+        norm1 += s1 * s1;
+        dot0 += widen(k + c) * s0;
+        dot1 += widen(k + c + 8) * s1;
       }
-      double norm = 0.0, dot = 0.0;
-      for (int64_t c = d8; c < s.d; ++c) {
+      for (; c + 8 <= s.d; c += 8) {
+        Lanes8 s0 = *reinterpret_cast<const Lanes8*>(sum + c) + widen(q + c);
+        *reinterpret_cast<Lanes8*>(sum + c) = s0;
+        norm0 += s0 * s0;
+        dot0 += widen(k + c) * s0;
+      }
+      double norm = SumLanes(norm0 + norm1), dot = SumLanes(dot0 + dot1);
+      for (; c < s.d; ++c) {
+        sum[c] += q[c];
         norm += sum[c] * sum[c];
         dot += static_cast<double>(k[c]) * sum[c];
-      }
-      for (int e = 0; e < 8; ++e) {
-        norm += norm8[e];
-        dot += dot8[e];
       }
       if (norm > 0.0) x[j] += dot / std::sqrt(norm);
     }
