@@ -1,12 +1,12 @@
 // BuildBucketLists (plan.h): the bucketed family's row and key lists from the CPU's
-// bucketed layout (lsh_layout.h) and, for hax, the prefix top-k key lists of plan.cpp.
+// bucketed layout (kernels/spec/lsh_layout.h, its loops serial here) and, for hax, the prefix top-k key lists of plan.cpp.
 // Plain C++, built and tested everywhere.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/cuda/plan.h"
-#include "kernels/kokkos/lsh_layout.h"
+#include "kernels/spec/lsh_layout.h"
 #include "kernels/spec/check.h"
 
 namespace attntune {

@@ -155,7 +155,7 @@ KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, in
 
 /// The gathered lists of the bucketed family (lsh, hax; DESIGN.md s2 "bucketed window"
 /// and "union"). One thread block per block of the bucketed layout (SortQueries in
-/// kernels/kokkos/lsh_layout.h): block x computes the rows
+/// kernels/spec/lsh_layout.h): block x computes the rows
 /// rows[row_offsets[x] .. row_offsets[x+1]) (at most Br) of (batch, KV head) head[x] =
 /// b * Hkv + hkv, a row m = g * Lq + i being query head hkv * Group() + g at position i,
 /// with its lsh window [lo, hi) of that head's keys in (bin, position) order; it visits

@@ -4,6 +4,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <functional>
 
 namespace attntune {
 
@@ -13,6 +14,12 @@ void ParallelTasks(const char* name, int64_t n, const Fn& fn) {
   using HostPolicy = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
   Kokkos::parallel_for(name, HostPolicy(0, n), [&](int64_t task) { fn(task); });
   Kokkos::fence();
+}
+
+/// ParallelTasks as a TaskLoop (kernels/spec/lsh_layout.h): the layout's per-head loops
+/// run as timed Kokkos kernels.
+inline void KokkosTasks(const char* name, int64_t n, const std::function<void(int64_t)>& fn) {
+  ParallelTasks(name, n, fn);
 }
 
 }  // namespace attntune

@@ -12,7 +12,7 @@
 
 #include "kernels/kokkos/gather_tile.h"
 #include "kernels/kokkos/host_tasks.h"
-#include "kernels/kokkos/lsh_layout.h"
+#include "kernels/spec/lsh_layout.h"
 #include "kernels/kokkos/panel_tile.h"
 #include "kernels/spec/check.h"
 
@@ -350,8 +350,8 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
                   float* out) {
   CheckInputs(t, tl);
   const Shape& s = t.shape;
-  const std::vector<BinnedKeys> keys = SortKeysAll(s, bins);
-  const LshPlan plan = SortQueries(s, bins, keys, k, tl.br, 0);
+  const std::vector<BinnedKeys> keys = SortKeysAll(s, bins, KokkosTasks);
+  const LshPlan plan = SortQueries(s, bins, keys, k, tl.br, 0, KokkosTasks);
   const std::vector<LshBlock>& blocks = plan.blocks;
   PanelKv& kv = SortedKv();  // one KV head's keys in (bin, position) order, rebuilt per head
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
@@ -377,8 +377,9 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   // panels once per chunk, KsPart) that its positions reach, under the per-row predicate
   // j <= p < evict[j]: each key once, one online softmax, one store.
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
-  const std::vector<BinnedKeys> binned = SortKeysAll(s, bins);
-  const LshPlan plan = SortQueries(s, bins, binned, k_lsh, tl.br, RoundUp(tl.chunk, tl.br));
+  const std::vector<BinnedKeys> binned = SortKeysAll(s, bins, KokkosTasks);
+  const LshPlan plan =
+      SortQueries(s, bins, binned, k_lsh, tl.br, RoundUp(tl.chunk, tl.br), KokkosTasks);
   PanelKv& kv = SortedKv();
   KsPart ks;
   std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order

@@ -1,11 +1,13 @@
 // The bucketed layout of lsh and hax (lsh_layout.h).
-#include "kernels/kokkos/lsh_layout.h"
+#include "kernels/spec/lsh_layout.h"
 
 #include <algorithm>
 
-#include "kernels/kokkos/host_tasks.h"
-
 namespace attntune {
+
+void SerialTasks(const char*, int64_t n, const std::function<void(int64_t)>& fn) {
+  for (int64_t task = 0; task < n; ++task) fn(task);
+}
 
 BinnedKeys SortByBin(const int32_t* bin, int64_t n, int64_t bins) {
   BinnedKeys out;
@@ -18,9 +20,9 @@ BinnedKeys SortByBin(const int32_t* bin, int64_t n, int64_t bins) {
   return out;
 }
 
-std::vector<BinnedKeys> SortKeysAll(const Shape& s, const LshBins& bins) {
+std::vector<BinnedKeys> SortKeysAll(const Shape& s, const LshBins& bins, const TaskLoop& loop) {
   std::vector<BinnedKeys> heads(static_cast<size_t>(s.B * s.Hkv));
-  ParallelTasks("attntune::select::sort_keys", s.B * s.Hkv, [&](int64_t h) {
+  loop("attntune::select::sort_keys", s.B * s.Hkv, [&](int64_t h) {
     heads[h] = SortByBin(bins.key_bin.data() + h * s.Lk, s.Lk, bins.bins);
   });
   return heads;
@@ -51,7 +53,7 @@ void LshWindow(const BinnedKeys& keys, int32_t c, int64_t p, int64_t k, int64_t 
 }  // namespace
 
 LshPlan SortQueries(const Shape& s, const LshBins& bins, const std::vector<BinnedKeys>& keys,
-                    int64_t k, int64_t br, int64_t chunk) {
+                    int64_t k, int64_t br, int64_t chunk, const TaskLoop& loop) {
   const int64_t group = s.Group();
   LshPlan plan;
   plan.chunk = chunk > 0 ? std::min(chunk, s.Lq) : s.Lq;
@@ -60,7 +62,7 @@ LshPlan SortQueries(const Shape& s, const LshBins& bins, const std::vector<Binne
   queries.assign(static_cast<size_t>(s.B * s.Hkv), LshQueries());
   std::vector<std::vector<LshBlock>> head_blocks(queries.size());
   std::vector<std::vector<int64_t>> head_first(queries.size());
-  ParallelTasks("attntune::select::sort_queries", s.B * s.Hkv, [&](int64_t head) {
+  loop("attntune::select::sort_queries", s.B * s.Hkv, [&](int64_t head) {
     const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * group;
     const BinnedKeys& bk = keys[head];
     const int32_t* qbin = bins.query_bin.data() + (b * s.Hq + hq0) * s.Lq;  // [g][i]
