@@ -18,5 +18,10 @@ TrialRow MakeTrial(int64_t id, const std::string& variant, const std::string& pa
 /// whose message is "</script><b>x</b><!--<script>").
 ReportInput MakeFixtureInput();
 
+/// MakeFixtureInput plus decode trials (Lq = 1, phase "decode") of dense at d=64: at
+/// L=1024 (faster than, and with another tile than, the prefill winner there: Br=16,
+/// Bc=32 at 0.05 ms) and at L=4096.
+ReportInput MakeFixtureInputWithDecode();
+
 }  // namespace test
 }  // namespace attntune

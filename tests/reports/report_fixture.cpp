@@ -11,6 +11,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::ofstream out(argv[1], std::ios::binary);
-  out << attntune::RenderHtmlReport(attntune::test::MakeFixtureInput());
+  out << attntune::RenderHtmlReport(attntune::test::MakeFixtureInputWithDecode());
   return out.good() ? 0 : 1;
 }
