@@ -259,6 +259,10 @@ void RegisterTune(CLI::App& app, int* rc) {
   cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
   cmd->add_option("--seq-lens", args->seq_lens, "Comma-separated sequence lengths")
       ->capture_default_str();
+  cmd->add_option("--phase", o.phase,
+                  "prefill: every query row of each length (Lq = Lk = L); decode: one query "
+                  "row per head against L keys (Lq = 1; dma_decode runs all L steps)")
+      ->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
   cmd->add_option("--budget", args->budget, "Evaluations per (variant, sequence length)")
       ->capture_default_str();
@@ -317,6 +321,7 @@ void RegisterTune(CLI::App& app, int* rc) {
                                        {"metrics", args->metrics},
                                        {"variants", options.variants},
                                        {"seq_lens", options.seq_lens},
+                                       {"phase", options.phase},
                                        {"budget", options.budget},
                                        {"strategy", options.strategy},
                                        {"warm_start", options.warm_start},

@@ -305,6 +305,7 @@ Variant DmaDecode() {
     }
     return "";
   };
+  v.token_by_token = true;
   v.key_sets = [](const Tensors& t, const Params& p) -> std::unique_ptr<KeySets> {
     return MakeDecodeKeySets(t, DmaScores(t, Seed(p)), ParamInt(p, "w_kv"), ParamInt(p, "w_q"),
                              ParamInt(p, "r"), ParamInt(p, "bias") == 1);

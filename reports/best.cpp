@@ -1,4 +1,4 @@
-// BestEntries: the fastest ok config per (device, variant, variant params, d, Lk).
+// BestEntries: the fastest ok config per (device, variant, phase, variant params, d, Lk).
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -10,7 +10,9 @@ namespace attntune {
 
 namespace {
 
-using BucketKey = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
+// (device, variant, phase, variant params, d, Lk): prefill and decode winners never mix.
+using BucketKey =
+    std::tuple<std::string, std::string, std::string, std::string, int64_t, int64_t>;
 
 struct Candidate {
   const TrialRow* trial;
@@ -30,8 +32,8 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
   for (const TrialRow& t : input.trials) {
     if (t.result.status != TrialStatus::kOk) continue;
     std::string variant_params = report_util::SplitParamsJson(t.config.params_json).variant.dump();
-    const BucketKey key{t.device.name, t.config.variant, variant_params, t.problem.shape.d,
-                        t.problem.shape.Lk};
+    const BucketKey key{t.device.name,  t.config.variant,   t.problem.phase,
+                        variant_params, t.problem.shape.d, t.problem.shape.Lk};
     auto it = best.find(key);
     if (it == best.end())
       best.emplace(key, Candidate{&t, std::move(variant_params)});
@@ -45,10 +47,11 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
   std::sort(winners.begin(), winners.end(), [](const Candidate& a, const Candidate& b) {
     const TrialRow& x = *a.trial;
     const TrialRow& y = *b.trial;
-    return std::tie(x.device.name, x.config.variant, x.problem.shape.d, x.problem.shape.Lk,
-                    a.variant_params, x.config.params_json) <
-           std::tie(y.device.name, y.config.variant, y.problem.shape.d, y.problem.shape.Lk,
-                    b.variant_params, y.config.params_json);
+    const bool x_later = x.problem.phase != "prefill", y_later = y.problem.phase != "prefill";
+    return std::tie(x.device.name, x.config.variant, x_later, x.problem.phase, x.problem.shape.d,
+                    x.problem.shape.Lk, a.variant_params, x.config.params_json) <
+           std::tie(y.device.name, y.config.variant, y_later, y.problem.phase, y.problem.shape.d,
+                    y.problem.shape.Lk, b.variant_params, y.config.params_json);
   });
 
   std::vector<BestEntry> entries;
@@ -58,6 +61,7 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
     BestEntry e;
     e.device_name = t.device.name;
     e.variant = t.config.variant;
+    e.phase = t.problem.phase;
     e.implementation = t.config.implementation;
     e.params_json = t.config.params_json;
     e.head_dim = t.problem.shape.d;

@@ -58,29 +58,21 @@ int TunableInt(const nlohmann::json& tunables, const char* name) {
 // The lookup, written once into every header; the rule is in its comment.
 constexpr const char kLookupCode[] = R"code(
 namespace detail {
-constexpr bool Eligible(const Entry& e, std::string_view device, std::string_view variant,
-                        int head_dim, double min_mass_recall) {
-  return (device.empty() || std::string_view(e.device) == device) &&
+constexpr bool Eligible(const Entry& e, std::string_view phase, std::string_view device,
+                        std::string_view variant, int head_dim, double min_mass_recall) {
+  return std::string_view(e.phase) == phase &&
+         (device.empty() || std::string_view(e.device) == device) &&
          std::string_view(e.variant) == variant && e.head_dim == head_dim &&
          e.mass_recall >= min_mass_recall;
 }
-}  // namespace detail
 
-/// The tuned config for a shape, on `device` (empty: any device in the table).
-/// Fallback rule:
-///  - head_dim must match exactly (tiles do not transfer between head dims);
-///  - only entries of `variant` with mass_recall >= min_mass_recall take part;
-///  - bucket: the smallest tuned seq_len >= seq_len (the tiles tuned for the next
-///    longer length), else, beyond every tuned length, the largest tuned seq_len;
-///  - within that bucket the fastest entry (smallest median_ms);
-///  - nullptr when no entry takes part.
-constexpr const Entry* LookupOnDevice(std::string_view device, std::string_view variant,
-                                      int head_dim, int seq_len,
-                                      double min_mass_recall = 0.0) {
+constexpr const Entry* Find(std::string_view phase, std::string_view device,
+                            std::string_view variant, int head_dim, int seq_len,
+                            double min_mass_recall) {
   bool any = false, have_above = false;
   int above = 0, largest = 0;
   for (const Entry& e : kEntries) {
-    if (!detail::Eligible(e, device, variant, head_dim, min_mass_recall)) continue;
+    if (!Eligible(e, phase, device, variant, head_dim, min_mass_recall)) continue;
     if (!any || e.seq_len > largest) largest = e.seq_len;
     any = true;
     if (e.seq_len >= seq_len && (!have_above || e.seq_len < above)) {
@@ -92,16 +84,49 @@ constexpr const Entry* LookupOnDevice(std::string_view device, std::string_view 
   const int bucket = have_above ? above : largest;
   const Entry* best = nullptr;
   for (const Entry& e : kEntries) {
-    if (!detail::Eligible(e, device, variant, head_dim, min_mass_recall)) continue;
+    if (!Eligible(e, phase, device, variant, head_dim, min_mass_recall)) continue;
     if (e.seq_len == bucket && (best == nullptr || e.median_ms < best->median_ms)) best = &e;
   }
   return best;
+}
+}  // namespace detail
+
+/// The tuned prefill config for a shape, on `device` (empty: any device in the table).
+/// Fallback rule:
+///  - only entries of the lookup's phase take part: LookupOnDevice and Lookup answer
+///    prefill (every query row of a seq_len-token sequence), LookupDecodeOnDevice and
+///    LookupDecode answer decode (one new token per head against seq_len cached keys);
+///    a decode entry is never returned for a prefill lookup, nor the reverse;
+///  - head_dim must match exactly (tiles do not transfer between head dims);
+///  - only entries of `variant` with mass_recall >= min_mass_recall take part;
+///  - bucket: the smallest tuned seq_len >= seq_len (the tiles tuned for the next
+///    longer length), else, beyond every tuned length, the largest tuned seq_len;
+///  - within that bucket the fastest entry (smallest median_ms);
+///  - nullptr when no entry takes part.
+constexpr const Entry* LookupOnDevice(std::string_view device, std::string_view variant,
+                                      int head_dim, int seq_len,
+                                      double min_mass_recall = 0.0) {
+  return detail::Find("prefill", device, variant, head_dim, seq_len, min_mass_recall);
 }
 
 /// LookupOnDevice over every device in the table (a header is usually made for one).
 constexpr const Entry* Lookup(std::string_view variant, int head_dim, int seq_len,
                               double min_mass_recall = 0.0) {
   return LookupOnDevice(std::string_view(), variant, head_dim, seq_len, min_mass_recall);
+}
+
+/// The tuned decode config (one step against `seq_len` cached keys; dma_decode, which
+/// runs token by token, is tuned over all seq_len steps) on `device`; the same rule.
+constexpr const Entry* LookupDecodeOnDevice(std::string_view device, std::string_view variant,
+                                            int head_dim, int seq_len,
+                                            double min_mass_recall = 0.0) {
+  return detail::Find("decode", device, variant, head_dim, seq_len, min_mass_recall);
+}
+
+/// LookupDecodeOnDevice over every device in the table.
+constexpr const Entry* LookupDecode(std::string_view variant, int head_dim, int seq_len,
+                                    double min_mass_recall = 0.0) {
+  return LookupDecodeOnDevice(std::string_view(), variant, head_dim, seq_len, min_mass_recall);
 }
 )code";
 
@@ -128,8 +153,10 @@ std::string RenderConfigHeader(const ReportInput& input) {
         << "\n";
   }
   out << "//\n"
-      << "// One entry per (device, variant, variant params, head_dim, seq_len): the fastest\n"
-      << "// config that passed the reference check. median_ms holds only for that device.\n"
+      << "// One entry per (device, variant, phase, variant params, head_dim, seq_len): the\n"
+      << "// fastest config that passed the reference check. median_ms holds only for that\n"
+      << "// device. Prefill and decode entries are looked up apart: Lookup for prefill,\n"
+      << "// LookupDecode for decode (see the fallback rule at LookupOnDevice).\n"
       << "#ifndef ATTNTUNE_CONFIG_H_\n#define ATTNTUNE_CONFIG_H_\n\n"
       << "#include <array>\n#include <cstddef>\n#include <limits>\n#include <string_view>\n\n"
       << "namespace attntune_config {\n\n"
@@ -138,6 +165,7 @@ std::string RenderConfigHeader(const ReportInput& input) {
       << "struct Entry {\n"
       << "  const char* device;\n"
       << "  const char* variant;\n"
+      << "  const char* phase;     // \"prefill\", or \"decode\": one step against seq_len keys\n"
       << "  const char* params;    // the variant's own parameters, \"sink=0,w=256\"\n"
       << "  const char* impl;      // implementation\n"
       << "  int Br;                // query tile rows (0: not a tunable of impl)\n"
@@ -153,6 +181,7 @@ std::string RenderConfigHeader(const ReportInput& input) {
   for (const BestEntry& e : entries) {
     const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
     out << "    {" << CppString(e.device_name) << ", " << CppString(e.variant) << ", "
+        << CppString(e.phase) << ", "
         << CppString(report_util::ParamsText(split.variant)) << ", " << CppString(e.implementation)
         << ", " << TunableInt(split.tunables, "Br") << ", " << TunableInt(split.tunables, "Bc")
         << ", " << CppString(report_util::ParamsText(split.tunables)) << ", " << e.head_dim << ", "

@@ -120,12 +120,17 @@ std::string ConfigText(const std::string& params_json) {
 
 // ---- data for the charts ------------------------------------------------------------
 
-// Per variant: one series per (device, variant params, d) of the best median per Lk.
+// " decode" for a decode problem, "" for prefill (the labels of prefill-only runs stay).
+std::string PhaseSuffix(const std::string& phase) {
+  return phase == "prefill" ? "" : " " + phase;
+}
+
+// Per variant: one series per (device, phase, variant params, d) of the best median per Lk.
 json ScalingData(const std::vector<BestEntry>& best) {
   std::map<std::string, std::map<std::string, json>> series;  // variant -> label -> points
   for (const BestEntry& e : best) {
     const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
-    std::string label = e.device_name + " d=" + std::to_string(e.head_dim);
+    std::string label = e.device_name + PhaseSuffix(e.phase) + " d=" + std::to_string(e.head_dim);
     const std::string params = report_util::ParamsText(split.variant);
     if (!params.empty()) label += " " + params;
     series[e.variant][label].push_back(
@@ -163,7 +168,8 @@ json ParetoData(const std::vector<TrialRow>& trials) {
     std::map<std::string, std::vector<const TrialRow*>> groups;
     for (const TrialRow* t : rows)
       if (t->result.metrics.count(metric))
-        groups[t->device.name + " " + t->problem.shape.ToString()].push_back(t);
+        groups[t->device.name + " " + t->problem.shape.ToString() + PhaseSuffix(t->problem.phase)]
+            .push_back(t);
     json list = json::array();
     for (auto& [label, members] : groups) {
       std::sort(members.begin(), members.end(), [&](const TrialRow* a, const TrialRow* b) {
@@ -286,8 +292,8 @@ bool AnyCounters(const std::vector<TrialRow>& trials) {
 
 auto TrialOrder(const TrialRow& t) {
   const Shape& s = t.problem.shape;
-  return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq, s.Hq, s.Hkv, s.B,
-                         t.result.status != TrialStatus::kOk, t.result.median_ms);
+  return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq, t.problem.phase, s.Hq,
+                         s.Hkv, s.B, t.result.status != TrialStatus::kOk, t.result.median_ms);
 }
 
 void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
@@ -304,7 +310,7 @@ void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
   out << "<section id=\"trials\"><h2>All trials</h2>\n<div class=\"wide\">"
       << "<table class=\"grid\" id=\"trial-table\">\n<tr>"
       << (many_devices ? "<th>device</th>" : "")
-      << "<th>variant</th><th>impl</th><th>params</th><th>shape</th>"
+      << "<th>variant</th><th>impl</th><th>params</th><th>shape</th><th>phase</th>"
       << "<th>status</th><th>message</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th>"
       << "<th>cv</th><th>samples</th><th>GFLOP/s</th><th>rel_err</th><th>mass_recall</th>"
       << (counters ? "<th>DRAM GB/s</th><th>tensor TFLOP/s</th><th>ops per DRAM byte</th>" : "")
@@ -317,7 +323,8 @@ void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
     out << "<td>" << HtmlEscape(t->config.variant) << "</td><td>"
         << HtmlEscape(t->config.implementation) << "</td><td>"
         << HtmlEscape(ConfigText(t->config.params_json)) << "</td><td>"
-        << HtmlEscape(t->problem.shape.ToString()) << "</td><td class=\"status-"
+        << HtmlEscape(t->problem.shape.ToString()) << "</td><td>"
+        << HtmlEscape(t->problem.phase) << "</td><td class=\"status-"
         << ToString(r.status) << "\">" << ToString(r.status) << "</td><td>" << HtmlEscape(r.message)
         << "</td>";
     for (const double v : {r.median_ms, r.p10_ms, r.p90_ms})

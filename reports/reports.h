@@ -19,10 +19,12 @@ struct ReportInput {
 
 // Params keys that start with an uppercase letter (Br, Bc, ...) are tunables; others: variant's.
 
-/// One tuned entry: the fastest ok config of a (device, variant, variant params, d, L).
+/// One tuned entry: the fastest ok config of a (device, variant, phase, variant params,
+/// d, L).
 struct BestEntry {
   std::string device_name;
   std::string variant;
+  std::string phase = "prefill";  // the problem's: "prefill" or "decode" (Lq = 1, Lk = L)
   std::string implementation;
   std::string params_json;  // full canonical params (variant params and tunables)
   int64_t head_dim = 0;
@@ -32,7 +34,8 @@ struct BestEntry {
   double mass_recall = 1;
 };
 
-/// The best entries, sorted by (device, variant, head_dim, seq_len, params).
+/// The best entries, sorted by (device, variant, phase (prefill first), head_dim, seq_len,
+/// params).
 std::vector<BestEntry> BestEntries(const ReportInput& input);
 
 /// attntune_config.h: self-contained C++17 (standard library only) with provenance,

@@ -80,6 +80,14 @@ if [ -x "$build/attntune" ]; then
     log "attntune tune --device cuda:0 pass $pass rc=$? in $(( $(date +%s) - start )) s"
     tail -n 30 "$out/tune$pass.log" | tee -a "$out/summary.txt"
   done
+  # Decode steps (Lq = 1; dma_decode every step) on the cuda_decode kernels, same database.
+  if [ -z "${QUICK:-}" ]; then
+    start=$(date +%s)
+    timeout 300 "$at" tune --device cuda:0 --phase decode --variants dense,swa,dma_decode \
+      --seq-lens 1024,4096 --budget 4 --out "$out/tune" >"$out/tune_decode.log" 2>&1
+    log "attntune tune --device cuda:0 --phase decode rc=$? in $(( $(date +%s) - start )) s"
+    tail -n 30 "$out/tune_decode.log" | tee -a "$out/summary.txt"
+  fi
 fi
 # (QUICK=1 skips the long-L benches, the tune and ncu.)
 # Hardware counters of one launch (ncu), as a cross-check of the metric names attntune

@@ -44,24 +44,47 @@ Space BuildSpace(const Variant& variant, const Implementation& impl) {
 // Warm start matches stored configurations against the points of spaces up to this size.
 constexpr int64_t kWarmStartSpaceLimit = int64_t{1} << 16;
 
+// The lengths differ (Lk) and the rows follow them the same way: every row in both
+// (Lq = Lk, prefill or a token-by-token decode) or the same number of rows (a decode step).
 bool SameButLength(const ProblemRecord& a, const ProblemRecord& b) {
   const Shape& x = a.shape;
   const Shape& y = b.shape;
+  const bool same_rows = (x.Lq == x.Lk && y.Lq == y.Lk) || x.Lq == y.Lq;
   return a.dtype == b.dtype && a.phase == b.phase && x.B == y.B && x.Hq == y.Hq &&
-         x.Hkv == y.Hkv && x.d == y.d && x.causal == y.causal && x.Lq == x.Lk && y.Lq == y.Lk &&
-         x.Lk != y.Lk;
+         x.Hkv == y.Hkv && x.d == y.d && x.causal == y.causal && same_rows && x.Lk != y.Lk;
 }
 
-// The prefill problem of `model` at length L (every query row, causal).
-Shape TuneShape(const TuneOptions& options, const ModelGeometry& model, int64_t L) {
+// The problem of `variant` on `model` at length L in the options' phase (causal): every
+// query row in prefill and for a token-by-token variant, else one decode step (Lq = 1).
+Shape TuneShape(const TuneOptions& options, const ModelGeometry& model, const Variant& variant,
+                int64_t L) {
   Shape shape;
   shape.B = options.batch;
   shape.Hq = model.q_heads;
   shape.Hkv = model.kv_heads;
-  shape.Lq = shape.Lk = L;
+  shape.Lk = L;
+  shape.Lq = options.phase == "decode" && !variant.token_by_token ? 1 : L;
   shape.d = model.head_dim;
   ValidateShape(shape, "--model");
   return shape;
+}
+
+// "" when some point of the grid of `variant`'s own parameters passes its constraint on
+// `shape`, else the first point's reason: a variant that cannot run the shape at all.
+std::string RejectsShape(const Variant& variant, const Shape& shape) {
+  if (!variant.check) return "";
+  Space grid;
+  for (const ParamDecl& decl : variant.params) {
+    grid.AddDimension(decl.name, decl.grid.empty() ? std::vector<std::string>{decl.default_value}
+                                                   : decl.grid);
+  }
+  std::string first;
+  for (int64_t i = 0; i < grid.Size(); ++i) {
+    const std::string reason = variant.check(shape, grid.Values(grid.FromIndex(i)));
+    if (reason.empty()) return "";
+    if (first.empty()) first = reason;
+  }
+  return first;
 }
 
 }  // namespace
@@ -164,10 +187,19 @@ TunePlan PlanTune(const TuneOptions& options) {
   plan.model = LoadModel(options.model, "--model");
   for (const auto& id : options.variants) plan.variants.push_back(&FindVariant(id, "--variants"));
   if (plan.variants.empty()) throw UserError("--variants: no variant given");
+  if (options.phase != "prefill" && options.phase != "decode")
+    throw UserError("--phase: '" + options.phase + "' is not prefill or decode");
+  const bool decode = options.phase == "decode";
   if (options.device != "cpu") {
     for (const Variant* variant : plan.variants) {
       std::optional<Implementation> impl =
-          CudaImplementation(*variant, options.dtype, plan.model.head_dim);
+          decode ? CudaDecodeImplementation(*variant, options.dtype, plan.model.head_dim)
+                 : CudaImplementation(*variant, options.dtype, plan.model.head_dim);
+      if (!impl && decode) {
+        throw UserError("--variants: " + variant->id + " has no CUDA decode kernel for " +
+                        options.dtype + ", d=" + std::to_string(plan.model.head_dim) +
+                        " (CUDA decode: dense, swa, dma_decode; d = 64, 128)");
+      }
       if (!impl) {
         throw UserError("--variants: " + variant->id + " has no CUDA kernel for " + options.dtype +
                         ", d=" + std::to_string(plan.model.head_dim) +
@@ -178,7 +210,15 @@ TunePlan PlanTune(const TuneOptions& options) {
   }
   if (options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
   for (int64_t L : options.seq_lens) {  // before anything is stored
-    CheckProblemFitsHost(TuneShape(options, plan.model, L), true, "--seq-lens");
+    for (const Variant* variant : plan.variants) {
+      const Shape shape = TuneShape(options, plan.model, *variant, L);
+      CheckProblemFitsHost(shape, true, "--seq-lens");
+      const std::string reason = RejectsShape(*variant, shape);
+      if (!reason.empty()) {
+        throw UserError("--variants: " + variant->id + " cannot run the " + options.phase +
+                        " problem " + shape.ToString() + ": " + reason);
+      }
+    }
   }
   if (options.budget <= 0) throw UserError("--budget: must be a positive integer");
   {
@@ -219,11 +259,14 @@ void CounterPasses(TunePlan& plan, const std::map<int64_t, std::vector<Uncounted
                    int64_t problem_count, const ProgressFn& progress, TuneSummary* summary) {
   const TuneOptions& options = plan.options;
   for (const auto& [L, trials] : uncounted) {
-    ProblemContext context(TuneShape(options, plan.model, L), options.seed ^ static_cast<uint64_t>(L));
-    const Tensors& inputs = context.Inputs();
+    std::map<int64_t, std::unique_ptr<ProblemContext>> contexts;  // by Lq, as RunTune's
     std::vector<float> scratch;
     for (const UncountedTrial& t : trials) {
       const Variant& variant = *plan.variants[t.variant];
+      const Shape shape = TuneShape(options, plan.model, variant, L);
+      std::unique_ptr<ProblemContext>& slot = contexts[shape.Lq];
+      if (!slot) slot = std::make_unique<ProblemContext>(shape, options.seed ^ static_cast<uint64_t>(L));
+      const Tensors& inputs = slot->Inputs();
       const Implementation& impl =
           plan.gpu_impls.empty() ? variant.implementations.front() : plan.gpu_impls[t.variant];
       auto launch = [&] {
@@ -272,15 +315,21 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
   // The ok trials of this run without hardware counters, for the counter passes.
   std::map<int64_t, std::vector<UncountedTrial>> uncounted;  // by sequence length
   for (int64_t L : options.seq_lens) {
-    const Shape shape = TuneShape(options, model, L);
-    const int64_t problem_id = db->PutProblem({0, shape, options.dtype, "prefill"});
-    // Inputs depend on the shape and the seed only, so every variant sees the same ones.
-    ProblemContext context(shape, options.seed ^ static_cast<uint64_t>(L));
+    // Inputs depend on the shape and the seed only, so every variant of a shape sees the
+    // same ones (in decode, one step's shape and a token-by-token variant's all steps).
+    std::map<int64_t, std::unique_ptr<ProblemContext>> contexts;  // by Lq
 
     for (size_t v = 0; v < variants.size(); ++v) {
       const Variant* variant = variants[v];
+      const Shape shape = TuneShape(options, model, *variant, L);
+      const int64_t problem_id = db->PutProblem({0, shape, options.dtype, options.phase});
+      std::unique_ptr<ProblemContext>& slot = contexts[shape.Lq];
+      const uint64_t seed = options.seed ^ static_cast<uint64_t>(L);
+      if (!slot) slot = std::make_unique<ProblemContext>(shape, seed);
+      ProblemContext& context = *slot;
       ++problem_index;
-      const std::string problem_name = variant->id + " L=" + std::to_string(L);
+      const std::string problem_name =
+          variant->id + (options.phase == "decode" ? " decode" : "") + " L=" + std::to_string(L);
       NvtxRange problem_range("tune " + problem_name);
       // One implementation per variant today; the implementation becomes a search
       // dimension when a variant has more than one.
@@ -290,7 +339,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
       auto strategy = MakeStrategy(options.strategy, space, options.seed, "--strategy");
       if (options.warm_start) {
         WarmStart(*strategy, WarmStartPoints(*db, device_id, *variant, impl, space,
-                                             {problem_id, shape, options.dtype, "prefill"},
+                                             {problem_id, shape, options.dtype, options.phase},
                                              kWarmStartPoints));
       }
       int64_t eval_index = 0;

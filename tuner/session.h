@@ -22,6 +22,10 @@ struct TuneOptions {
   std::string model = "qwen3-1.7b";
   std::vector<std::string> variants = {"dense", "swa"};
   std::vector<int64_t> seq_lens = {512, 1024, 2048};
+  // "prefill": the problem of each length L is every query row, Lq = Lk = L. "decode": one
+  // query row per head against L keys, Lq = 1, Lk = L (a token_by_token variant such as
+  // dma_decode runs all L steps, Lq = Lk = L). Stored as the problems' phase.
+  std::string phase = "prefill";
   int64_t batch = 1;
   int64_t budget = 6;  // evaluations per (variant, sequence length)
   std::string strategy = "auto";
@@ -83,8 +87,9 @@ struct TunePlan {
   TuneOptions options;
   ModelGeometry model;
   std::vector<const Variant*> variants;
-  /// On a GPU: the CUDA implementation of each variant (same order); empty on the CPU,
-  /// where each variant's first implementation runs.
+  /// On a GPU: the CUDA implementation of each variant (same order; in the decode phase
+  /// its CudaDecodeImplementation); empty on the CPU, where each variant's first
+  /// implementation runs.
   std::vector<Implementation> gpu_impls;
   std::string db_path;
   std::unique_ptr<Database> db;
@@ -98,10 +103,11 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
                     const ProgressFn& progress);
 
 /// Warm start of one search: the `count` best distinct ok configurations of `variant`'s
-/// implementation `impl` stored for `device_id` at the sequence length nearest to
-/// `shape`'s (by ratio; the shorter on a tie) among stored problems that differ from
-/// `shape` only in the sequence length, as points of `space`, best first. Empty when
-/// there is none, or when `space` is too large to match configurations against.
+/// implementation `impl` stored for `device_id` at the sequence length (Lk) nearest to
+/// `problem`'s (by ratio; the shorter on a tie) among stored problems of the same phase
+/// that differ from `problem` only in the length (Lq = Lk in both, or the same Lq: a
+/// decode step's one row), as points of `space`, best first. Empty when there is none, or when
+/// `space` is too large to match configurations against.
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
                                    const Implementation& impl, const Space& space,
                                    const ProblemRecord& problem, size_t count);

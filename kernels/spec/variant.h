@@ -62,6 +62,9 @@ struct Variant {
   std::string summary;
   std::vector<ParamDecl> params;  // the variant's own parameters
   ConstraintFn check;             // constraints on the variant's parameters (may be empty)
+  /// Runs a sequence token by token from an empty cache (dma_decode): its decode problem
+  /// is every step of a length-L sequence (Lq = Lk = L) rather than one step (Lq = 1).
+  bool token_by_token = false;
   std::function<std::unique_ptr<KeySets>(const Tensors&, const Params&)> key_sets;
   /// Attended (i, j) pairs summed over batch and query heads; closed form where one
   /// exists (empty: counted from key_sets).

@@ -31,6 +31,9 @@ expect_error(["tune", "--batch", "0", "--out", tmp],
              "attntune: error: --batch: '0' is not a positive integer")
 expect_error(["tune", "--warm-start", "maybe", "--out", tmp],
              "attntune: error: --warm-start: 'maybe' is not on or off")
+expect_error(["tune", "--phase", "decoding", "--out", os.path.join(tmp, "phase")],
+             "attntune: error: --phase: 'decoding' is not prefill or decode")
+expect(not os.path.exists(os.path.join(tmp, "phase")), "a tune with a bad --phase stores nothing")
 expect_error(["frobnicate"],
              "attntune: error: unknown command 'frobnicate' (known: devices, tune, bench, run, "
              "emit, report, db, replay, allocate)")
@@ -76,6 +79,8 @@ else:
     reason = "this attntune was built without CUDA support"
 if os.environ.get("ATTNTUNE_EXPECT_NO_GPU", "1") == "1":
     expect_error(["tune", "--device", "cuda:0", "--out", tmp], f"attntune: error: --device cuda:0: {reason}")
+    expect_error(["tune", "--device", "cuda:0", "--phase", "decode", "--out", tmp],
+                 f"attntune: error: --device cuda:0: {reason}")
     expect_error(["bench", "--variant", "dense", "--device", "cuda:0"],
                  f"attntune: error: --device cuda:0: {reason}")
     p = run("devices", check=0)

@@ -52,6 +52,8 @@ variants = {e["variant"] for e in cfg["entries"]}
 expect(variants == {"dense", "swa"}, f"JSON entries cover dense and swa: {variants}")
 html = open(os.path.join(out, "report.html")).read()
 expect("Chart.js" in html and "<table" in html, "report has Chart.js and a table")
+phases = {e.get("phase") for e in cfg["entries"]}
+expect(phases == {"prefill"}, f"the default tune's entries are prefill: {phases}")
 
 # Same arguments again: every trial comes from the database, nothing new is stored.
 t0 = time.monotonic()
@@ -60,6 +62,41 @@ second = time.monotonic() - t0
 expect("16 evaluations (0 measured, 16 from the database" in p.stdout, f"re-run reused all: {p.stdout}")
 expect(len(trials(db_path)) == 16, "re-run stored no duplicates")
 expect(first >= 10 * second, f"re-run at least 10x faster: first {first:.2f}s, second {second:.2f}s")
+
+# --phase decode into the same database: one query row per head against L keys (Lq = 1),
+# dma_decode every step (Lq = Lk); stored as decode problems next to the prefill ones.
+dargs = ["tune", "--model", tiny, "--phase", "decode", "--variants", "dense,dma_decode",
+         "--seq-lens", "96,700", "--budget", "2", "--strategy", "random", "--seed", "3",
+         "--max-seconds", "0.2", "--out", out]
+p = run(*dargs, check=0)
+expect("8 evaluations (8 measured, 0 from the database, 0 failed)" in p.stdout,
+       f"decode tune measured 8, none failed: {p.stdout}")
+expect("dense decode L=96" in p.stderr, f"progress names the decode problems: {p.stderr}")
+con = sqlite3.connect(db_path)
+decode_rows = con.execute(
+    "SELECT DISTINCT c.variant, p.Lq, p.Lk FROM trial t JOIN problem p ON p.id = t.problem_id "
+    "JOIN config c ON c.id = t.config_id WHERE p.phase = 'decode' ORDER BY 1, 3").fetchall()
+phase_counts = dict(con.execute(
+    "SELECT p.phase, COUNT(*) FROM trial t JOIN problem p ON p.id = t.problem_id "
+    "GROUP BY p.phase").fetchall())
+args_json = json.loads(con.execute("SELECT args_json FROM run ORDER BY id DESC LIMIT 1").fetchone()[0])
+con.close()
+expect(decode_rows == [("dense", 1, 96), ("dense", 1, 700), ("dma_decode", 96, 96),
+                       ("dma_decode", 700, 700)], f"decode problems stored: {decode_rows}")
+expect(phase_counts == {"prefill": 16, "decode": 8}, f"trials per phase: {phase_counts}")
+expect(args_json.get("phase") == "decode", f"the run records its phase: {args_json}")
+cfg = json.load(open(os.path.join(out, "attntune_config.json")))
+keys = {(e["variant"], e["phase"], e["seq_len"]) for e in cfg["entries"]}
+expect({("dense", "prefill", 96), ("dense", "decode", 96), ("dma_decode", "decode", 700)} <= keys,
+       f"the JSON holds dense's prefill and decode entries apart: {sorted(keys)}")
+hdr_text = open(hdr).read()
+expect('"dense", "decode"' in hdr_text and '"dense", "prefill"' in hdr_text,
+       "the header holds both phases")
+c = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", hdr],
+                   capture_output=True, text=True)
+expect(c.returncode == 0, f"attntune_config.h with decode entries compiles alone: {c.stderr}")
+html = open(os.path.join(out, "report.html")).read()
+expect("<td>decode</td>" in html, "the report's trial table shows the phase")
 
 # Kill mid-tune with SIGKILL, then resume.
 out2 = os.path.join(tmp, "killed")

@@ -101,5 +101,23 @@ void AddCounters(TrialRow* trial, double dram_bytes, double ops) {
   m["hw_ops_per_dram_byte"] = ops / dram_bytes;
 }
 
+ReportInput MakeFixtureInputWithDecode() {
+  ReportInput in = MakeFixtureInput();
+  int64_t id = static_cast<int64_t>(in.trials.size());
+  auto add = [&](const std::string& params, int64_t L, double ms) {
+    TrialRow t = MakeTrial(++id, "dense", params, 64, L, ms, 1.0);
+    t.problem.id += 1000000;  // another problem than the prefill one of the same L
+    t.problem.shape.Lq = 1;
+    t.problem.phase = "decode";
+    t.result.metrics["pairs"] = 8.0 * static_cast<double>(L);  // Hq = 8 rows of L keys
+    t.result.metrics["useful_flops"] = 4.0 * 64 * t.result.metrics["pairs"];
+    in.trials.push_back(std::move(t));
+  };
+  add(R"({"Bc":32,"Br":16})", 1024, 0.05);
+  add(R"({"Bc":64,"Br":16})", 1024, 0.07);
+  add(R"({"Bc":128,"Br":16})", 4096, 0.2);
+  return in;
+}
+
 }  // namespace test
 }  // namespace attntune

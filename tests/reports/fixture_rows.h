@@ -22,5 +22,10 @@ ReportInput MakeFixtureInput();
 /// 1 ms kernel with `dram_bytes` DRAM bytes and `ops` fp16 tensor ops).
 void AddCounters(TrialRow* trial, double dram_bytes, double ops);
 
+/// MakeFixtureInput plus decode trials (Lq = 1, phase "decode") of dense at d=64: at
+/// L=1024 (faster than, and with another tile than, the prefill winner there: Br=16,
+/// Bc=32 at 0.05 ms) and at L=4096.
+ReportInput MakeFixtureInputWithDecode();
+
 }  // namespace test
 }  // namespace attntune

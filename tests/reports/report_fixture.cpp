@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::ofstream out(argv[1], std::ios::binary);
-  attntune::ReportInput input = attntune::test::MakeFixtureInput();
+  attntune::ReportInput input = attntune::test::MakeFixtureInputWithDecode();
   attntune::test::AddCounters(&input.trials[1], 2e8, 4e11);  // the roofline's counters points
   out << attntune::RenderHtmlReport(input);
   return out.good() ? 0 : 1;

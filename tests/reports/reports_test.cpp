@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -18,6 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::MakeFixtureInput;
+using test::MakeFixtureInputWithDecode;
 using test::MakeTrial;
 
 // A fresh directory per test case, removed at the end.
@@ -86,6 +88,7 @@ TEST_CASE("BestEntries keeps the fastest ok trial per device, variant, params, d
   CHECK(best[4].rel_err == Approx(0.1));
   CHECK(best[4].implementation == "kokkos_windowed");
   CHECK(best[4].device_name == "Test CPU");
+  for (const BestEntry& e : best) CHECK(e.phase == "prefill");
   CHECK(best[5].seq_len == 1024);
   CHECK(best[5].params_json == R"({"Bc":64,"Br":32,"sink":4,"w":1024})");
   CHECK(best[5].mass_recall == 0.99);
@@ -122,6 +125,7 @@ int main() {
   EXPECT(e && e->seq_len == 512 && e->Br == 64 && e->Bc == 64);
   EXPECT(std::strcmp(e->tunables, "Bc=64,Br=64") == 0 && std::strcmp(e->params, "") == 0);
   EXPECT(std::strcmp(e->impl, "kokkos_windowed") == 0 && std::strcmp(e->device, "Test CPU") == 0);
+  EXPECT(std::strcmp(e->phase, "prefill") == 0);
   e = Lookup("dense", 64, 1);  // below every tuned length: the shortest
   EXPECT(e && e->seq_len == 512);
   e = Lookup("dense", 64, 600);  // between 512 and 1024: the next longer one
@@ -150,6 +154,8 @@ int main() {
   EXPECT(e && e->seq_len == 4096);
   EXPECT(attntune_config::LookupOnDevice("Other GPU", "swa", 64, 4096) == nullptr);
   EXPECT(attntune_config::kEntries.size() == 7);
+  // Only prefill was tuned: a decode lookup finds nothing (no fallback across phases).
+  EXPECT(attntune_config::LookupDecode("dense", 64, 512) == nullptr);
   return 0;
 }
 )code";
@@ -253,6 +259,7 @@ TEST_CASE("attntune_config.json has schema 1, the devices and the best entries")
   const nlohmann::json& swa = entries[4];
   CHECK(swa.at("device") == "Test CPU");
   CHECK(swa.at("variant") == "swa");
+  CHECK(swa.at("phase") == "prefill");
   CHECK(swa.at("implementation") == "kokkos_windowed");
   CHECK(swa.at("params") == nlohmann::json({{"sink", 0}, {"w", 256}}));
   CHECK(swa.at("tunables") == nlohmann::json({{"Bc", 64}, {"Br", 32}}));
@@ -268,6 +275,94 @@ size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
   return n;
+}
+
+TEST_CASE("BestEntries keeps prefill and decode winners of the same variant, d and L apart") {
+  const std::vector<BestEntry> best = BestEntries(MakeFixtureInputWithDecode());
+  REQUIRE(best.size() == 9);
+  // Prefill first within a variant: dense prefill (4), dense decode (2), swa (3).
+  for (size_t i : {0, 1, 2, 3, 6, 7, 8}) CHECK(best[i].phase == "prefill");
+  REQUIRE(best[4].phase == "decode");
+  CHECK(best[4].variant == "dense");
+  CHECK(best[4].seq_len == 1024);
+  CHECK(best[4].params_json == R"({"Bc":32,"Br":16})");
+  CHECK(best[4].median_ms == 0.05);
+  CHECK(best[5].phase == "decode");
+  CHECK(best[5].seq_len == 4096);
+  // The prefill winner at the same (dense, d=64, L=1024) is still there.
+  CHECK(best[1].seq_len == 1024);
+  CHECK(best[1].params_json == R"({"Bc":64,"Br":32})");
+  CHECK(best[1].median_ms == 0.90);
+}
+
+const char kPhaseProgram[] = R"code(
+#include "attntune_config.h"
+#include <cstdio>
+#include <cstring>
+using attntune_config::Lookup;
+using attntune_config::LookupDecode;
+#define EXPECT(c) do { if (!(c)) { std::printf("failed line %d: %s\n", __LINE__, #c); return __LINE__; } } while (0)
+static_assert(LookupDecode("dense", 64, 1024) != nullptr, "constexpr decode lookup");
+static_assert(LookupDecode("dense", 64, 1024) != Lookup("dense", 64, 1024), "kept apart");
+int main() {
+  // The same (variant, head_dim, seq_len) in both phases: each lookup gets its own.
+  const attntune_config::Entry* p = Lookup("dense", 64, 1024);
+  EXPECT(p && std::strcmp(p->phase, "prefill") == 0 && p->Br == 32 && p->Bc == 64);
+  EXPECT(p->median_ms == 0.9);
+  const attntune_config::Entry* d = LookupDecode("dense", 64, 1024);
+  EXPECT(d && std::strcmp(d->phase, "decode") == 0 && d->Br == 16 && d->Bc == 32);
+  EXPECT(d->seq_len == 1024 && d->median_ms == 0.05);
+  // The fallback rule within the decode entries alone.
+  d = LookupDecode("dense", 64, 600);
+  EXPECT(d && d->seq_len == 1024 && std::strcmp(d->phase, "decode") == 0);
+  d = LookupDecode("dense", 64, 2000000);
+  EXPECT(d && d->seq_len == 4096 && d->Bc == 128);
+  EXPECT(Lookup("dense", 64, 512)->seq_len == 512);  // prefill is unchanged by decode rows
+  EXPECT(LookupDecode("dense", 128, 1024) == nullptr);  // only prefill tuned at d=128
+  EXPECT(LookupDecode("swa", 64, 1024) == nullptr);
+  d = attntune_config::LookupDecodeOnDevice("Test CPU", "dense", 64, 4096);
+  EXPECT(d && d->seq_len == 4096);
+  EXPECT(attntune_config::LookupDecodeOnDevice("Other GPU", "dense", 64, 4096) == nullptr);
+  EXPECT(attntune_config::kEntries.size() == 9);
+  return 0;
+}
+)code";
+
+TEST_CASE("attntune_config.h looks prefill and decode entries of the same shape up apart") {
+  TempDir dir;
+  const std::string header = RenderConfigHeader(MakeFixtureInputWithDecode());
+  CHECK(header.find("a decode entry is never returned for a prefill lookup") != std::string::npos);
+  WriteFile(dir / "attntune_config.h", header);
+  WriteFile(dir / "phase.cpp", kPhaseProgram);
+  const std::string program = (dir / "phase").string();
+  REQUIRE(Run(kCxx + kPedantic + " -I" + (dir / "").string() + " " + (dir / "phase.cpp").string() +
+                  " -o " + program,
+              dir / "build.log") == 0);
+  CHECK(Run(program, dir / "run.log") == 0);
+}
+
+TEST_CASE("attntune_config.json and report.html carry each entry's phase") {
+  const ReportInput in = MakeFixtureInputWithDecode();
+  const nlohmann::json doc = nlohmann::json::parse(RenderConfigJson(in));
+  CHECK(doc.at("schema") == 1);
+  std::map<std::string, int> phases;
+  for (const nlohmann::json& e : doc.at("entries")) {
+    ++phases[e.at("phase").get<std::string>()];
+    if (e.at("variant") == "dense" && e.at("head_dim") == 64 && e.at("seq_len") == 1024) {
+      CHECK(e.at("tunables") == (e.at("phase") == "decode"
+                                     ? nlohmann::json({{"Bc", 32}, {"Br", 16}})
+                                     : nlohmann::json({{"Bc", 64}, {"Br", 32}})));
+    }
+  }
+  CHECK(phases == std::map<std::string, int>{{"decode", 2}, {"prefill", 7}});
+
+  const std::string html = RenderHtmlReport(in);
+  CHECK(Count(html, "</td><td>decode</td><td class=\"status-") == 3);
+  CHECK(Count(html, "</td><td>prefill</td><td class=\"status-") == 14);
+  // The decode series and Pareto groups are their own, not merged into prefill ones.
+  CHECK(html.find("\"label\":\"Test CPU decode d=64\"") != std::string::npos);
+  CHECK(html.find("\"label\":\"Test CPU d=64\"") != std::string::npos);
+  CHECK(html.find("B=1,Hq=8,Hkv=2,Lq=1,Lk=1024,d=64 decode") != std::string::npos);
 }
 
 TEST_CASE("report.html is self-contained and escapes what it shows") {
@@ -298,6 +393,8 @@ TEST_CASE("report.html is self-contained and escapes what it shows") {
   CHECK(html.find("max abs error 0.5 &gt; 1e-4") != std::string::npos);
   CHECK(html.find("sink=4,w=1024 | Bc=64,Br=32") != std::string::npos);
   CHECK(Count(html, "<td class=\"status-") == 14);           // one row per trial
+  CHECK(Count(html, "<th>shape</th><th>phase</th>") == 1);
+  CHECK(Count(html, "</td><td>prefill</td><td class=\"status-") == 14);
   CHECK(html.find("<th>device</th>") == std::string::npos);  // one device: no column
 
   ReportInput two = MakeFixtureInput();

@@ -4,8 +4,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
+#include "kernels/cuda/cuda_variants.h"
 #include "kernels/spec/error.h"
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
@@ -375,4 +381,186 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
     CHECK(calls == before + 1);
     CHECK(counted(*again.db) == std::make_pair(static_cast<int>(s.counted) + 1, 0));
   }
+}
+
+namespace {
+
+// The trials of `db` by variant, each with its problem.
+std::map<std::string, std::vector<TrialRow>> TrialsByVariant(const Database& db) {
+  std::map<std::string, std::vector<TrialRow>> out;
+  for (TrialRow& row : db.Trials(TrialFilter{})) out[row.config.variant].push_back(std::move(row));
+  return out;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("A decode tune stores one query row per head (dma_decode: every step) for every variant") {
+  TempDir dir;
+  CountingTimer timer;
+  const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
+  std::vector<std::string> all;
+  for (const Variant& v : Variants()) all.push_back(v.id);
+  TuneOptions o = TinyTune(dir.path, {40, 72}, 2);
+  o.phase = "decode";
+  o.variants = all;
+  o.strategy = "random";
+  TunePlan plan = PlanTune(o);
+  Seen seen;
+  const TuneSummary summary = RunTune(plan, device, timer, seen.Fn());
+  CHECK(summary.evaluations == static_cast<int64_t>(2 * 2 * all.size()));
+  CHECK(seen.First("dense decode L=40") != "");
+
+  const auto by_variant = TrialsByVariant(*plan.db);
+  CHECK(by_variant.size() == all.size());
+  for (const auto& [variant, rows] : by_variant) {
+    for (const TrialRow& row : rows) {
+      INFO(variant << " " << row.problem.shape.ToString() << ": " << row.result.message);
+      // Every variant runs a decode step correctly: no wrong_result, no invalid.
+      CHECK(row.result.status == TrialStatus::kOk);
+      CHECK(row.problem.phase == "decode");
+      CHECK(row.problem.shape.Lq == (variant == "dma_decode" ? row.problem.shape.Lk : 1));
+      CHECK((row.problem.shape.Lk == 40 || row.problem.shape.Lk == 72));
+    }
+  }
+  // The outputs name the phase of each entry.
+  const nlohmann::json config = nlohmann::json::parse(ReadText(summary.outputs.json));
+  REQUIRE(config.at("entries").size() >= 2 * all.size());
+  for (const auto& e : config.at("entries")) CHECK(e.at("phase") == "decode");
+  CHECK(ReadText(summary.outputs.header).find("\"dense\", \"decode\"") != std::string::npos);
+  CHECK(ReadText(summary.outputs.report).find("<td>decode</td>") != std::string::npos);
+}
+
+TEST_CASE("Prefill and decode tunes of the same length share a database and stay apart") {
+  TempDir dir;
+  CountingTimer timer;
+  const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
+  for (const char* phase : {"prefill", "decode"}) {
+    TuneOptions o = TinyTune(dir.path, {48}, 1);
+    o.variants = {"dense", "dma_decode"};
+    o.phase = phase;
+    TunePlan plan = PlanTune(o);
+    RunTune(plan, device, timer, nullptr);
+  }
+  TunePlan plan = PlanTune(TinyTune(dir.path, {48}, 1));
+  std::map<std::pair<std::string, std::string>, Shape> problems;  // (variant, phase) -> shape
+  for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
+    problems[{row.config.variant, row.problem.phase}] = row.problem.shape;
+  }
+  REQUIRE(problems.size() == 4);
+  CHECK(problems[{"dense", "prefill"}].Lq == 48);
+  CHECK(problems[{"dense", "decode"}].Lq == 1);
+  // dma_decode: the same all-steps shape in both phases, stored as two problems.
+  CHECK(problems[{"dma_decode", "prefill"}] == problems[{"dma_decode", "decode"}]);
+  CHECK(problems[{"dma_decode", "decode"}].Lq == 48);
+  const nlohmann::json config =
+      nlohmann::json::parse(ReadText(EmitOutputs(*plan.db, dir.path + "/both").json));
+  std::set<std::pair<std::string, std::string>> entries;
+  for (const auto& e : config.at("entries")) {
+    CHECK(e.at("seq_len") == 48);
+    entries.insert({e.at("variant").get<std::string>(), e.at("phase").get<std::string>()});
+  }
+  CHECK(entries == std::set<std::pair<std::string, std::string>>{{"dense", "decode"},
+                                                                 {"dense", "prefill"},
+                                                                 {"dma_decode", "decode"},
+                                                                 {"dma_decode", "prefill"}});
+}
+
+TEST_CASE("A decode tune warm-starts from the nearest stored decode length, never from prefill") {
+  TempDir dir;
+  FasterTimer timer;
+  const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
+  Seen seen;
+  {
+    TuneOptions o = TinyTune(dir.path, {64, 128}, 4);
+    o.phase = "decode";
+    TunePlan plan = PlanTune(o);
+    RunTune(plan, device, timer, seen.Fn());
+  }
+  REQUIRE_FALSE(seen.Best("dense decode L=128").empty());
+  {
+    TuneOptions o = TinyTune(dir.path, {112}, 1);
+    o.phase = "decode";
+    TunePlan plan = PlanTune(o);
+    RunTune(plan, device, timer, seen.Fn());
+    CHECK(seen.First("dense decode L=112") == seen.Best("dense decode L=128"));
+  }
+  TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1));
+  const Variant& dense = FindVariant("dense", "test");
+  const Implementation& impl = dense.implementations.front();
+  Space space;
+  for (const auto& decl : impl.tunables) space.AddDimension(decl.name, decl.grid);
+  const int64_t device_id = plan.db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
+  ProblemRecord problem;
+  problem.shape = plan.db->Trials(TrialFilter{}).front().problem.shape;
+  REQUIRE(problem.shape.Lq == 1);
+  problem.phase = "decode";
+  problem.shape.Lk = 125;  // nearest stored decode length: 128
+  const std::vector<Point> points = WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3);
+  REQUIRE_FALSE(points.empty());
+  CHECK(ParamsToString(space.Values(points[0])) == seen.Best("dense decode L=128"));
+  // The same lengths as prefill problems (every row) have nothing stored.
+  problem.phase = "prefill";
+  problem.shape.Lq = problem.shape.Lk;
+  CHECK(WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3).empty());
+  problem.phase = "decode";  // decode, but every row: not a decode step's shape
+  CHECK(WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3).empty());
+}
+
+TEST_CASE("PlanTune refuses a bad phase and variants it cannot run, before storing anything") {
+  TempDir dir;
+  TuneOptions o = TinyTune(dir.path, {64}, 1);
+  o.phase = "prefil";
+  CHECK_THROWS_WITH(PlanTune(o), "--phase: 'prefil' is not prefill or decode");
+  o.phase = "decode";
+  o.device = "cuda:0";  // planning only: nothing here touches a device
+  o.dtype = "fp16";
+  o.model = "qwen3-1.7b";  // d = 128, a head dim the CUDA kernels are compiled for
+  o.variants = {"hybrid"};
+  CHECK_THROWS_WITH(PlanTune(o),
+                    "--variants: hybrid has no CUDA decode kernel for fp16, d=128 (CUDA decode: "
+                    "dense, swa, dma_decode; d = 64, 128)");
+  CHECK_FALSE(std::filesystem::exists(o.db_path));
+}
+
+TEST_CASE("PlanTune on a CUDA device picks cuda_decode in the decode phase, cuda in prefill") {
+  if (!CudaKernelsBuilt()) {
+    WARN("this build has no CUDA kernels: nothing to plan");
+    return;
+  }
+  TempDir dir;
+  TuneOptions o = TinyTune(dir.path, {64, 4096}, 1);
+  o.device = "cuda:0";  // planning only: CudaDecodeImplementation touches no device
+  o.dtype = "fp16";
+  o.model = "qwen3-1.7b";
+  o.variants = {"dense", "swa", "dma_decode"};
+  o.phase = "decode";
+  {
+    TunePlan plan = PlanTune(o);
+    REQUIRE(plan.gpu_impls.size() == 3);
+    for (const Implementation& impl : plan.gpu_impls) CHECK(impl.id == "cuda_decode");
+    for (size_t v : {0, 1}) {
+      REQUIRE(plan.gpu_impls[v].tunables.size() == 1);
+      CHECK(plan.gpu_impls[v].tunables[0].name == "Split");
+    }
+    CHECK(plan.gpu_impls[2].tunables.empty());  // the gathered kernel has none
+    // The split-KV kernel takes a decode step; the gathered one every step.
+    Shape step = ParseShape("B=1,Hq=16,Hkv=8,Lq=1,Lk=4096,d=128", "test");
+    CHECK(plan.gpu_impls[0].check(step, {{"Split", "64"}}) == "");
+    CHECK(plan.gpu_impls[2].check(step, {}) != "");
+    step.Lq = 4096;
+    CHECK(plan.gpu_impls[0].check(step, {{"Split", "64"}}) != "");
+    CHECK(plan.gpu_impls[2].check(step, {}) == "");
+  }
+  o.phase = "prefill";
+  o.variants = {"dense", "swa"};
+  TunePlan plan = PlanTune(o);
+  REQUIRE(plan.gpu_impls.size() == 2);
+  for (const Implementation& impl : plan.gpu_impls) CHECK(impl.id == "cuda");
 }
