@@ -495,7 +495,8 @@ std::string RenderHtmlReport(const ReportInput& input) {
   WriteSummary(out, input.trials);
   out << "<section id=\"scaling\"><h2>Scaling with sequence length</h2>\n"
       << "<p class=\"muted\">Per variant: the fastest ok config at each sequence length, one "
-      << "line per device, head dim and variant parameters.</p>\n"
+      << "line per device, head dim, variant parameters and phase (decode lines are "
+      << "marked \"decode\": one step against Lk cached keys).</p>\n"
       << "<div class=\"charts\" id=\"scaling-charts\"></div></section>\n"
       << "<section id=\"pareto\"><h2>Time vs quality</h2>\n"
       << "<p class=\"muted\">Per variant: every ok trial, one colour per device and shape; "

@@ -26,14 +26,37 @@ namespace {
 // Stored configurations a warm-started search asks first.
 constexpr size_t kWarmStartPoints = 3;
 
-// The search space of one (variant, implementation): the variant's parameters and the
-// implementation's tunables, each over its declared grid (or its default when the
-// declaration has no grid). Lists of implementations become one more dimension later.
-Space BuildSpace(const Variant& variant, const Implementation& impl) {
+// Br (query rows per block, the CPU kernels' row tile) values at or above `rows`, the
+// most rows one (batch, KV head) of the problem has (Lq times the GQA group), all give the
+// same blocks: only the smallest of them is kept, so that a decode step (Lq = 1) does not
+// spend its budget on equivalent tiles. Every other value, and every other tunable, is
+// kept as declared.
+std::vector<std::string> DistinctRowTiles(const std::vector<std::string>& grid, int64_t rows) {
+  std::vector<std::string> out;
+  int64_t smallest_above = -1;
+  for (const std::string& value : grid) {
+    const int64_t br = std::stoll(value);
+    if (br < rows) {
+      out.push_back(value);
+    } else if (smallest_above < 0 || br < smallest_above) {
+      smallest_above = br;
+    }
+  }
+  if (smallest_above >= 0) out.push_back(std::to_string(smallest_above));
+  return out;
+}
+
+// The search space of one (variant, implementation) on `shape`: the variant's parameters
+// and the implementation's tunables, each over its declared grid (or its default when
+// the declaration has no grid; Br over its distinct values for the shape). Lists of
+// implementations become one more dimension later.
+Space BuildSpace(const Variant& variant, const Implementation& impl, const Shape& shape) {
   Space space;
   auto add = [&](const ParamDecl& decl) {
     std::vector<std::string> values = decl.grid;
     if (values.empty()) values.push_back(decl.default_value);
+    if (decl.name == "Br" && decl.kind == ParamKind::kInt)
+      values = DistinctRowTiles(values, shape.Lq * shape.Group());
     space.AddDimension(decl.name, values);
   };
   for (const auto& decl : variant.params) add(decl);
@@ -335,7 +358,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
       // dimension when a variant has more than one.
       const Implementation& impl =
           plan.gpu_impls.empty() ? variant->implementations.front() : plan.gpu_impls[v];
-      Space space = BuildSpace(*variant, impl);
+      Space space = BuildSpace(*variant, impl, shape);
       auto strategy = MakeStrategy(options.strategy, space, options.seed, "--strategy");
       if (options.warm_start) {
         WarmStart(*strategy, WarmStartPoints(*db, device_id, *variant, impl, space,

@@ -437,6 +437,37 @@ TEST_CASE("A decode tune stores one query row per head (dma_decode: every step) 
   CHECK(ReadText(summary.outputs.report).find("<td>decode</td>") != std::string::npos);
 }
 
+TEST_CASE("A decode step searches one Br of those that give the same blocks; prefill all") {
+  TempDir dir;
+  CountingTimer timer;
+  const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
+  auto tried = [&](const std::string& phase, int64_t L) {
+    TuneOptions o = TinyTune(dir.path, {L}, 64);  // more than dense's 16 points
+    o.phase = phase;
+    o.strategy = "exhaustive";
+    TunePlan plan = PlanTune(o);
+    const TuneSummary s = RunTune(plan, device, timer, nullptr);
+    std::set<std::string> br, configs;
+    for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
+      if (row.problem.phase != phase || row.problem.shape.Lk != L) continue;
+      configs.insert(row.config.params_json);
+      br.insert(nlohmann::json::parse(row.config.params_json).at("Br").dump());
+    }
+    CHECK(s.evaluations == static_cast<int64_t>(configs.size()));
+    return std::make_pair(br, configs.size());
+  };
+  // Decode: 1 row per query head, 2 per KV head (tiny: 4 query heads, 2 KV heads), so
+  // every Br of the grid {16, 32, 64, 128} gives one block: only 16 is searched, over
+  // the 4 values of Bc.
+  const auto decode = tried("decode", 64);
+  CHECK(decode.first == std::set<std::string>{"16"});
+  CHECK(decode.second == 4);
+  // Prefill at L = 72: 144 rows per KV head, every Br distinct.
+  const auto prefill = tried("prefill", 72);
+  CHECK(prefill.first == std::set<std::string>{"16", "32", "64", "128"});
+  CHECK(prefill.second == 16);
+}
+
 TEST_CASE("Prefill and decode tunes of the same length share a database and stay apart") {
   TempDir dir;
   CountingTimer timer;
