@@ -245,6 +245,7 @@ struct TuneArgs {
   bool flush_l2 = false;
   bool metrics = false;
   std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
+  std::string generic = TuneOptions{}.generic ? "on" : "off";
 };
 
 void RegisterTune(CLI::App& app, int* rc) {
@@ -269,6 +270,10 @@ void RegisterTune(CLI::App& app, int* rc) {
   cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
+  cmd->add_option("--generic", args->generic,
+                  "cpu: on: the generic block-sparse executor is one more implementation to "
+                  "search beside each variant's own kernel; off: the variant's kernel only")
+      ->capture_default_str();
   cmd->add_option("--warm-start", args->warm_start,
                   "on: ask first the best stored configurations of the same variant on this "
                   "device at the nearest other sequence length; off: no warm start")
@@ -314,6 +319,10 @@ void RegisterTune(CLI::App& app, int* rc) {
       throw UserError("--warm-start: '" + args->warm_start + "' is not on or off");
     }
     options.warm_start = args->warm_start == "on";
+    if (args->generic != "on" && args->generic != "off") {
+      throw UserError("--generic: '" + args->generic + "' is not on or off");
+    }
+    options.generic = args->generic == "on";
     options.args_json = nlohmann::json{{"model", options.model},
                                        {"device", args->device},
                                        {"dtype", options.dtype},
@@ -325,6 +334,7 @@ void RegisterTune(CLI::App& app, int* rc) {
                                        {"budget", options.budget},
                                        {"strategy", options.strategy},
                                        {"warm_start", options.warm_start},
+                                       {"generic", options.generic},
                                        {"seed", options.seed}}
                             .dump();
     TunePlan plan = PlanTune(options);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -25,6 +26,9 @@ namespace {
 
 // Stored configurations a warm-started search asks first.
 constexpr size_t kWarmStartPoints = 3;
+
+// The dimension that chooses the implementation when a variant has several.
+constexpr const char kImplDimension[] = "impl";
 
 // Br (query rows per block, the CPU kernels' row tile) values at or above `rows`, the
 // most rows one (batch, KV head) of the problem has (Lq times the GQA group), all give the
@@ -44,24 +48,6 @@ std::vector<std::string> DistinctRowTiles(const std::vector<std::string>& grid, 
   }
   if (smallest_above >= 0) out.push_back(std::to_string(smallest_above));
   return out;
-}
-
-// The search space of one (variant, implementation) on `shape`: the variant's parameters
-// and the implementation's tunables, each over its declared grid (or its default when
-// the declaration has no grid; Br over its distinct values for the shape). Lists of
-// implementations become one more dimension later.
-Space BuildSpace(const Variant& variant, const Implementation& impl, const Shape& shape) {
-  Space space;
-  auto add = [&](const ParamDecl& decl) {
-    std::vector<std::string> values = decl.grid;
-    if (values.empty()) values.push_back(decl.default_value);
-    if (decl.name == "Br" && decl.kind == ParamKind::kInt)
-      values = DistinctRowTiles(values, shape.Lq * shape.Group());
-    space.AddDimension(decl.name, values);
-  };
-  for (const auto& decl : variant.params) add(decl);
-  for (const auto& decl : impl.tunables) add(decl);
-  return space;
 }
 
 // Warm start matches stored configurations against the points of spaces up to this size.
@@ -112,9 +98,97 @@ std::string RejectsShape(const Variant& variant, const Shape& shape) {
 
 }  // namespace
 
+SearchSpace BuildSearchSpace(const Variant& variant,
+                             const std::vector<const Implementation*>& impls,
+                             const Shape& shape) {
+  CHECK(!impls.empty());
+  SearchSpace out;
+  out.impls = impls;
+  auto grid = [&](const ParamDecl& decl) {
+    std::vector<std::string> values = decl.grid;
+    if (values.empty()) values.push_back(decl.default_value);
+    if (decl.name == "Br" && decl.kind == ParamKind::kInt)
+      values = DistinctRowTiles(values, shape.Lq * shape.Group());
+    return values;
+  };
+  if (impls.size() > 1) {
+    std::vector<std::string> ids;
+    for (const Implementation* impl : impls) ids.push_back(impl->id);
+    out.space.AddDimension(kImplDimension, ids);
+  }
+  for (const ParamDecl& decl : variant.params) out.space.AddDimension(decl.name, grid(decl));
+  // The tunables by name, in order of first appearance; each dimension holds the union of
+  // the implementations' values, and each implementation its own grid.
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<std::string>> values;
+  std::map<std::string, std::map<std::string, std::set<std::string>>> own;  // impl -> name -> grid
+  for (const Implementation* impl : impls) {
+    for (const ParamDecl& decl : impl->tunables) {
+      if (!values.count(decl.name)) names.push_back(decl.name);
+      std::vector<std::string>& union_values = values[decl.name];
+      for (const std::string& v : grid(decl)) {
+        own[impl->id][decl.name].insert(v);
+        if (std::find(union_values.begin(), union_values.end(), v) == union_values.end())
+          union_values.push_back(v);
+      }
+    }
+  }
+  for (const std::string& name : names) {
+    out.tunables.push_back(name);
+    out.space.AddDimension(name, values[name]);
+  }
+  if (impls.size() > 1) {
+    std::map<std::string, std::string> first;  // a tunable an implementation lacks holds it
+    for (const std::string& name : names) first[name] = values[name].front();
+    out.space.AddConstraint([own, first](const std::map<std::string, std::string>& v) {
+      const std::string& id = v.at(kImplDimension);
+      const auto& grids = own.count(id) ? own.at(id) : std::map<std::string, std::set<std::string>>();
+      for (const auto& [name, first_value] : first) {
+        const std::string& value = v.at(name);
+        const auto it = grids.find(name);
+        if (it == grids.end()) {
+          if (value != first_value) return name + " is not a tunable of " + id;
+        } else if (!it->second.count(value)) {
+          return name + "=" + value + " is not in " + id + "'s grid";
+        }
+      }
+      return std::string();
+    });
+  }
+  return out;
+}
+
+const Implementation& SearchSpace::ImplOf(const Point& p) const {
+  if (impls.size() == 1) return *impls.front();
+  const std::string id = space.Values(p).at(kImplDimension);
+  for (const Implementation* impl : impls) {
+    if (impl->id == id) return *impl;
+  }
+  CHECK_MSG(false, "no implementation " + id);
+  return *impls.front();
+}
+
+Params SearchSpace::ParamsOf(const Point& p) const {
+  const Implementation& impl = ImplOf(p);
+  Params params = space.Values(p);
+  params.erase(kImplDimension);
+  for (const std::string& name : tunables) {
+    const bool mine = std::any_of(impl.tunables.begin(), impl.tunables.end(),
+                                  [&](const ParamDecl& d) { return d.name == name; });
+    if (!mine) params.erase(name);
+  }
+  return params;
+}
+
+std::string SearchSpace::Describe(const Point& p) const {
+  const std::string params = ParamsToString(ParamsOf(p));
+  return impls.size() == 1 ? params : ImplOf(p).id + " " + params;
+}
+
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
-                                   const Implementation& impl, const Space& space,
-                                   const ProblemRecord& problem, size_t count) {
+                                   const SearchSpace& search, const ProblemRecord& problem,
+                                   size_t count) {
+  const Space& space = search.space;
   if (count == 0 || space.Size() > kWarmStartSpaceLimit) return {};
   TrialFilter filter;
   filter.device_id = device_id;
@@ -122,7 +196,10 @@ std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const 
   filter.ok_only = true;
   std::vector<TrialRow> rows;
   for (TrialRow& row : db.Trials(filter)) {
-    if (row.result.status == TrialStatus::kOk && row.config.implementation == impl.id &&
+    const bool ours = std::any_of(search.impls.begin(), search.impls.end(), [&](const Implementation* impl) {
+      return impl->id == row.config.implementation;
+    });
+    if (row.result.status == TrialStatus::kOk && ours &&
         SameButLength(row.problem, problem)) {
       rows.push_back(std::move(row));
     }
@@ -137,30 +214,35 @@ std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const 
     const double d = distance(L), best = distance(nearest);
     if (d < best - 1e-12 || (std::abs(d - best) <= 1e-12 && L < nearest)) nearest = L;
   }
-  // Each configuration's best time there, fastest first (ties: the older trial).
+  // Each configuration's (implementation and params) best time there, fastest first
+  // (ties: the older trial).
   std::vector<std::pair<double, std::string>> configs;
   std::map<std::string, size_t> seen;
   for (const TrialRow& row : rows) {
     if (row.problem.shape.Lk != nearest) continue;
-    auto it = seen.find(row.config.params_json);
+    const std::string key = row.config.implementation + "|" + row.config.params_json;
+    auto it = seen.find(key);
     if (it == seen.end()) {
-      seen.emplace(row.config.params_json, configs.size());
-      configs.emplace_back(row.result.median_ms, row.config.params_json);
+      seen.emplace(key, configs.size());
+      configs.emplace_back(row.result.median_ms, key);
     } else {
       configs[it->second].first = std::min(configs[it->second].first, row.result.median_ms);
     }
   }
   std::stable_sort(configs.begin(), configs.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::map<std::string, Point> points;  // canonical params -> point of this space
+  std::map<std::string, Point> points;  // "impl|canonical params" -> point of this space
   for (int64_t i = 0; i < space.Size(); ++i) {
     Point p = space.FromIndex(i);
-    points.emplace(CanonicalParamsJson(variant, impl, space.Values(p)), std::move(p));
+    if (!space.Violation(p).empty()) continue;
+    const Implementation& impl = search.ImplOf(p);
+    points.emplace(impl.id + "|" + CanonicalParamsJson(variant, impl, search.ParamsOf(p)),
+                   std::move(p));
   }
   std::vector<Point> out;
-  for (const auto& [ms, params_json] : configs) {
+  for (const auto& [ms, key] : configs) {
     if (out.size() >= count) break;
-    auto it = points.find(params_json);
+    auto it = points.find(key);
     if (it != points.end()) out.push_back(it->second);
   }
   return out;
@@ -269,6 +351,7 @@ struct UncountedTrial {
   int64_t problem_index;
   std::string problem;  // "dense L=1024"
   size_t variant;
+  const Implementation* impl;  // the variant's (or plan.gpu_impls') own, outliving the passes
   Params params;
   std::string config;
 };
@@ -290,8 +373,7 @@ void CounterPasses(TunePlan& plan, const std::map<int64_t, std::vector<Uncounted
       std::unique_ptr<ProblemContext>& slot = contexts[shape.Lq];
       if (!slot) slot = std::make_unique<ProblemContext>(shape, options.seed ^ static_cast<uint64_t>(L));
       const Tensors& inputs = slot->Inputs();
-      const Implementation& impl =
-          plan.gpu_impls.empty() ? variant.implementations.front() : plan.gpu_impls[t.variant];
+      const Implementation& impl = *t.impl;
       auto launch = [&] {
         if (impl.launch) {
           impl.launch(inputs, t.params);
@@ -354,14 +436,21 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
       const std::string problem_name =
           variant->id + (options.phase == "decode" ? " decode" : "") + " L=" + std::to_string(L);
       NvtxRange problem_range("tune " + problem_name);
-      // One implementation per variant today; the implementation becomes a search
-      // dimension when a variant has more than one.
-      const Implementation& impl =
-          plan.gpu_impls.empty() ? variant->implementations.front() : plan.gpu_impls[v];
-      Space space = BuildSpace(*variant, impl, shape);
-      auto strategy = MakeStrategy(options.strategy, space, options.seed, "--strategy");
+      // The implementation is a search dimension (DESIGN.md s2): on the CPU every
+      // implementation of the variant (its specialised kernel and the generic
+      // executor), on a GPU its CUDA kernel.
+      std::vector<const Implementation*> impls;
+      if (plan.gpu_impls.empty()) {
+        for (const Implementation& impl : variant->implementations) {
+          if (options.generic || impl.id != "generic" || impls.empty()) impls.push_back(&impl);
+        }
+      } else {
+        impls.push_back(&plan.gpu_impls[v]);
+      }
+      const SearchSpace search = BuildSearchSpace(*variant, impls, shape);
+      auto strategy = MakeStrategy(options.strategy, search.space, options.seed, "--strategy");
       if (options.warm_start) {
-        WarmStart(*strategy, WarmStartPoints(*db, device_id, *variant, impl, space,
+        WarmStart(*strategy, WarmStartPoints(*db, device_id, *variant, search,
                                              {problem_id, shape, options.dtype, options.phase},
                                              kWarmStartPoints));
       }
@@ -369,11 +458,12 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
 
       RunSearch(*strategy, options.budget, [&](const Point& point) {
         ++eval_index;
-        const Params params = space.Values(point);
+        const Implementation& impl = search.ImplOf(point);
+        const Params params = search.ParamsOf(point);
         const int64_t config_id = db->PutConfig(
             {0, variant->id, impl.id, CanonicalParamsJson(*variant, impl, params)});
         ProgressEvent ev{problem_index, problem_count, problem_name, eval_index,
-                         options.budget, ParamsToString(params), "", "", 0.0, false};
+                         options.budget, search.Describe(point), "", "", 0.0, false};
         TrialResult result;
         int64_t trial_id = 0;
         if (auto stored = db->FindReusable(device_id, problem_id, config_id, build_id)) {
@@ -393,7 +483,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
         }
         if (options.counters && result.status == TrialStatus::kOk &&
             !result.metrics.count(kCounterProbe)) {
-          uncounted[L].push_back({trial_id, problem_index, problem_name, v, params, ev.config});
+          uncounted[L].push_back({trial_id, problem_index, problem_name, v, &impl, params, ev.config});
         }
         ++summary.evaluations;
         if (result.status != TrialStatus::kOk) ++summary.failed;

@@ -32,6 +32,11 @@ struct TuneOptions {
   // Ask first the best stored configurations of the same variant on the same device
   // (fingerprint) at the nearest other sequence length of the same shape otherwise.
   bool warm_start = true;
+  /// On the CPU, also search the generic block-sparse executor as an implementation of
+  /// every variant (DESIGN.md s2: the implementation is a search dimension); false: each
+  /// variant's specialised kernel only, so that a small budget is not spent on the
+  /// baseline.
+  bool generic = true;
   uint64_t seed = 1;
   std::string out_dir = "attntune_out";
   std::string db_path;  // empty: <out_dir>/attntune.db
@@ -102,15 +107,38 @@ TunePlan PlanTune(const TuneOptions& options);
 TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
                     const ProgressFn& progress);
 
-/// Warm start of one search: the `count` best distinct ok configurations of `variant`'s
-/// implementation `impl` stored for `device_id` at the sequence length (Lk) nearest to
-/// `problem`'s (by ratio; the shorter on a tie) among stored problems of the same phase
-/// that differ from `problem` only in the length (Lq = Lk in both, or the same Lq: a
-/// decode step's one row), as points of `space`, best first. Empty when there is none, or when
-/// `space` is too large to match configurations against.
+/// The search space of one variant on one problem (DESIGN.md s2: tile sizes and the
+/// implementation are search dimensions): the variant's own parameters, the
+/// implementation as a dimension "impl" when there is more than one, and the
+/// implementations' tunables, one dimension per name holding the union of their grids. A
+/// point whose implementation lacks a tunable holds that dimension's first value, and a
+/// value outside the implementation's own grid violates the space's constraint, so each
+/// configuration is one valid point. Br values at or above the problem's rows per (batch,
+/// KV head) give the same blocks: only the smallest of them is kept.
+struct SearchSpace {
+  Space space;
+  std::vector<const Implementation*> impls;  // not owned
+  std::vector<std::string> tunables;         // the tunable dimensions' names
+  /// The implementation of a valid point, and its complete params (the variant's and
+  /// that implementation's tunables; none of another's).
+  const Implementation& ImplOf(const Point& p) const;
+  Params ParamsOf(const Point& p) const;
+  /// "Bc=64,Br=32", or "generic Bc=64,Br=32" when the implementation is a dimension.
+  std::string Describe(const Point& p) const;
+};
+SearchSpace BuildSearchSpace(const Variant& variant,
+                             const std::vector<const Implementation*>& impls, const Shape& shape);
+
+/// Warm start of one search: the `count` best distinct ok configurations (implementation
+/// and params) of `variant` among `search`'s implementations stored for `device_id` at
+/// the sequence length (Lk) nearest to `problem`'s (by ratio; the shorter on a tie) among
+/// stored problems of the same phase that differ from `problem` only in the length (Lq =
+/// Lk in both, or the same Lq: a decode step's one row), as points of `search.space`,
+/// best first. Empty when there is none, or when the space is too large to match
+/// configurations against.
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
-                                   const Implementation& impl, const Space& space,
-                                   const ProblemRecord& problem, size_t count);
+                                   const SearchSpace& search, const ProblemRecord& problem,
+                                   size_t count);
 
 /// Everything the reporters need, read from the database.
 ReportInput LoadReportInput(const Database& db);

@@ -31,6 +31,8 @@ expect_error(["tune", "--batch", "0", "--out", tmp],
              "attntune: error: --batch: '0' is not a positive integer")
 expect_error(["tune", "--warm-start", "maybe", "--out", tmp],
              "attntune: error: --warm-start: 'maybe' is not on or off")
+expect_error(["tune", "--generic", "yes", "--out", tmp],
+             "attntune: error: --generic: 'yes' is not on or off")
 expect_error(["tune", "--phase", "decoding", "--out", os.path.join(tmp, "phase")],
              "attntune: error: --phase: 'decoding' is not prefill or decode")
 expect(not os.path.exists(os.path.join(tmp, "phase")), "a tune with a bad --phase stores nothing")

@@ -283,24 +283,18 @@ TEST_CASE("A warm-started tune asks the best stored configuration of the nearest
   SECTION("WarmStartPoints: best first, distinct, nearest length by ratio, same device only") {
     TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1));
     const Variant& dense = FindVariant("dense", "test");
-    const Implementation& impl = dense.implementations.front();
-    Space space;
-    for (const auto& decl : dense.params) {
-      space.AddDimension(decl.name, decl.grid.empty() ? std::vector<std::string>{decl.default_value} : decl.grid);
-    }
-    for (const auto& decl : impl.tunables) {
-      space.AddDimension(decl.name, decl.grid.empty() ? std::vector<std::string>{decl.default_value} : decl.grid);
-    }
     const int64_t device_id = plan.db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
     ProblemRecord problem;
     problem.shape = plan.db->Trials(TrialFilter{}).front().problem.shape;
     problem.shape.Lq = problem.shape.Lk = 125;  // nearest stored: 128 (then 112, 80, 64)
-    const std::vector<Point> points = WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3);
+    const SearchSpace search = BuildSearchSpace(
+        dense, {&dense.implementations[0], &dense.implementations[1]}, problem.shape);
+    const std::vector<Point> points = WarmStartPoints(*plan.db, device_id, dense, search, problem, 3);
     REQUIRE(points.size() >= 2);
-    CHECK(ParamsToString(space.Values(points[0])) == seen.Best("dense L=128"));
+    CHECK(search.Describe(points[0]) == seen.Best("dense L=128"));
     CHECK(points[0] != points[1]);
     const int64_t other = plan.db->PutDevice({0, "cpu", "other cpu", "{\"test\":2}"});
-    CHECK(WarmStartPoints(*plan.db, other, dense, impl, space, problem, 3).empty());
+    CHECK(WarmStartPoints(*plan.db, other, dense, search, problem, 3).empty());
   }
 }
 
@@ -437,35 +431,77 @@ TEST_CASE("A decode tune stores one query row per head (dma_decode: every step) 
   CHECK(ReadText(summary.outputs.report).find("<td>decode</td>") != std::string::npos);
 }
 
+TEST_CASE("The implementation is a search dimension; each configuration is one valid point") {
+  const Variant& hax = FindVariant("hax", "test");
+  REQUIRE(hax.implementations.size() == 2);  // union (Br, Bc, Chunk) and generic (Br, Bc)
+  const Implementation& own = hax.implementations[0];
+  const Implementation& generic = hax.implementations[1];
+  REQUIRE(own.id != generic.id);
+  Shape shape = ParseShape("B=1,Hq=4,Hkv=2,L=4096,d=32", "test");
+  const SearchSpace search = BuildSearchSpace(hax, {&own, &generic}, shape);
+  auto grid_size = [](const std::vector<ParamDecl>& decls) {
+    int64_t n = 1;
+    for (const ParamDecl& d : decls) n *= d.grid.empty() ? 1 : static_cast<int64_t>(d.grid.size());
+    return n;
+  };
+  const int64_t variant_points = grid_size(hax.params);
+  std::set<std::string> configs;
+  int64_t valid = 0, generic_points = 0;
+  for (int64_t i = 0; i < search.space.Size(); ++i) {
+    const Point p = search.space.FromIndex(i);
+    if (!search.space.Violation(p).empty()) continue;
+    ++valid;
+    const Implementation& impl = search.ImplOf(p);
+    const Params params = search.ParamsOf(p);
+    CHECK_FALSE(params.count("impl"));
+    CHECK(params.count("Chunk") == (impl.id == own.id ? 1u : 0u));  // only union's tunable
+    generic_points += impl.id == generic.id ? 1 : 0;
+    configs.insert(impl.id + " " + CanonicalParamsJson(hax, impl, params));
+    CHECK(search.Describe(p).rfind(impl.id + " ", 0) == 0);
+  }
+  CHECK(valid == variant_points * (grid_size(own.tunables) + grid_size(generic.tunables)));
+  CHECK(generic_points == variant_points * grid_size(generic.tunables));
+  CHECK(static_cast<int64_t>(configs.size()) == valid);  // no configuration twice
+  // One implementation: no "impl" dimension, the space as before.
+  const SearchSpace alone = BuildSearchSpace(hax, {&own}, shape);
+  CHECK(alone.space.Size() == variant_points * grid_size(own.tunables));
+  for (const Dimension& d : alone.space.Dimensions()) CHECK(d.name != "impl");
+}
+
 TEST_CASE("A decode step searches one Br of those that give the same blocks; prefill all") {
   TempDir dir;
   CountingTimer timer;
   const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
-  auto tried = [&](const std::string& phase, int64_t L) {
-    TuneOptions o = TinyTune(dir.path, {L}, 64);  // more than dense's 16 points
+  auto tried = [&](const std::string& phase, int64_t L, bool generic = true) {
+    TuneOptions o = TinyTune(dir.path, {L}, 64);  // more than dense's 25 points
     o.phase = phase;
+    o.generic = generic;
     o.strategy = "exhaustive";
     TunePlan plan = PlanTune(o);
     const TuneSummary s = RunTune(plan, device, timer, nullptr);
     std::set<std::string> br, configs;
     for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
       if (row.problem.phase != phase || row.problem.shape.Lk != L) continue;
-      configs.insert(row.config.params_json);
+      configs.insert(row.config.implementation + " " + row.config.params_json);
       br.insert(nlohmann::json::parse(row.config.params_json).at("Br").dump());
     }
     CHECK(s.evaluations == static_cast<int64_t>(configs.size()));
     return std::make_pair(br, configs.size());
   };
   // Decode: 1 row per query head, 2 per KV head (tiny: 4 query heads, 2 KV heads), so
-  // every Br of the grid {16, 32, 64, 128} gives one block: only 16 is searched, over
-  // the 4 values of Bc.
+  // every Br gives one block: only 16 is searched, over the 4 values of tiled's Bc and
+  // the 3 of the generic executor's.
   const auto decode = tried("decode", 64);
   CHECK(decode.first == std::set<std::string>{"16"});
-  CHECK(decode.second == 4);
-  // Prefill at L = 72: 144 rows per KV head, every Br distinct.
+  CHECK(decode.second == 4 + 3);
+  // Prefill at L = 72: 144 rows per KV head, every Br distinct: tiled's 4 x 4 and the
+  // generic executor's 3 x 3 configurations, each once.
   const auto prefill = tried("prefill", 72);
   CHECK(prefill.first == std::set<std::string>{"16", "32", "64", "128"});
-  CHECK(prefill.second == 16);
+  CHECK(prefill.second == 16 + 9);
+  // Without the generic executor: tiled's 16 alone (at another length, nothing stored).
+  const auto own = tried("prefill", 80, false);
+  CHECK(own.second == 16);
 }
 
 TEST_CASE("Prefill and decode tunes of the same length share a database and stay apart") {
@@ -524,24 +560,23 @@ TEST_CASE("A decode tune warm-starts from the nearest stored decode length, neve
   }
   TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1));
   const Variant& dense = FindVariant("dense", "test");
-  const Implementation& impl = dense.implementations.front();
-  Space space;
-  for (const auto& decl : impl.tunables) space.AddDimension(decl.name, decl.grid);
   const int64_t device_id = plan.db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
   ProblemRecord problem;
   problem.shape = plan.db->Trials(TrialFilter{}).front().problem.shape;
   REQUIRE(problem.shape.Lq == 1);
   problem.phase = "decode";
   problem.shape.Lk = 125;  // nearest stored decode length: 128
-  const std::vector<Point> points = WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3);
+  const SearchSpace search = BuildSearchSpace(
+      dense, {&dense.implementations[0], &dense.implementations[1]}, problem.shape);
+  const std::vector<Point> points = WarmStartPoints(*plan.db, device_id, dense, search, problem, 3);
   REQUIRE_FALSE(points.empty());
-  CHECK(ParamsToString(space.Values(points[0])) == seen.Best("dense decode L=128"));
+  CHECK(search.Describe(points[0]) == seen.Best("dense decode L=128"));
   // The same lengths as prefill problems (every row) have nothing stored.
   problem.phase = "prefill";
   problem.shape.Lq = problem.shape.Lk;
-  CHECK(WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3).empty());
+  CHECK(WarmStartPoints(*plan.db, device_id, dense, search, problem, 3).empty());
   problem.phase = "decode";  // decode, but every row: not a decode step's shape
-  CHECK(WarmStartPoints(*plan.db, device_id, dense, impl, space, problem, 3).empty());
+  CHECK(WarmStartPoints(*plan.db, device_id, dense, search, problem, 3).empty());
 }
 
 TEST_CASE("PlanTune refuses a bad phase and variants it cannot run, before storing anything") {
