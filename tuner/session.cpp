@@ -384,16 +384,21 @@ void CounterPasses(TunePlan& plan, const std::map<int64_t, std::vector<Uncounted
       };
       ProgressEvent ev{t.problem_index, problem_count, t.problem, 0, 0, t.config, "counters",
                        "", 0.0, false};
+      std::map<std::string, double> metrics;
+      bool read = false;
       try {
         NvtxRange range("counters " + t.config);
         launch();
-        const std::map<std::string, double> metrics = options.counters(launch);
-        plan.db->AddMetrics(t.trial_id, metrics);
-        ++summary->counted;
-      } catch (const std::exception& e) {
+        metrics = options.counters(launch);
+        read = true;
+      } catch (const std::exception& e) {  // the reading failed: reported, and the passes go on
         ev.status = "counters failed";
         ev.message = e.what();
         ++summary->counter_failures;
+      }
+      if (read) {
+        plan.db->AddMetrics(t.trial_id, metrics);  // a database failure stops the run
+        ++summary->counted;
       }
       if (progress) progress(ev);
     }
