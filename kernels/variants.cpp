@@ -79,7 +79,7 @@ Implementation Tiled(std::vector<int64_t> (*windows)(const Tensors&, const Param
 // The generic block-sparse executor on the variant's own key sets.
 Implementation Generic(const std::string& variant_id) {
   Implementation impl;
-  impl.id = "generic";
+  impl.id = kGenericImplementation;
   impl.summary =
       "generic block-sparse executor: key blocks holding a selected key, element predicate "
       "from the variant's key sets (the baseline of the specialised kernels)";

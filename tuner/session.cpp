@@ -50,6 +50,12 @@ std::vector<std::string> DistinctRowTiles(const std::vector<std::string>& grid, 
   return out;
 }
 
+// The values a search tries for a parameter: its declared grid, or its default when the
+// declaration has none.
+std::vector<std::string> DeclaredValues(const ParamDecl& decl) {
+  return decl.grid.empty() ? std::vector<std::string>{decl.default_value} : decl.grid;
+}
+
 // Warm start matches stored configurations against the points of spaces up to this size.
 constexpr int64_t kWarmStartSpaceLimit = int64_t{1} << 16;
 
@@ -83,10 +89,7 @@ Shape TuneShape(const TuneOptions& options, const ModelGeometry& model, const Va
 std::string RejectsShape(const Variant& variant, const Shape& shape) {
   if (!variant.check) return "";
   Space grid;
-  for (const ParamDecl& decl : variant.params) {
-    grid.AddDimension(decl.name, decl.grid.empty() ? std::vector<std::string>{decl.default_value}
-                                                   : decl.grid);
-  }
+  for (const ParamDecl& decl : variant.params) grid.AddDimension(decl.name, DeclaredValues(decl));
   std::string first;
   for (int64_t i = 0; i < grid.Size(); ++i) {
     const std::string reason = variant.check(shape, grid.Values(grid.FromIndex(i)));
@@ -105,8 +108,7 @@ SearchSpace BuildSearchSpace(const Variant& variant,
   SearchSpace out;
   out.impls = impls;
   auto grid = [&](const ParamDecl& decl) {
-    std::vector<std::string> values = decl.grid;
-    if (values.empty()) values.push_back(decl.default_value);
+    std::vector<std::string> values = DeclaredValues(decl);
     if (decl.name == "Br" && decl.kind == ParamKind::kInt)
       values = DistinctRowTiles(values, shape.Lq * shape.Group());
     return values;
@@ -447,7 +449,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
       std::vector<const Implementation*> impls;
       if (plan.gpu_impls.empty()) {
         for (const Implementation& impl : variant->implementations) {
-          if (options.generic || impl.id != "generic" || impls.empty()) impls.push_back(&impl);
+          if (options.generic || impl.id != kGenericImplementation || impls.empty()) impls.push_back(&impl);
         }
       } else {
         impls.push_back(&plan.gpu_impls[v]);

@@ -42,6 +42,10 @@ class KeySets {
 /// Returns "" when (shape, params) is valid, else the reason (one line, no prefix).
 using ConstraintFn = std::function<std::string(const Shape&, const Params&)>;
 
+/// The id of the generic block-sparse executor, an implementation of every variant (the
+/// baseline the specialised kernels are measured against; DESIGN.md s2).
+constexpr const char kGenericImplementation[] = "generic";
+
 struct Implementation {
   std::string id;                 // "tiled", ...
   std::string summary;
