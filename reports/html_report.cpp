@@ -269,15 +269,14 @@ json RooflineData(const std::vector<TrialRow>& trials) {
       const auto it = r.metrics.find(key);
       return it == r.metrics.end() ? 0.0 : it->second;
     };
-    json& device = out[t.device.name];
+    // A device gets a chart only once it has a point.
     if (at("useful_flops") > 0 && at("io_bytes") > 0 && UsefulGflops(r) > 0) {
-      device["model"][t.config.variant].push_back(
+      out[t.device.name]["model"][t.config.variant].push_back(
           {{"x", at("useful_flops") / at("io_bytes")}, {"y", UsefulGflops(r)}, {"label", label}});
     }
     if (at("hw_ops_per_dram_byte") > 0 && at("hw_tensor_tflops") > 0) {
-      device["counters"][t.config.variant].push_back({{"x", at("hw_ops_per_dram_byte")},
-                                                      {"y", at("hw_tensor_tflops") * 1e3},
-                                                      {"label", label}});
+      out[t.device.name]["counters"][t.config.variant].push_back(
+          {{"x", at("hw_ops_per_dram_byte")}, {"y", at("hw_tensor_tflops") * 1e3}, {"label", label}});
     }
   }
   return out;

@@ -428,6 +428,11 @@ TEST_CASE("report.html has a roofline point per ok trial, from the model and fro
   CHECK(first["x"].get<double>() == Approx(4.0 * 64 * pairs / (80.0 * 512 * 64)));
   CHECK(first["y"].get<double>() == Approx(4.0 * 64 * pairs / 0.30e-3 / 1e9));
 
+  // Trials without FLOP or byte counts give no point, and their device no chart.
+  ReportInput bare = in;
+  for (TrialRow& t : bare.trials) t.result.metrics.clear();
+  CHECK(ReportData(RenderHtmlReport(bare))["roofline"].empty());
+
   test::AddCounters(&in.trials[1], 2e8, 4e11);  // dense d=64 L=512 Br=64
   const std::string html = RenderHtmlReport(in);
   const nlohmann::json counters = ReportData(html)["roofline"]["Test CPU"]["counters"];
