@@ -89,6 +89,53 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
   }
 }
 
+// One level of LaneSums: a and c hold blocks of W lanes (one row's partial sums per
+// block); the result holds blocks of W / 2: block 2b the sum of block b's halves of a,
+// block 2b + 1 that of c.
+template <int W>
+inline PanelVec HalveBlocks(const PanelVec& a, const PanelVec& c) {
+  PanelIdx lo, hi;
+  for (int u = 0; u < kPanel; ++u) {
+    const int h = W / 2, nb = u / h, from = nb % 2 == 0 ? 0 : kPanel;
+    lo[u] = from + nb / 2 * W + u % h;
+    hi[u] = lo[u] + h;
+  }
+  return __builtin_shuffle(a, c, lo) + __builtin_shuffle(a, c, hi);
+}
+
+// The levels of LaneSums: N vectors of blocks of W lanes down to one vector.
+template <int W, int N>
+inline void HalveLevels(PanelVec* v) {
+  if constexpr (N > 1) {
+    for (int i = 0; i < N / 2; ++i) v[i] = HalveBlocks<W>(v[i], v[i + N / 2]);
+    HalveLevels<W / 2, N / 2>(v);
+  }
+}
+
+// out[r] = the sum of v[r]'s 16 lanes, r < R (a power of two <= 16), by halving: R - 1
+// pairs of shuffles and adds instead of R x 15 dependent scalar adds (the lane sums were
+// most of a dot-product column's time). Each level pairs vector i with i + N / 2 and puts
+// the pair's blocks side by side, so block r of the last vector holds row r (the levels
+// append row r's bits from the highest). v is overwritten. The order of the additions
+// differs from a sequential sum (fp32 rounding only).
+template <int R>
+inline void LaneSums(PanelVec* v, float* out) {
+  static_assert(R >= 1 && R <= kPanel && (R & (R - 1)) == 0, "R: a power of two <= 16");
+  if constexpr (R == 1) {
+    float sum = 0.0f;
+    for (int u = 0; u < kPanel; ++u) sum += v[0][u];
+    out[0] = sum;
+  } else {
+    HalveLevels<kPanel, R>(v);
+    constexpr int kWidth = kPanel / R;  // lanes per row left in v[0]
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int u = 0; u < kWidth; ++u) sum += v[0][r * kWidth + u];
+      out[r] = sum;
+    }
+  }
+}
+
 /// Keys of one KV head in a chosen order: column n holds key keys[n]. kt: panels of
 /// K^T (zero beyond the last key); v: the V rows in the same order ([n][dp], zero-padded
 /// to whole 32-column tiles), so that a window of columns reads V sequentially (read in
@@ -185,10 +232,27 @@ struct RowGroup {
   // ~2 x 8 x d vector operations whatever it holds, a dot product of the 8 rows with one
   // key ~2 x 8 x d / 16 plus the lane sums (a window union of ~35 keys was 48 columns).
   void Scores(const PanelKv& kv, int64_t c0, int64_t ncols) {
-    const int64_t rem = ncols % kPanel;
-    const int64_t panel_cols = rem > kDotCols ? RoundUp(ncols, kPanel) : ncols - rem;
+    const int64_t panel_cols = PanelCols(ncols);
     if (panel_cols > 0) Scores(kv.Panel(c0), c0 % kPanel, panel_cols);
     for (int64_t c = panel_cols; c < ncols; ++c) ScoreDot(kv.KRow(c0 + c), c);
+  }
+
+  // Prefetches the K rows that Scores(kv, c0, ncols) reads in place (its dot-product
+  // columns): they sit at their keys' positions, scattered, and were a cache miss each
+  // (a sixth of the dot products' time went to the first load of the row).
+  static void PrefetchScores(const PanelKv& kv, int64_t c0, int64_t ncols) {
+    for (int64_t c = PanelCols(ncols); c < ncols; ++c) {
+      const char* k = reinterpret_cast<const char*>(kv.KRow(c0 + c));
+      for (int64_t off = 0; off < kv.d * static_cast<int64_t>(sizeof(float)); off += 64) {
+        PrefetchRead(k + off);
+      }
+    }
+  }
+
+  // Of `ncols` columns, those Scores computes as whole panels (the rest: dot products).
+  static int64_t PanelCols(int64_t ncols) {
+    const int64_t rem = ncols % kPanel;
+    return rem > kDotCols ? RoundUp(ncols, kPanel) : ncols - rem;
   }
 
   // s[r][col] = q[r] · k (d floats), r < kGroupRows.
@@ -202,10 +266,11 @@ struct RowGroup {
         acc[r] += *reinterpret_cast<const PanelVec*>(q.data() + r * d + e) * kv;
       }
     }
+    float sums[kGroupRows];
+    LaneSums<kGroupRows>(acc, sums);
     for (int64_t r = 0; r < kGroupRows; ++r) {
-      float sum = 0.0f;
+      float sum = sums[r];
       for (int64_t e = d16; e < d; ++e) sum += q[r * d + e] * k[e];
-      for (int64_t u = 0; u < kPanel; ++u) sum += acc[r][u];
       s[r * lds + col] = sum;
     }
   }

@@ -243,6 +243,25 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     }
   }
   const int64_t w = PieceCols(tl);
+  int64_t klo = 0, khi = 0;
+  if (ks != nullptr && nr > 0) {
+    int64_t pmin = pos(0), pmax = pos(0);
+    for (int64_t r = 1; r < nr; ++r) {
+      pmin = std::min(pmin, pos(r));
+      pmax = std::max(pmax, pos(r));
+    }
+    ks->Range(pmin, pmax, &klo, &khi);
+  }
+  // The last piece of each part may end in dot-product columns, which read K rows in
+  // place: fetch them while the pieces before compute.
+  if (glo < ghi) {
+    const int64_t last = glo + (ghi - glo - 1) / w * w;
+    RowGroup::PrefetchScores(kv, last, ghi - last);
+  }
+  if (klo < khi) {
+    const int64_t last = klo + (khi - klo - 1) / w * w;
+    RowGroup::PrefetchScores(ks->kv, last, khi - last);
+  }
   for (int64_t j0 = glo; j0 < ghi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(ghi - j0, kPanel));
     g.Scores(kv, j0, std::min(w, ghi - j0));
@@ -261,15 +280,6 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
       }
     };
     g.Update(ncp, kv.V(j0), 0, std::min(ncp, ghi - j0), mask);
-  }
-  int64_t klo = 0, khi = 0;
-  if (ks != nullptr && nr > 0) {
-    int64_t pmin = pos(0), pmax = pos(0);
-    for (int64_t r = 1; r < nr; ++r) {
-      pmin = std::min(pmin, pos(r));
-      pmax = std::max(pmax, pos(r));
-    }
-    ks->Range(pmin, pmax, &klo, &khi);
   }
   for (int64_t j0 = klo; j0 < khi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(khi - j0, kPanel)), nc = std::min(ncp, khi - j0);
