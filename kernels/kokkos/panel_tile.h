@@ -142,7 +142,7 @@ inline void LaneSums(PanelVec* v, float* out) {
 /// place, (bin, position) order made every row of a window a cache miss).
 struct PanelKv {
   int64_t n = 0, dp = 0, d = 0;
-  std::vector<float> kt, v;
+  AlignedFloats kt, v;
   const float* kbase = nullptr;  // K row 0 of the head: column c's K row is kbase + keys[c] * d
   const int64_t* keys = nullptr;
 
@@ -196,7 +196,7 @@ struct PanelKv {
 /// Online-softmax state of up to kGroupRows query rows (one register tile).
 struct RowGroup {
   int64_t d = 0, dp = 0, lds = 0, nr = 0;
-  std::vector<float> q, s, acc;
+  AlignedFloats q, s, acc;
   float m[kGroupRows], l[kGroupRows];
 
   void Reserve(int64_t d_, int64_t max_cols) {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
+#include <vector>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -28,6 +30,26 @@ constexpr int64_t kLanes = 16;    // partial max/sum lanes: one AVX-512 vector o
 constexpr int64_t kAlign = 64;    // bytes: a cache line, an AVX-512 vector
 
 inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// std::allocator with kAlign-byte alignment: a plain std::vector<float> of more than
+// glibc's mmap threshold starts 16 bytes into a page, so that every 64-byte vector load
+// of its rows spans two cache lines.
+template <class T>
+struct CacheAligned {
+  using value_type = T;
+  CacheAligned() = default;
+  template <class U>
+  CacheAligned(const CacheAligned<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kAlign)));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kAlign)); }
+  template <class U>
+  bool operator==(const CacheAligned<U>&) const { return true; }
+  template <class U>
+  bool operator!=(const CacheAligned<U>&) const { return false; }
+};
+using AlignedFloats = std::vector<float, CacheAligned<float>>;
 
 // Software prefetches of the cache line holding p, for reading or for writing. Inline
 // assembly, not __builtin_prefetch: with the builtin, GCC 12 -O2/-O3 removed every
