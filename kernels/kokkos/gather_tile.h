@@ -21,7 +21,8 @@ namespace tiles {
 /// and Bc keys.
 struct GatherScratch {
   int64_t brp = 0, bcp = 0, dp = 0;
-  std::vector<float> q, kt, s, v, acc, m, l;
+  AlignedFloats q, kt, s, v, acc;  // cache-line aligned: vector loads of a row read one line
+  std::vector<float> m, l;
   std::vector<const float*> vrow;
   std::vector<uint8_t> ok;  // the predicate of one tile, [Br][Bc], shared by the heads
   GatherScratch(int64_t d, int64_t rows, int64_t bc)
