@@ -26,6 +26,19 @@ namespace {
 
 using namespace tiles;  // NOLINT: kRowTile, TileQK, ... (kernels/kokkos/tiles.h)
 
+// q·k over d floats in 16 vector lanes, added up at the end.
+inline float Dot(const float* __restrict q, const float* __restrict k, int64_t d) {
+  float lane[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes) {
+    for (int64_t u = 0; u < kLanes; ++u) lane[u] += q[c + u] * k[c + u];
+  }
+  float dot = 0.0f;
+  for (; c < d; ++c) dot += q[c] * k[c];
+  for (int64_t u = 0; u < kLanes; ++u) dot += lane[u];
+  return dot;
+}
+
 // Sizes (in floats) of one team's scratch, padded to whole register tiles.
 struct Plan {
   int64_t brp, bcp, dp;  // Br, Bc, d rounded up to whole tiles
@@ -48,7 +61,8 @@ struct Plan {
 // One query block of one (batch, head): the body of a team.
 class QueryBlock {
  public:
-  // kpanels: this (b, hkv)'s keys as panels of 32, panel p at kpanels + p * 32 * d.
+  // kpanels: this (b, hkv)'s keys as panels of 32, panel p at kpanels + p * 32 * d; null:
+  // the scores are dot products with the K rows read in place.
   QueryBlock(const Tensors& t, const WindowedArgs& a, const Plan& plan, const float* kpanels,
              float* scratch, int64_t b, int64_t hq, int64_t qb)
       : t_(t), s_(t.shape), a_(a), plan_(plan), kpanels_(kpanels), b_(b), hq_(hq),
@@ -121,10 +135,18 @@ class QueryBlock {
       v = vs_;
       ldv = dp;
     }
-    const float* kt = kpanels_ + j0 * d;  // panel j0 / 32; its padding keys are zero
-    for (int64_t r = 0; r < nrp_; r += kWideRowTile) {
-      for (int64_t j = 0; j < ncp; j += kColTile) {
-        TileQK<kWideRowTile>(q_ + r * d, d, kt + j * d, kColTile, d, sc_ + r * bcp + j, bcp);
+    if (kpanels_ == nullptr) {  // few rows: dot products with the K rows in place
+      for (int64_t r = 0; r < nr_; ++r) {
+        for (int64_t j = 0; j < nc; ++j) {
+          sc_[r * bcp + j] = Dot(q_ + r * d, t_.K(b_, hkv_, j0 + j), d);
+        }
+      }
+    } else {
+      const float* kt = kpanels_ + j0 * d;  // panel j0 / 32; its padding keys are zero
+      for (int64_t r = 0; r < nrp_; r += kWideRowTile) {
+        for (int64_t j = 0; j < ncp; j += kColTile) {
+          TileQK<kWideRowTile>(q_ + r * d, d, kt + j * d, kColTile, d, sc_ + r * bcp + j, bcp);
+        }
       }
     }
     Mask(j0, nc, ncp);
@@ -206,12 +228,16 @@ void RunWindowedKokkos(const Tensors& tensors, const WindowedArgs& args, float* 
   const int64_t group = s.Group();
   const size_t bytes = static_cast<size_t>(plan.Floats()) * sizeof(float) + kAlign;
   // One KV head's keys as panels of 32 (the last one zero-padded): O(Lk d), reused for
-  // every (b, hkv), so that no buffer grows with B * Hkv.
-  const int64_t panels = (s.Lk + kColTile - 1) / kColTile;
+  // every (b, hkv), so that no buffer grows with B * Hkv. Not when all the head's query
+  // rows fit in one register tile (decode: Lq = 1): transposing every key for them cost
+  // more than the attention (dense decode at Lk = 16384 was ~4x its K and V read), so
+  // the scores are dot products with the K rows in place.
+  const bool panelled = s.Lq * group > kWideRowTile;
+  const int64_t panels = panelled ? (s.Lk + kColTile - 1) / kColTile : 0;
   Kokkos::View<float*, Kokkos::HostSpace> kpanels(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "attntune::windowed_kpanels"),
       static_cast<size_t>(panels * kColTile * s.d));
-  float* kp = kpanels.data();
+  float* kp = panelled ? kpanels.data() : nullptr;
 
   using Policy = Kokkos::TeamPolicy<Kokkos::DefaultHostExecutionSpace>;
   using Member = Policy::member_type;
@@ -222,15 +248,17 @@ void RunWindowedKokkos(const Tensors& tensors, const WindowedArgs& args, float* 
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t hkv = 0; hkv < s.Hkv; ++hkv) {
       const int64_t d = s.d, lk = s.Lk;
-      Kokkos::parallel_for(
-          "attntune::windowed_kpanels",
-          Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, panels),
-          [=](int64_t p) {
-            const float* rows[kColTile];
-            const int64_t nc = std::min(kColTile, lk - p * kColTile);
-            for (int64_t u = 0; u < nc; ++u) rows[u] = t->K(b, hkv, p * kColTile + u);
-            TransposeRows(rows, nc, kColTile, d, kp + p * kColTile * d, kColTile);
-          });
+      if (panelled) {
+        Kokkos::parallel_for(
+            "attntune::windowed_kpanels",
+            Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, panels),
+            [=](int64_t p) {
+              const float* rows[kColTile];
+              const int64_t nc = std::min(kColTile, lk - p * kColTile);
+              for (int64_t u = 0; u < nc; ++u) rows[u] = t->K(b, hkv, p * kColTile + u);
+              TransposeRows(rows, nc, kColTile, d, kp + p * kColTile * d, kColTile);
+            });
+      }
       Kokkos::parallel_for(
           "attntune::windowed", policy, [=, &plan](const Member& team) {
             auto raw = reinterpret_cast<uintptr_t>(team.team_scratch(1).get_shmem(bytes));
