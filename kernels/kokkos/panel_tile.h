@@ -169,9 +169,10 @@ struct PanelKv {
     constexpr int64_t kAhead = 2 * kPanel;
     auto prefetch = [&](int64_t j) {
       if (j >= n) return;
-      const int64_t bytes = d * static_cast<int64_t>(sizeof(float));
-      PrefetchLines(kbase + keys[j] * d, bytes, false);
-      PrefetchLines(vbase + keys[j] * d, bytes, false);
+      for (int64_t c = 0; c < d; c += 16) {
+        PrefetchRead(kbase + keys[j] * d + c);
+        PrefetchRead(vbase + keys[j] * d + c);
+      }
     };
     for (int64_t j = 0; j < kAhead; ++j) prefetch(j);
     const float* rows[kPanel];
@@ -241,7 +242,10 @@ struct RowGroup {
   // (a sixth of the dot products' time went to the first load of the row).
   static void PrefetchScores(const PanelKv& kv, int64_t c0, int64_t ncols) {
     for (int64_t c = PanelCols(ncols); c < ncols; ++c) {
-      PrefetchLines(kv.KRow(c0 + c), kv.d * static_cast<int64_t>(sizeof(float)), false);
+      const char* k = reinterpret_cast<const char*>(kv.KRow(c0 + c));
+      for (int64_t off = 0; off < kv.d * static_cast<int64_t>(sizeof(float)); off += 64) {
+        PrefetchRead(k + off);
+      }
     }
   }
 

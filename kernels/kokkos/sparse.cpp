@@ -25,7 +25,8 @@ using tiles::GatherTile;
 using tiles::kPanel;
 using tiles::kGroupRows;
 using tiles::PanelKv;
-using tiles::PrefetchLines;
+using tiles::PrefetchRead;
+using tiles::PrefetchWrite;
 using tiles::RoundUp;
 using tiles::RowGroup;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -161,9 +162,12 @@ void PrefetchRows(const Tensors& t, const LshQueries& q, int64_t head, int64_t n
   const float* qbase = t.Q(b, hq0, 0);
   const float* obase = out + OutIndex(s, b, hq0, 0, 0);
   for (int64_t m = n; m < std::min(end, n + kGroupRows); ++m) {
-    const int64_t bytes = s.d * static_cast<int64_t>(sizeof(float));
-    PrefetchLines(qbase + q.rows[m] * s.d, bytes, false);
-    PrefetchLines(obase + q.rows[m] * s.d, bytes, true);
+    const char* src = reinterpret_cast<const char*>(qbase + q.rows[m] * s.d);
+    const char* dst = reinterpret_cast<const char*>(obase + q.rows[m] * s.d);
+    for (int64_t off = 0; off < s.d * static_cast<int64_t>(sizeof(float)); off += 64) {
+      PrefetchRead(src + off);
+      PrefetchWrite(dst + off);
+    }
   }
 }
 

@@ -70,21 +70,6 @@ inline void PrefetchWrite(const void* p) {
 #endif
 }
 
-// Prefetches every cache line that [p, p + bytes) touches: a row that does not start on
-// a line (a std::vector's large block starts 16 bytes into one) spans one line more
-// than bytes / 64, which a loop from p in steps of 64 never reaches.
-inline void PrefetchLines(const void* p, int64_t bytes, bool write) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) / kAlign * kAlign;
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
-  for (uintptr_t line = first; line < end; line += kAlign) {
-    if (write) {
-      PrefetchWrite(reinterpret_cast<const void*>(line));
-    } else {
-      PrefetchRead(reinterpret_cast<const void*>(line));
-    }
-  }
-}
-
 // exp(x) for x <= 0 without a libm call, so that loops over it vectorise: Cephes' expf
 // (range reduction by ln 2 in two parts, degree-6 polynomial; about 1 ulp). x < -87
 // (including -inf from the mask) gives 0: e^-87 is below FLT_MIN's neighbourhood and
