@@ -12,26 +12,14 @@
 #include <limits>
 
 #include "kernels/kokkos/sparse.h"
+#include "kernels/kokkos/tiles.h"
 #include "kernels/spec/check.h"
 
 namespace attntune {
 
 namespace {
 
-// q·k in fp32 with 16 partial sums, so that the loop vectorises without reassociation
-// flags (one AVX-512 vector of floats).
-inline float Dot(const float* __restrict q, const float* __restrict k, int64_t d) {
-  constexpr int64_t kLanes = 16;
-  float lane[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes) {
-    for (int64_t u = 0; u < kLanes; ++u) lane[u] += q[c + u] * k[c + u];
-  }
-  float dot = 0.0f;
-  for (; c < d; ++c) dot += q[c] * k[c];
-  for (int64_t u = 0; u < kLanes; ++u) dot += lane[u];
-  return dot;
-}
+using tiles::Dot;
 
 class DecodeHead {
  public:

@@ -70,6 +70,21 @@ inline void PrefetchWrite(const void* p) {
 #endif
 }
 
+// q·k in fp32 with 16 partial sums, so that the loop vectorises without reassociation
+// flags (one AVX-512 vector of floats); the lanes are added at the end. dma_decode's
+// scores and the windowed kernel's decode-sized calls.
+inline float Dot(const float* __restrict q, const float* __restrict k, int64_t d) {
+  float lane[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes) {
+    for (int64_t u = 0; u < kLanes; ++u) lane[u] += q[c + u] * k[c + u];
+  }
+  float dot = 0.0f;
+  for (; c < d; ++c) dot += q[c] * k[c];
+  for (int64_t u = 0; u < kLanes; ++u) dot += lane[u];
+  return dot;
+}
+
 // exp(x) for x <= 0 without a libm call, so that loops over it vectorise: Cephes' expf
 // (range reduction by ln 2 in two parts, degree-6 polynomial; about 1 ulp). x < -87
 // (including -inf from the mask) gives 0: e^-87 is below FLT_MIN's neighbourhood and

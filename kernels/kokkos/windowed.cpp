@@ -26,19 +26,6 @@ namespace {
 
 using namespace tiles;  // NOLINT: kRowTile, TileQK, ... (kernels/kokkos/tiles.h)
 
-// q·k over d floats in 16 vector lanes, added up at the end.
-inline float Dot(const float* __restrict q, const float* __restrict k, int64_t d) {
-  float lane[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes) {
-    for (int64_t u = 0; u < kLanes; ++u) lane[u] += q[c + u] * k[c + u];
-  }
-  float dot = 0.0f;
-  for (; c < d; ++c) dot += q[c] * k[c];
-  for (int64_t u = 0; u < kLanes; ++u) dot += lane[u];
-  return dot;
-}
-
 // Sizes (in floats) of one team's scratch, padded to whole register tiles.
 struct Plan {
   int64_t brp, bcp, dp;  // Br, Bc, d rounded up to whole tiles
