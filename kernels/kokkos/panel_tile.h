@@ -239,7 +239,7 @@ struct RowGroup {
 
   // Prefetches the K rows that Scores(kv, c0, ncols) reads in place (its dot-product
   // columns): they sit at their keys' positions, scattered, and were a cache miss each
-  // (a sixth of the dot products' time went to the first load of the row).
+  // (perf put about half of the dot products' samples on the first load of the row).
   static void PrefetchScores(const PanelKv& kv, int64_t c0, int64_t ncols) {
     for (int64_t c = PanelCols(ncols); c < ncols; ++c) {
       const char* k = reinterpret_cast<const char*>(kv.KRow(c0 + c));
