@@ -217,8 +217,8 @@ void RunWindowedKokkos(const Tensors& tensors, const WindowedArgs& args, float* 
   // One KV head's keys as panels of 32 (the last one zero-padded): O(Lk d), reused for
   // every (b, hkv), so that no buffer grows with B * Hkv. Not when all the head's query
   // rows fit in one register tile (decode: Lq = 1): transposing every key for them cost
-  // more than the attention (dense decode at Lk = 16384 was ~4x its K and V read), so
-  // the scores are dot products with the K rows in place.
+  // more than the attention (dense decode at Lk = 16384 took 3-4x the time of one read
+  // of K and V), so the scores are dot products with the K rows in place.
   const bool panelled = s.Lq * group > kWideRowTile;
   const int64_t panels = panelled ? (s.Lk + kColTile - 1) / kColTile : 0;
   Kokkos::View<float*, Kokkos::HostSpace> kpanels(
