@@ -3,6 +3,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <numeric>
 #include <unordered_set>
@@ -24,16 +25,21 @@ double Matern52(double r) {
   return (1 + s + s * s / 3) * std::exp(-s);
 }
 
+// The shares of the value-match kernels in Gp's kernel (see Gp::Kernel).
+struct Shares {
+  double categorical = 0;
+  double additive = 0;
+};
+
 // Gaussian process with unit signal variance over standardised targets.
 class Gp {
  public:
   // Returns the log marginal likelihood, or -inf when the matrix is not positive definite.
-  // `categorical`: the share of the value-match kernel in the sum (see Kernel).
   double Fit(const MatrixXd& x, const VectorXd& y, const VectorXd& inv_ls, double noise,
-             double categorical) {
+             Shares shares) {
     x_ = x;
     inv_ls_ = inv_ls;
-    categorical_ = categorical;
+    shares_ = shares;
     const Eigen::Index n = x.rows();
     MatrixXd k = Kernel(x);
     k.diagonal().array() += noise;
@@ -46,12 +52,15 @@ class Gp {
     return -0.5 * y.dot(alpha_) - log_det;
   }
 
-  /// Kernel between the rows of `a` and the training rows: (1 - c) Matern 5/2 on the
-  /// ordered positions plus c exp(-sum over differing values of min(1, 1/lengthscale)).
-  /// The second term treats values as categories: it lets the model learn that one
+  /// Kernel between the rows of `a` and the training rows:
+  ///   (1 - a) [(1 - c) Matern52(ordered positions) + c exp(-h)] + a s / S,
+  /// where h is the sum over dimensions whose values differ of w_d = min(1, 1/lengthscale),
+  /// s the sum of w_d over dimensions whose values agree and S the sum of all w_d.
+  /// The c term treats values as categories: it lets the model learn that one
   /// combination of values is good while its ordered neighbours are not (GPU
-  /// parameters often interact so), with the same lengthscales saying which
-  /// dimensions matter.
+  /// parameters often interact so). The a term is additive: each agreeing value counts
+  /// on its own, so per-value effects carry over between points that share few values.
+  /// The same lengthscales say which dimensions matter to all three.
   MatrixXd Kernel(const MatrixXd& a) const {
     const MatrixXd as = a * inv_ls_.asDiagonal();
     const MatrixXd xs = x_ * inv_ls_.asDiagonal();
@@ -59,16 +68,24 @@ class Gp {
     d2.colwise() += as.rowwise().squaredNorm();
     d2.rowwise() += xs.rowwise().squaredNorm().transpose();
     MatrixXd k = d2.unaryExpr([](double v) { return Matern52(std::sqrt(std::max(v, 0.0))); });
-    if (categorical_ > 0) {
-      const Eigen::Index dims = a.cols();
-      for (Eigen::Index i = 0; i < a.rows(); ++i) {
-        for (Eigen::Index j = 0; j < x_.rows(); ++j) {
-          double h = 0;
-          for (Eigen::Index d = 0; d < dims; ++d) {
-            if (a(i, d) != x_(j, d)) h += std::min(1.0, inv_ls_(d));
+    const double c = shares_.categorical, add = shares_.additive;
+    if (c <= 0 && add <= 0) return k;
+    const Eigen::Index dims = a.cols();
+    double total = 0;
+    for (Eigen::Index d = 0; d < dims; ++d) total += std::min(1.0, inv_ls_(d));
+    for (Eigen::Index i = 0; i < a.rows(); ++i) {
+      for (Eigen::Index j = 0; j < x_.rows(); ++j) {
+        double h = 0, same = 0;
+        for (Eigen::Index d = 0; d < dims; ++d) {
+          const double w = std::min(1.0, inv_ls_(d));
+          if (a(i, d) != x_(j, d)) {
+            h += w;
+          } else {
+            same += w;
           }
-          k(i, j) = (1 - categorical_) * k(i, j) + categorical_ * std::exp(-h);
         }
+        const double base = c > 0 ? (1 - c) * k(i, j) + c * std::exp(-h) : k(i, j);
+        k(i, j) = add > 0 ? (1 - add) * base + add * same / std::max(total, 1e-12) : base;
       }
     }
     return k;
@@ -84,7 +101,7 @@ class Gp {
  private:
   MatrixXd x_;
   VectorXd inv_ls_;
-  double categorical_ = 0;
+  Shares shares_;
   Eigen::LLT<MatrixXd> llt_;
   VectorXd alpha_;
 };
@@ -96,7 +113,8 @@ class Bo : public EngineStrategy {
  public:
   Bo(std::shared_ptr<const SpaceIndex> index, uint64_t seed, BoOptions options)
       : EngineStrategy(std::move(index), seed), options_(std::move(options)) {
-    categorical_ = options_.categorical;
+    shares_.categorical = options_.categorical;
+    shares_.additive = options_.additive;
     log_ls_.assign(this->index().Features(Point(this->index().Dims(), 0)).size(), std::log(0.5));
   }
   std::string Name() const override { return options_.name; }
@@ -243,9 +261,7 @@ class Bo : public EngineStrategy {
       x.row(i) = o.features;
       y(i) = positive_ ? std::log(o.objective) : o.objective;
     }
-    const double mu = y.mean();
-    const double sd = std::sqrt(std::max((y.array() - mu).square().mean(), 1e-18));
-    y = (y.array() - mu) / sd;
+    y = options_.rank_targets ? NormalScores(y) : Standardised(y);
     ++fits_;
     const bool capped = options_.capped_every > 0 && fits_ % options_.capped_every == 0 && n >= 5;
     if (capped) Cap(&y);
@@ -258,22 +274,19 @@ class Bo : public EngineStrategy {
         const Observation& o = ok_[train[static_cast<size_t>(i)]];
         other(i) = positive_ ? std::log(o.objective) : o.objective;
       }
-      const double other_mu = other.mean();
-      const double other_sd =
-          std::sqrt(std::max((other.array() - other_mu).square().mean(), 1e-18));
-      other = (other.array() - other_mu) / other_sd;
+      other = options_.rank_targets ? NormalScores(other) : Standardised(other);
       if (!capped) Cap(&other);
       other_best_ = other.minCoeff();
       other_fitted_ = std::isfinite(other_.Fit(x, other, InverseLengthscales(),
-                                               std::exp(log_noise_) + 1e-6, categorical_));
+                                               std::exp(log_noise_) + 1e-6, shares_));
     }
     if (static_cast<int64_t>(ok_.size()) >= next_tune_) {
       Tune(x, y);
       next_tune_ = std::max<int64_t>(next_tune_ + 1, next_tune_ * 3 / 2);
     }
-    if (!std::isfinite(gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_), categorical_))) {
+    if (!std::isfinite(gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_), shares_))) {
       log_noise_ = std::min(log_noise_ + 2.0, std::log(0.5));  // add jitter until it factors
-      gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6, categorical_);
+      gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6, shares_);
     }
   }
 
@@ -286,10 +299,47 @@ class Bo : public EngineStrategy {
     std::vector<double> sorted(y->data(), y->data() + n);
     std::sort(sorted.begin(), sorted.end());
     const double q = sorted[static_cast<size_t>(options_.cap_quantile * static_cast<double>(n - 1))];
-    *y = y->array().min(q);
-    const double mu = y->mean();
-    const double sd = std::sqrt(std::max((y->array() - mu).square().mean(), 1e-18));
-    *y = (y->array() - mu) / sd;
+    *y = Standardised(y->array().min(q).matrix());
+  }
+
+  static VectorXd Standardised(const VectorXd& v) {
+    const double mu = v.mean();
+    const double sd = std::sqrt(std::max((v.array() - mu).square().mean(), 1e-18));
+    return (v.array() - mu) / sd;
+  }
+
+  // The normal scores of the ranks, standardised: the i-th smallest of n (ties share
+  // their mean rank) maps to the standard normal quantile of (i + 0.5) / n.
+  static VectorXd NormalScores(const VectorXd& v) {
+    const Eigen::Index n = v.size();
+    std::vector<Eigen::Index> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return v(a) < v(b); });
+    VectorXd scores(n);
+    for (Eigen::Index i = 0; i < n;) {
+      Eigen::Index j = i;  // [i, j]: a run of ties
+      while (j + 1 < n && v(order[static_cast<size_t>(j + 1)]) == v(order[static_cast<size_t>(i)])) ++j;
+      const double q = (0.5 * static_cast<double>(i + j) + 0.5) / static_cast<double>(n);
+      const double z = NormalQuantile(q);
+      for (Eigen::Index k = i; k <= j; ++k) scores(order[static_cast<size_t>(k)]) = z;
+      i = j + 1;
+    }
+    return Standardised(scores);
+  }
+
+  // The standard normal quantile of p in (0, 1), by bisection of the CDF (to ~1e-17 of
+  // the bracket; about a hundred calls per fit).
+  static double NormalQuantile(double p) {
+    double lo = -8, hi = 8;
+    for (int i = 0; i < 60; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      if (NormalCdf(mid) < p) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    return 0.5 * (lo + hi);
   }
 
   VectorXd InverseLengthscales() const {
@@ -304,7 +354,7 @@ class Bo : public EngineStrategy {
   void Tune(const MatrixXd& x, const VectorXd& y) {
     Gp gp;
     auto likelihood = [&]() {
-      return gp.Fit(x, y, InverseLengthscales(), std::exp(log_noise_), categorical_);
+      return gp.Fit(x, y, InverseLengthscales(), std::exp(log_noise_), shares_);
     };
     double current = likelihood();
     const double step = std::log(2.0);
@@ -324,20 +374,21 @@ class Bo : public EngineStrategy {
           param = old;
         }
       }
-      if (options_.tune_categorical) {
-        // The categorical share: the likeliest of a few.
-        const double old = categorical_;
-        double best = old;
-        for (double c : {0.0, 0.25, 0.5, 0.75, 0.9}) {
-          categorical_ = c;
+      // The value-match kernels' shares: each the likeliest of a few.
+      auto choose = [&](double* share, std::initializer_list<double> choices) {
+        double best = *share;
+        for (double c : choices) {
+          *share = c;
           const double value = likelihood();
           if (value > current + 1e-9) {
             current = value;
             best = c;
           }
         }
-        categorical_ = best;
-      }
+        *share = best;
+      };
+      if (options_.tune_categorical) choose(&shares_.categorical, {0.0, 0.25, 0.5, 0.75, 0.9});
+      if (options_.tune_additive) choose(&shares_.additive, {0.0, 0.25, 0.5, 0.75});
     }
   }
 
@@ -370,7 +421,7 @@ class Bo : public EngineStrategy {
   }
 
   BoOptions options_;
-  double categorical_ = 0;  // the kernel's categorical share (see Gp::Kernel)
+  Shares shares_;  // the kernel's value-match shares (see Gp::Kernel)
   std::vector<Observation> ok_;
   std::vector<Eigen::RowVectorXd> failed_;
   bool positive_ = true;

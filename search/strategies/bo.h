@@ -1,6 +1,6 @@
-// Model-based search: a Gaussian-process surrogate of log(objective) over the ordered
-// value positions and the values as categories (a sum of two kernels), expected
-// improvement weighted by a kernel model of failure.
+// Model-based search: a Gaussian-process surrogate of log(objective) (or of its ranks)
+// over the ordered value positions and the values as categories (a sum of kernels),
+// expected improvement weighted by a kernel model of failure.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,16 @@ struct BoOptions {
   // plain when capped) and sums the two expected improvements, each relative to its
   // best candidate. Needs capped_every > 0 to mean anything.
   bool both_views = false;
+  // Model the normal scores of the targets' ranks (a Gaussian copula) instead of the
+  // standardised log(objective): the model sees only the order of the points, so
+  // neither a slow tail nor one outstanding point dominates its fit. Capping (above)
+  // then applies to the scores.
+  bool rank_targets = false;
+  // Share of an additive value-match kernel (the weighted fraction of dimensions whose
+  // values agree): a model of per-value main effects that generalises from few points
+  // in many dimensions. The start value when tuned by likelihood with the lengthscales.
+  double additive = 0;
+  bool tune_additive = false;
 };
 
 std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,
