@@ -191,14 +191,19 @@ double Rough(const Point& p) {
   return std::exp(a[p[0]] + b[p[1]] + c[p[2]]);
 }
 
-// Mean over seeds of the best objective after `budget` evaluations of bo with `options`.
-double RoughMeanBest(const strategies::BoOptions& options, int budget,
-                     const std::function<double(const Point&)>& f = Rough) {
+// Rough's space: 16 x 8 x 6 values.
+std::shared_ptr<const strategies::SpaceIndex> RoughIndex() {
   Space space;
   space.AddDimension("a", Numbers(16));
   space.AddDimension("b", Numbers(8));
   space.AddDimension("c", Numbers(6));
-  auto index = std::make_shared<const strategies::SpaceIndex>(space);
+  return std::make_shared<const strategies::SpaceIndex>(space);
+}
+
+// Mean over seeds of the best objective after `budget` evaluations of bo with `options`.
+double MeanBest(const std::shared_ptr<const strategies::SpaceIndex>& index,
+                const strategies::BoOptions& options, int budget,
+                const std::function<double(const Point&)>& f) {
   double sum = 0;
   const int seeds = 8;
   for (int seed = 1; seed <= seeds; ++seed) {
@@ -213,6 +218,11 @@ double RoughMeanBest(const strategies::BoOptions& options, int budget,
     sum += best;
   }
   return sum / seeds;
+}
+
+double RoughMeanBest(const strategies::BoOptions& options, int budget,
+                     const std::function<double(const Point&)>& f = Rough) {
+  return MeanBest(RoughIndex(), options, budget, f);
 }
 
 TEST_CASE("bo's categorical kernel learns values that matter without order", "[search_engine]") {
@@ -261,12 +271,8 @@ TEST_CASE("bo with capped targets still finds the optimum", "[search_engine]") {
 // The points `options`' bo asks in `budget` evaluations of `f` over Rough's space.
 std::vector<Point> RoughPoints(const strategies::BoOptions& options, uint64_t seed, int budget,
                                const std::function<double(const Point&)>& f) {
-  Space space;
-  space.AddDimension("a", Numbers(16));
-  space.AddDimension("b", Numbers(8));
-  space.AddDimension("c", Numbers(6));
-  auto index = std::make_shared<const strategies::SpaceIndex>(space);
-  std::unique_ptr<strategies::EngineStrategy> s = strategies::MakeBoWith(index, seed, options);
+  std::unique_ptr<strategies::EngineStrategy> s =
+      strategies::MakeBoWith(RoughIndex(), seed, options);
   std::vector<Point> points;
   for (int i = 0; i < budget; ++i) {
     std::optional<Point> p = s->Next();
@@ -324,27 +330,11 @@ TEST_CASE("bo's additive kernel carries per-value effects across points", "[sear
   Space space;
   for (int d = 0; d < 6; ++d) space.AddDimension("d" + std::to_string(d), Numbers(5));
   auto index = std::make_shared<const strategies::SpaceIndex>(space);
-  auto mean_best = [&](const strategies::BoOptions& options, int budget) {
-    double sum = 0;
-    const int seeds = 8;
-    for (int seed = 1; seed <= seeds; ++seed) {
-      std::unique_ptr<strategies::EngineStrategy> s = strategies::MakeBoWith(index, seed, options);
-      double best = INFINITY;
-      for (int i = 0; i < budget; ++i) {
-        std::optional<Point> p = s->Next();
-        REQUIRE(p);
-        s->Tell(Evaluation{*p, true, Additive(*p)});
-        best = std::min(best, Additive(*p));
-      }
-      sum += best;
-    }
-    return sum / seeds;
-  };
   strategies::BoOptions with;
   with.tune_additive = true;
   strategies::BoOptions without;
-  const double mean_with = mean_best(with, 40);
-  const double mean_without = mean_best(without, 40);
+  const double mean_with = MeanBest(index, with, 40, Additive);
+  const double mean_without = MeanBest(index, without, 40, Additive);
   INFO("with " << mean_with << ", without " << mean_without);
   CHECK(mean_with < mean_without);
 }
