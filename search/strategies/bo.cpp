@@ -308,17 +308,19 @@ class Bo : public EngineStrategy {
     return (v.array() - mu) / sd;
   }
 
-  // The normal scores of the ranks, standardised: the i-th smallest of n (ties share
-  // their mean rank) maps to the standard normal quantile of (i + 0.5) / n.
+  // The normal scores of the ranks, standardised: the i-th smallest of n (from 0; ties
+  // share their mean rank) maps to the standard normal quantile of (i + 0.5) / n.
   static VectorXd NormalScores(const VectorXd& v) {
     const Eigen::Index n = v.size();
     std::vector<Eigen::Index> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return v(a) < v(b); });
+    std::sort(order.begin(), order.end(),
+              [&](Eigen::Index a, Eigen::Index b) { return v(a) < v(b); });
+    auto value = [&](Eigen::Index rank) { return v(order[static_cast<size_t>(rank)]); };
     VectorXd scores(n);
     for (Eigen::Index i = 0; i < n;) {
       Eigen::Index j = i;  // [i, j]: a run of ties
-      while (j + 1 < n && v(order[static_cast<size_t>(j + 1)]) == v(order[static_cast<size_t>(i)])) ++j;
+      while (j + 1 < n && value(j + 1) == value(i)) ++j;
       const double q = (0.5 * static_cast<double>(i + j) + 0.5) / static_cast<double>(n);
       const double z = NormalQuantile(q);
       for (Eigen::Index k = i; k <= j; ++k) scores(order[static_cast<size_t>(k)]) = z;
