@@ -133,14 +133,7 @@ class Bo : public EngineStrategy {
     const VectorXd fail = FailureProbability(a);
     double best_score = -std::numeric_limits<double>::infinity();
     size_t best = 0;
-    VectorXd ei = ExpectedImprovement(mean, var, y_best_);
-    if (other_fitted_) {
-      // Both views of the targets: each one's EI relative to its best candidate, summed.
-      VectorXd other_mean, other_var;
-      other_.Predict(a, &other_mean, &other_var);
-      const VectorXd other_ei = ExpectedImprovement(other_mean, other_var, other_best_);
-      ei = ei / std::max(ei.maxCoeff(), 1e-300) + other_ei / std::max(other_ei.maxCoeff(), 1e-300);
-    }
+    const VectorXd ei = ExpectedImprovement(mean, var, y_best_);
     for (size_t i = 0; i < pool.size(); ++i) {
       const Eigen::Index r = static_cast<Eigen::Index>(i);
       const double score = ei(r) * (1 - fail(r));
@@ -262,24 +255,7 @@ class Bo : public EngineStrategy {
       y(i) = positive_ ? std::log(o.objective) : o.objective;
     }
     y = options_.rank_targets ? NormalScores(y) : Standardised(y);
-    ++fits_;
-    const bool capped = options_.capped_every > 0 && fits_ % options_.capped_every == 0 && n >= 5;
-    if (capped) Cap(&y);
     y_best_ = y.minCoeff();
-    if (options_.both_views && n >= 5) {
-      // The other view of the same points: capped when this step's targets are plain,
-      // plain when they are capped; same kernel settings, a little more jitter.
-      VectorXd other(n);
-      for (Eigen::Index i = 0; i < n; ++i) {
-        const Observation& o = ok_[train[static_cast<size_t>(i)]];
-        other(i) = positive_ ? std::log(o.objective) : o.objective;
-      }
-      other = options_.rank_targets ? NormalScores(other) : Standardised(other);
-      if (!capped) Cap(&other);
-      other_best_ = other.minCoeff();
-      other_fitted_ = std::isfinite(other_.Fit(x, other, InverseLengthscales(),
-                                               std::exp(log_noise_) + 1e-6, shares_));
-    }
     if (static_cast<int64_t>(ok_.size()) >= next_tune_) {
       Tune(x, y);
       next_tune_ = std::max<int64_t>(next_tune_ + 1, next_tune_ * 3 / 2);
@@ -288,18 +264,6 @@ class Bo : public EngineStrategy {
       log_noise_ = std::min(log_noise_ + 2.0, std::log(0.5));  // add jitter until it factors
       gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6, shares_);
     }
-  }
-
-  // Caps standardised targets at their quantile options_.cap_quantile and standardises
-  // again: the model then spends itself on telling good points apart, not on how bad the
-  // bad half is (log(time) of slow configurations spans far more than the good ones').
-  void Cap(VectorXd* y) const {
-    const Eigen::Index n = y->size();
-    if (n < 5) return;
-    std::vector<double> sorted(y->data(), y->data() + n);
-    std::sort(sorted.begin(), sorted.end());
-    const double q = sorted[static_cast<size_t>(options_.cap_quantile * static_cast<double>(n - 1))];
-    *y = Standardised(y->array().min(q).matrix());
   }
 
   static VectorXd Standardised(const VectorXd& v) {
@@ -430,13 +394,8 @@ class Bo : public EngineStrategy {
   std::vector<double> log_ls_;
   double log_noise_ = std::log(1e-3);
   int64_t next_tune_ = 8;
-  int64_t fits_ = 0;  // model fits so far (capped_every counts them)
   double y_best_ = 0;
   Gp gp_;
-  // options_.both_views: the model of the other view of the targets.
-  Gp other_;
-  double other_best_ = 0;
-  bool other_fitted_ = false;
 };
 
 }  // namespace

@@ -21,19 +21,9 @@ struct BoOptions {
   double xi = 0.0;            // EI's margin, in standard deviations of log(objective)
   double categorical = 0.5;   // share of the value-match kernel (the start when tuned)
   bool tune_categorical = true;  // choose the share by likelihood with the lengthscales
-  // Every capped_every-th model fit (0: never) sees its targets capped at their
-  // cap_quantile quantile: a model of how good the good points are, blind to how bad
-  // the bad ones are. Alternating (2) keeps both views of the space in one search.
-  int capped_every = 0;
-  double cap_quantile = 0.5;
-  // Each step also fits the other view (capped when the step's own targets are plain,
-  // plain when capped) and sums the two expected improvements, each relative to its
-  // best candidate. Needs capped_every > 0 to mean anything.
-  bool both_views = false;
   // Model the normal scores of the targets' ranks (a Gaussian copula) instead of the
   // standardised log(objective): the model sees only the order of the points, so
-  // neither a slow tail nor one outstanding point dominates its fit. Capping (above)
-  // then applies to the scores.
+  // neither a slow tail nor one outstanding point dominates its fit.
   bool rank_targets = false;
   // Share of an additive value-match kernel (the weighted fraction of dimensions whose
   // values agree): a model of per-value main effects that generalises from few points
