@@ -213,7 +213,10 @@ void ParseT4(ReplayCache& cache, const json& doc) {
     }
     if (r.contains("times") && r["times"].is_object()) {
       const json& t = r["times"];
-      for (const char* key : {"compilation_time", "framework", "search_algorithm", "validation"}) {
+      // The schema names the compile time "compilation_time"; Kernel Tuner 1.x writes
+      // "compilation" (as in the autotuning-methodology package's T4 test data).
+      for (const char* key : {"compilation_time", "compilation", "framework", "search_algorithm",
+                              "validation"}) {
         if (t.contains(key)) e.cost += SumTimes(t[key]);
       }
       if (t.contains("benchmark")) {

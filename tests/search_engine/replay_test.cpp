@@ -109,13 +109,18 @@ TEST_CASE("the T4 format reads too", "[search_engine][replay]") {
     {"configuration": {"a": 1, "s": "y"}, "invalidity": "compile", "objectives": ["time"],
      "measurements": [], "times": {"compilation_time": 7}},
     {"configuration": {"a": 10, "s": "x"}, "invalidity": "correct", "objectives": ["time"],
-     "measurements": [{"name": "time", "value": 2.5, "unit": "ms"}], "times": {"compilation_time": 1}}]})";
+     "measurements": [{"name": "time", "value": 2.5, "unit": "ms"}], "times": {"compilation_time": 1}},
+    {"configuration": {"a": 10, "s": "y"}, "invalidity": "correct", "objectives": ["time"],
+     "measurements": [{"name": "time", "value": 3.0, "unit": "ms"}],
+     "times": {"compilation": 20, "framework": 2, "runtimes": [3, 3]}}]})";
   const ReplayCache c = ParseReplayCache(t4, "t4.json");
   REQUIRE(c.space.Dimensions().size() == 2);
   CHECK(c.space.Dimensions()[0].values == std::vector<std::string>{"1", "2", "10"});
-  CHECK(c.entries.size() == 3);
+  CHECK(c.entries.size() == 4);
   CHECK(c.Optimum() == 2.5);
   CHECK(c.At({1, 0}).cost == 14.0);
+  // Kernel Tuner writes the compile time as "compilation", the schema as "compilation_time".
+  CHECK(c.At({2, 1}).cost == 28.0);
   CHECK(!c.At({0, 1}).ok);
 }
 
