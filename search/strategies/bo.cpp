@@ -235,7 +235,8 @@ class Bo : public EngineStrategy {
                         return ok_[a].objective < ok_[b].objective;
                       });
     std::vector<char> taken(ok_.size(), 0);
-    std::vector<size_t> out(by_value.begin(), by_value.begin() + static_cast<std::ptrdiff_t>(keep_best));
+    std::vector<size_t> out(by_value.begin(),
+                            by_value.begin() + static_cast<std::ptrdiff_t>(keep_best));
     for (size_t i : out) taken[i] = 1;
     for (size_t i = ok_.size(); i-- > 0 && out.size() < cap;) {
       if (!taken[i]) out.push_back(i);
@@ -310,7 +311,9 @@ class Bo : public EngineStrategy {
 
   VectorXd InverseLengthscales() const {
     VectorXd inv(static_cast<Eigen::Index>(log_ls_.size()));
-    for (size_t d = 0; d < log_ls_.size(); ++d) inv(static_cast<Eigen::Index>(d)) = std::exp(-log_ls_[d]);
+    for (size_t d = 0; d < log_ls_.size(); ++d) {
+      inv(static_cast<Eigen::Index>(d)) = std::exp(-log_ls_[d]);
+    }
     return inv;
   }
 
@@ -373,7 +376,8 @@ class Bo : public EngineStrategy {
     const size_t window = 200;
     for (Eigen::Index r = 0; r < a.rows(); ++r) {
       double fail = 0, all = 0;
-      for (size_t i = failed_.size() > window ? failed_.size() - window : 0; i < failed_.size(); ++i) {
+      const size_t first_failed = failed_.size() > window ? failed_.size() - window : 0;
+      for (size_t i = first_failed; i < failed_.size(); ++i) {
         const double k = near(failed_[i], r);
         fail += k;
         all += k;
