@@ -1,12 +1,12 @@
 #include "search/strategy.h"
 
-#include "search/strategies/registry.h"
-
+#include <chrono>
 #include <random>
 #include <unordered_set>
 #include <utility>
 
 #include "kernels/spec/check.h"
+#include "search/strategies/registry.h"
 
 namespace attntune {
 namespace {
@@ -137,11 +137,20 @@ std::vector<std::string> StrategyNames() {
   return names;
 }
 
-std::vector<Evaluation> RunSearch(Strategy& strategy, int64_t budget,
-                                  const std::function<Evaluation(const Point&)>& evaluate) {
-  CHECK(budget >= 0);
+std::vector<Evaluation> RunSearch(Strategy& strategy, const SearchBudget& budget,
+                                  const std::function<Evaluation(const Point&)>& evaluate,
+                                  const SecondsClock& clock) {
+  const SecondsClock now = clock ? clock : [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const bool timed = budget.max_seconds > 0;
+  const double start = timed ? now() : 0.0;
   std::vector<Evaluation> evaluations;
-  while (static_cast<int64_t>(evaluations.size()) < budget) {
+  for (;;) {
+    const int64_t done = static_cast<int64_t>(evaluations.size());
+    if (budget.max_evaluations >= 0 && done >= budget.max_evaluations) break;
+    if (timed && done > 0 && now() - start >= budget.max_seconds) break;
     std::optional<Point> point = strategy.Next();
     if (!point) break;
     Evaluation evaluation = evaluate(*point);
@@ -153,6 +162,12 @@ std::vector<Evaluation> RunSearch(Strategy& strategy, int64_t budget,
     evaluations.push_back(std::move(evaluation));
   }
   return evaluations;
+}
+
+std::vector<Evaluation> RunSearch(Strategy& strategy, int64_t budget,
+                                  const std::function<Evaluation(const Point&)>& evaluate) {
+  CHECK(budget >= 0);
+  return RunSearch(strategy, SearchBudget{budget, 0}, evaluate);
 }
 
 }  // namespace attntune

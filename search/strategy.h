@@ -35,7 +35,26 @@ std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& spa
                                        uint64_t seed, const std::string& what);
 std::vector<std::string> StrategyNames();
 
-/// Runs `strategy` for at most `budget` evaluations of `evaluate`; returns them in order.
+/// How long a search may go on: by evaluations, by wall time, or both (whichever ends
+/// first).
+struct SearchBudget {
+  int64_t max_evaluations = -1;  // < 0: no limit on their number
+  /// > 0: no evaluation starts once this many seconds have passed since the search
+  /// began (the one in flight finishes). The first evaluation always starts, so a
+  /// search given any time at all has a result. <= 0: no time limit.
+  double max_seconds = 0;
+};
+
+/// Seconds on a monotonic clock; RunSearch's default is std::chrono::steady_clock.
+using SecondsClock = std::function<double()>;
+
+/// Runs `strategy` until the budget is spent or the strategy has nothing left; returns
+/// the evaluations of `evaluate` in order. The time includes the strategy's own.
+std::vector<Evaluation> RunSearch(Strategy& strategy, const SearchBudget& budget,
+                                  const std::function<Evaluation(const Point&)>& evaluate,
+                                  const SecondsClock& clock = {});
+
+/// At most `budget` evaluations, no time limit.
 std::vector<Evaluation> RunSearch(Strategy& strategy, int64_t budget,
                                   const std::function<Evaluation(const Point&)>& evaluate);
 

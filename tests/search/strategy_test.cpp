@@ -176,6 +176,39 @@ TEST_CASE("RunSearch: stops when the strategy runs out, and at zero budget") {
   CHECK(RunSearch(*t, 0, ok).empty());
 }
 
+TEST_CASE("RunSearch: a time budget stops before the first evaluation past it") {
+  const Space space = ConstrainedSpace();  // 45 feasible points
+  double clock = 100.0;  // a fake clock: each evaluation takes 1.5 s, each reading 1 ms
+  const auto slow = [&](const Point& p) {
+    clock += 1.5;
+    Evaluation e;
+    e.point = p;
+    e.ok = true;
+    e.objective = 1;
+    return e;
+  };
+  const SecondsClock fake = [&] { return clock += 0.001; };
+  // Evaluations start at about 0, 1.5, 3 and 4.5 s; at 6 s the 5 s are spent.
+  std::unique_ptr<Strategy> s = MakeStrategy("random", space, 5, "test");
+  CHECK(RunSearch(*s, SearchBudget{-1, 5.0}, slow, fake).size() == 4);
+  // Whichever limit comes first.
+  std::unique_ptr<Strategy> t = MakeStrategy("random", space, 5, "test");
+  CHECK(RunSearch(*t, SearchBudget{2, 5.0}, slow, fake).size() == 2);
+  // The first evaluation always starts, even with the time already spent.
+  std::unique_ptr<Strategy> u = MakeStrategy("random", space, 5, "test");
+  CHECK(RunSearch(*u, SearchBudget{-1, 1e-9}, slow, fake).size() == 1);
+  // No limit on either: until the strategy has nothing left.
+  std::unique_ptr<Strategy> v = MakeStrategy("random", space, 5, "test");
+  CHECK(RunSearch(*v, SearchBudget{}, slow, fake).size() == 45);
+  // The same seed under a time budget asks the same points as under the equal count.
+  std::unique_ptr<Strategy> a = MakeStrategy("auto", space, 9, "test");
+  std::unique_ptr<Strategy> b = MakeStrategy("auto", space, 9, "test");
+  const std::vector<Evaluation> by_time = RunSearch(*a, SearchBudget{-1, 9.0}, slow, fake);
+  const std::vector<Evaluation> by_count = RunSearch(*b, 6, slow);
+  REQUIRE(by_time.size() == 6);
+  for (size_t i = 0; i < by_time.size(); ++i) CHECK(by_time[i].point == by_count[i].point);
+}
+
 TEST_CASE("RunSearch: the strategy is told every evaluation in order") {
   // A recording strategy in the style of ninja's FakeCommandRunner.
   class Recording : public Strategy {
