@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -71,6 +72,28 @@ std::vector<int64_t> ParseSeqLens(const std::string& text) {
   for (const auto& item : SplitList(text)) lens.push_back(ParsePositiveInt(item, "--seq-lens"));
   if (lens.empty()) throw UserError("--seq-lens: no sequence length given (e.g. 1024,4096)");
   return lens;
+}
+
+// --time-budget: a positive number of seconds, or of minutes or hours with the suffix
+// s, m or h ("90", "90s", "1.5m", "2h").
+double ParseDuration(const std::string& text, const std::string& what) {
+  const std::string bad = what + ": '" + text + "' is not a duration (e.g. 90s, 10m, 1.5h)";
+  if (text.empty()) throw UserError(bad);
+  double unit = 1;
+  std::string number = text;
+  const char last = text.back();
+  if (last == 's' || last == 'm' || last == 'h') {
+    unit = last == 'h' ? 3600 : last == 'm' ? 60 : 1;
+    number.pop_back();
+  }
+  if (number.empty() || number.find_first_not_of("0123456789.eE+-") != std::string::npos) {
+    throw UserError(bad);  // also "nan", "inf" and hexadecimal, which strtod would take
+  }
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size() || !std::isfinite(value)) throw UserError(bad);
+  if (!(value > 0)) throw UserError(what + ": '" + text + "' is not a positive duration");
+  return value * unit;
 }
 
 // --device: "cpu" runs the Kokkos kernels; "cuda:N" the CUDA kernels on device N, which
@@ -171,9 +194,12 @@ class ProgressPrinter {
     if (ev.status == "running" && !tty_) return;  // plain logs get one line per result
     char line[256];
     char eval[48] = "";  // the counter passes come after the search: no evaluation index
-    if (ev.eval_index > 0)
+    if (ev.eval_index > 0 && ev.budget > 0) {
       std::snprintf(eval, sizeof eval, "eval %lld/%lld  ", static_cast<long long>(ev.eval_index),
                     static_cast<long long>(ev.budget));
+    } else if (ev.eval_index > 0) {  // a time budget alone: no count to reach
+      std::snprintf(eval, sizeof eval, "eval %lld  ", static_cast<long long>(ev.eval_index));
+    }
     std::snprintf(line, sizeof line, "[%lld/%lld] %-16s %s%-28s %s",
                   static_cast<long long>(ev.problem_index), static_cast<long long>(ev.problem_count),
                   ev.problem.c_str(), eval, ev.config.c_str(), ev.status.c_str());
@@ -241,6 +267,7 @@ struct TuneArgs {
   std::string seq_lens = "512,1024,2048";
   std::string batch = std::to_string(TuneOptions{}.batch);
   std::string budget = std::to_string(TuneOptions{}.budget);
+  std::string time_budget;
   std::string dtype;
   bool flush_l2 = false;
   bool metrics = false;
@@ -265,8 +292,13 @@ void RegisterTune(CLI::App& app, int* rc) {
                   "row per head against L keys (Lq = 1; dma_decode runs all L steps)")
       ->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
-  cmd->add_option("--budget", args->budget, "Evaluations per (variant, sequence length)")
-      ->capture_default_str();
+  auto* budget_option =
+      cmd->add_option("--budget", args->budget, "Evaluations per (variant, sequence length)")
+          ->capture_default_str();
+  auto* time_budget_option = cmd->add_option("--time-budget", args->time_budget,
+                  "Wall time of all the searches (90s, 10m, 1.5h): each (variant, sequence "
+                  "length) gets an equal share of the time left when it starts, and at least "
+                  "one evaluation; without --budget, no limit on the number of evaluations");
   cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
@@ -291,7 +323,7 @@ void RegisterTune(CLI::App& app, int* rc) {
                 "with CUPTI's range profiler and store them with its trial");
   cmd->add_option("--db", o.db_path, "SQLite database (default: <out>/attntune.db)");
   cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
-  cmd->callback([args, rc] {
+  cmd->callback([args, rc, budget_option, time_budget_option] {
     const int cuda_index = ResolveDevice(args->device);
     TuneOptions options = args->options;
     options.device = args->device;
@@ -315,6 +347,10 @@ void RegisterTune(CLI::App& app, int* rc) {
     options.seq_lens = ParseSeqLens(args->seq_lens);
     options.batch = ParsePositiveInt(args->batch, "--batch");
     options.budget = ParsePositiveInt(args->budget, "--budget");
+    if (time_budget_option->count() > 0) {
+      options.time_budget_s = ParseDuration(args->time_budget, "--time-budget");
+      if (budget_option->count() == 0) options.budget = 0;  // the time alone decides
+    }
     if (args->warm_start != "on" && args->warm_start != "off") {
       throw UserError("--warm-start: '" + args->warm_start + "' is not on or off");
     }
@@ -332,6 +368,7 @@ void RegisterTune(CLI::App& app, int* rc) {
                                        {"seq_lens", options.seq_lens},
                                        {"phase", options.phase},
                                        {"budget", options.budget},
+                                       {"time_budget_s", options.time_budget_s},
                                        {"strategy", options.strategy},
                                        {"warm_start", options.warm_start},
                                        {"generic", options.generic},

@@ -137,13 +137,15 @@ std::vector<std::string> StrategyNames() {
   return names;
 }
 
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 std::vector<Evaluation> RunSearch(Strategy& strategy, const SearchBudget& budget,
                                   const std::function<Evaluation(const Point&)>& evaluate,
                                   const SecondsClock& clock) {
-  const SecondsClock now = clock ? clock : [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
+  const SecondsClock now = clock ? clock : SecondsClock(SteadySeconds);
   const bool timed = budget.max_seconds > 0;
   const double start = timed ? now() : 0.0;
   std::vector<Evaluation> evaluations;

@@ -45,8 +45,9 @@ struct SearchBudget {
   double max_seconds = 0;
 };
 
-/// Seconds on a monotonic clock; RunSearch's default is std::chrono::steady_clock.
+/// Seconds on a monotonic clock; RunSearch's default is SteadySeconds.
 using SecondsClock = std::function<double()>;
+double SteadySeconds();  // std::chrono::steady_clock, in seconds
 
 /// Runs `strategy` until the budget is spent or the strategy has nothing left; returns
 /// the evaluations of `evaluate` in order. The time includes the strategy's own.

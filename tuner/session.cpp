@@ -327,7 +327,12 @@ TunePlan PlanTune(const TuneOptions& options) {
       }
     }
   }
-  if (options.budget <= 0) throw UserError("--budget: must be a positive integer");
+  if (!(options.time_budget_s >= 0) || !std::isfinite(options.time_budget_s)) {
+    throw UserError("--time-budget: must be a positive duration");
+  }
+  if (options.budget < 0 || (options.budget == 0 && options.time_budget_s <= 0)) {
+    throw UserError("--budget: must be a positive integer");
+  }
   {
     Space probe;  // validates the strategy name before anything is stored
     probe.AddDimension("x", {"0"});
@@ -423,6 +428,8 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
 
   const int64_t problem_count =
       static_cast<int64_t>(variants.size() * options.seq_lens.size());
+  const SecondsClock clock = options.clock ? options.clock : SecondsClock(SteadySeconds);
+  const double run_start = clock();
   int64_t problem_index = 0;
   // The ok trials of this run without hardware counters, for the counter passes.
   std::map<int64_t, std::vector<UncountedTrial>> uncounted;  // by sequence length
@@ -462,8 +469,14 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
                                              kWarmStartPoints));
       }
       int64_t eval_index = 0;
+      SearchBudget budget{options.budget > 0 ? options.budget : -1, 0.0};
+      if (options.time_budget_s > 0) {  // an equal share of what is left, this problem's included
+        const double left = options.time_budget_s - (clock() - run_start);
+        const int64_t problems_left = problem_count - problem_index + 1;
+        budget.max_seconds = std::max(left / static_cast<double>(problems_left), 1e-9);
+      }
 
-      RunSearch(*strategy, options.budget, [&](const Point& point) {
+      RunSearch(*strategy, budget, [&](const Point& point) {
         ++eval_index;
         const Implementation& impl = search.ImplOf(point);
         const Params params = search.ParamsOf(point);
@@ -498,7 +511,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
         ev.median_ms = result.median_ms;
         if (progress) progress(ev);
         return Evaluation{point, result.status == TrialStatus::kOk, result.median_ms};
-      });
+      }, clock);
     }
   }
   if (options.counters) {

@@ -13,6 +13,7 @@
 #include "profiler/device.h"
 #include "reports/reports.h"
 #include "search/space.h"
+#include "search/strategy.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
 
@@ -27,7 +28,15 @@ struct TuneOptions {
   // dma_decode runs all L steps, Lq = Lk = L). Stored as the problems' phase.
   std::string phase = "prefill";
   int64_t batch = 1;
-  int64_t budget = 6;  // evaluations per (variant, sequence length)
+  int64_t budget = 6;  // evaluations per (variant, sequence length); 0: no limit (needs a
+                       // time budget)
+  /// > 0: wall-time budget, in seconds, of the run's searches. Each (variant, sequence
+  /// length) gets an equal share of the time left when its search starts (what a fast
+  /// problem leaves goes to the later ones), and at least one evaluation; the counter
+  /// passes and the outputs come after and are not counted. With `budget` > 0 too, each
+  /// search stops at whichever limit comes first.
+  double time_budget_s = 0;
+  SecondsClock clock;  // the time budget's clock; empty: SteadySeconds
   std::string strategy = "auto";
   // Ask first the best stored configurations of the same variant on the same device
   // (fingerprint) at the nearest other sequence length of the same shape otherwise.
@@ -58,7 +67,7 @@ struct ProgressEvent {
   int64_t problem_count = 0;
   std::string problem;        // "dense L=1024"
   int64_t eval_index = 0;     // 1-based within the problem
-  int64_t budget = 0;
+  int64_t budget = 0;         // the problem's evaluation budget; 0: none (a time budget)
   std::string config;         // "Bc=64,Br=32"
   std::string status;         // "running" (before a candidate is evaluated), then its status;
                               // in the counter passes "counters" or "counters failed"

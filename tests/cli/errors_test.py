@@ -27,6 +27,12 @@ expect_error(["tune", "--seq-lens", "1024,4k", "--out", tmp],
              "attntune: error: --seq-lens: '4k' is not a positive integer")
 expect_error(["tune", "--budget", "abc", "--out", tmp],
              "attntune: error: --budget: 'abc' is not a positive integer")
+expect_error(["tune", "--time-budget", "10x", "--out", tmp],
+             "attntune: error: --time-budget: '10x' is not a duration (e.g. 90s, 10m, 1.5h)")
+expect_error(["tune", "--time-budget", "0m", "--out", tmp],
+             "attntune: error: --time-budget: '0m' is not a positive duration")
+expect_error(["tune", "--time-budget", "nan", "--out", tmp],
+             "attntune: error: --time-budget: 'nan' is not a duration (e.g. 90s, 10m, 1.5h)")
 expect_error(["tune", "--batch", "0", "--out", tmp],
              "attntune: error: --batch: '0' is not a positive integer")
 expect_error(["tune", "--warm-start", "maybe", "--out", tmp],

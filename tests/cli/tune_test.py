@@ -126,4 +126,27 @@ keys = {(r[0], r[1]) for r in after}
 expect(len(after) == 16 and len(keys) == 16, f"resume completed with no duplicates ({len(after)} rows)")
 expect(f"({16 - before} measured, {before} from the database" in p.stdout,
        f"resume reused the {before} stored trials: {p.stdout}")
+# --time-budget alone: the searches stop on time, not on a count. Every problem gets at
+# least one evaluation, the progress shows no count to reach, and the run records its
+# budgets. (The bound on the wall time is loose: this checks that it stops, not speed.)
+tout = os.path.join(tmp, "timed")
+targs = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,700",
+         "--time-budget", "2s", "--strategy", "random", "--seed", "3", "--max-seconds", "0.2",
+         "--out", tout]
+t0 = time.monotonic()
+p = run(*targs, check=0)
+took = time.monotonic() - t0
+expect(took < 30, f"a 2 s time budget stopped the tune ({took:.1f} s with start-up and outputs)")
+expect("eval 1  " in p.stderr and "eval 1/" not in p.stderr,
+       f"progress without a count to reach: {p.stderr[:300]}")
+con = sqlite3.connect(os.path.join(tout, "attntune.db"))
+per_problem = con.execute("SELECT t.problem_id, c.variant, COUNT(*) FROM trial t "
+                          "JOIN config c ON c.id = t.config_id "
+                          "GROUP BY t.problem_id, c.variant").fetchall()
+targs_json = json.loads(con.execute("SELECT args_json FROM run").fetchone()[0])
+con.close()
+expect(len(per_problem) == 4 and all(n >= 1 for _, _, n in per_problem),
+       f"each (variant, length) has at least one trial: {per_problem}")
+expect(targs_json.get("time_budget_s") == 2 and targs_json.get("budget") == 0,
+       f"the run records its budgets: {targs_json}")
 finish()

@@ -298,6 +298,61 @@ TEST_CASE("A warm-started tune asks the best stored configuration of the nearest
   }
 }
 
+TEST_CASE("A time budget shares the time left equally among the problems still to come") {
+  TempDir dir;
+  CountingTimer timer;
+  const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
+  // A fake clock that advances 1 s per reading: RunTune reads it once at the start and
+  // once per problem, RunSearch once at its start and once before each evaluation after
+  // the first.
+  double now = 0;
+  TuneOptions o = TinyTune(dir.path, {48, 64}, 0);  // no limit on the evaluations
+  o.time_budget_s = 10;
+  o.clock = [&now] { return now += 1; };
+  Seen seen;
+  TunePlan plan = PlanTune(o);
+  const TuneSummary s = RunTune(plan, device, timer, seen.Fn());
+  // L=48: 9 s left at its start, half of them its share (4.5 s). Its search starts at
+  // 3 s and evaluates before the readings 4, 5, 6, 7 (1-4 s in) and at the start: 5.
+  // L=64: 10 - 8 = 2 s left, all of them its share; it starts at 10 s: evaluations at
+  // the start and before 11 (1 s in); at 12 the 2 s are spent.
+  std::map<std::string, int> per_problem;
+  for (const ProgressEvent& ev : seen.events) {
+    ++per_problem[ev.problem];
+    CHECK(ev.budget == 0);  // the progress line shows no count to reach
+  }
+  CHECK(per_problem["dense L=48"] == 5);
+  CHECK(per_problem["dense L=64"] == 2);
+  CHECK(s.evaluations == 7);
+  // With the time spent before a problem starts, it still gets its one evaluation.
+  {
+    TempDir late;
+    double t = 0;
+    TuneOptions q = TinyTune(late.path, {48, 64}, 0);
+    q.time_budget_s = 1;
+    q.clock = [&t] { return t += 5; };
+    TunePlan p = PlanTune(q);
+    CHECK(RunTune(p, device, timer, nullptr).evaluations == 2);
+  }
+  // Both limits: whichever comes first.
+  {
+    TempDir both;
+    double t = 0;
+    TuneOptions q = TinyTune(both.path, {48}, 2);
+    q.time_budget_s = 100;
+    q.clock = [&t] { return t += 1; };
+    TunePlan p = PlanTune(q);
+    CHECK(RunTune(p, device, timer, nullptr).evaluations == 2);
+  }
+  // Neither: refused before anything is stored.
+  TuneOptions none = TinyTune(dir.path + "/none", {48}, 0);
+  CHECK_THROWS_WITH(PlanTune(none), "--budget: must be a positive integer");
+  CHECK(!std::filesystem::exists(dir.path + "/none"));
+  TuneOptions negative = TinyTune(dir.path + "/neg", {48}, 1);
+  negative.time_budget_s = -1;
+  CHECK_THROWS_WITH(PlanTune(negative), "--time-budget: must be a positive duration");
+}
+
 TEST_CASE("tune's counter passes come after every timing and give each ok trial its counters once") {
   TempDir dir;
   CountingTimer timer;
