@@ -295,10 +295,11 @@ void RegisterTune(CLI::App& app, int* rc) {
   auto* budget_option =
       cmd->add_option("--budget", args->budget, "Evaluations per (variant, sequence length)")
           ->capture_default_str();
-  auto* time_budget_option = cmd->add_option("--time-budget", args->time_budget,
-                  "Wall time of all the searches (90s, 10m, 1.5h): each (variant, sequence "
-                  "length) gets an equal share of the time left when it starts, and at least "
-                  "one evaluation; without --budget, no limit on the number of evaluations");
+  auto* time_budget_option = cmd->add_option(
+      "--time-budget", args->time_budget,
+      "Wall time of all the searches (90s, 10m, 1.5h): each (variant, sequence length) gets "
+      "an equal share of the time left when it starts, and at least one evaluation; without "
+      "--budget, no limit on the number of evaluations");
   cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
