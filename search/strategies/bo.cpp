@@ -71,17 +71,16 @@ class Gp {
     const double c = shares_.categorical, add = shares_.additive;
     if (c <= 0 && add <= 0) return k;
     const Eigen::Index dims = a.cols();
-    double total = 0;
-    for (Eigen::Index d = 0; d < dims; ++d) total += std::min(1.0, inv_ls_(d));
+    const VectorXd w = inv_ls_.cwiseMin(1.0);  // each dimension's weight in h, s and S
+    const double total = w.sum();
     for (Eigen::Index i = 0; i < a.rows(); ++i) {
       for (Eigen::Index j = 0; j < x_.rows(); ++j) {
         double h = 0, same = 0;
         for (Eigen::Index d = 0; d < dims; ++d) {
-          const double w = std::min(1.0, inv_ls_(d));
           if (a(i, d) != x_(j, d)) {
-            h += w;
+            h += w(d);
           } else {
-            same += w;
+            same += w(d);
           }
         }
         const double base = c > 0 ? (1 - c) * k(i, j) + c * std::exp(-h) : k(i, j);
