@@ -327,7 +327,7 @@ TunePlan PlanTune(const TuneOptions& options) {
       }
     }
   }
-  if (!(options.time_budget_s >= 0) || !std::isfinite(options.time_budget_s)) {
+  if (!std::isfinite(options.time_budget_s) || options.time_budget_s < 0) {
     throw UserError("--time-budget: must be a positive duration");
   }
   if (options.budget < 0 || (options.budget == 0 && options.time_budget_s <= 0)) {
