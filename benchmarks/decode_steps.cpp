@@ -13,8 +13,8 @@
 
 #include "kernels/kokkos/runtime.h"
 #include "kernels/kokkos/sparse.h"
-#include "kernels/spec/generators.h"
-#include "kernels/spec/selection.h"
+#include "core/generators.h"
+#include "kernels/selection/selection.h"
 
 int main(int argc, char** argv) {
   if (argc < 6) {

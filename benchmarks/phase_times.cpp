@@ -16,7 +16,7 @@
 
 #include "benchmarks/variant_problem.h"
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/error.h"
+#include "core/error.h"
 #include "profiler/kokkos_hooks.h"
 
 namespace {

@@ -3,11 +3,11 @@
 // Shared by peak_memory and phase_times; throws attntune::UserError on bad input.
 #pragma once
 
-#include "kernels/spec/generators.h"
-#include "kernels/spec/params.h"
-#include "kernels/spec/shape.h"
-#include "kernels/spec/tensors.h"
-#include "kernels/spec/variant.h"
+#include "core/generators.h"
+#include "core/params.h"
+#include "core/shape.h"
+#include "core/tensors.h"
+#include "kernels/variant.h"
 
 namespace attntune {
 

@@ -14,7 +14,7 @@
 #include "build_info.h"
 #include "cli/commands.h"
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/error.h"
+#include "core/error.h"
 #include "profiler/device.h"
 #include "profiler/timer.h"
 #include "reports/allocation.h"

@@ -20,9 +20,9 @@
 #include "db/database.h"
 #include "kernels/cuda/cuda_variants.h"
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/check.h"
-#include "kernels/spec/generators.h"
-#include "kernels/spec/safetensors.h"
+#include "core/check.h"
+#include "core/generators.h"
+#include "core/safetensors.h"
 #include "profiler/device.h"
 #include "profiler/timer.h"
 #ifdef ATTNTUNE_HAVE_CUPTI

@@ -8,7 +8,7 @@
 #include "build_info.h"
 #include "cli/commands.h"
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/error.h"
+#include "core/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"attntune: profile and autotune sparse and hybrid attention kernels", "attntune"};

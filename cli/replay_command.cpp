@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/spec/check.h"
-#include "kernels/spec/shape.h"
+#include "core/check.h"
+#include "core/shape.h"
 #include "reports/replay_report.h"
 #include "search/replay.h"
 

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "build_info.h"
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 
@@ -179,7 +179,7 @@ void Exec(sqlite3* db, const std::string& path, const char* sql) {
 
 int64_t QueryInt(sqlite3* db, const std::string& path, const char* sql) {
   Stmt stmt(db, path, sql);
-  CHECK_MSG(stmt.Step(), sql);
+  ATTNTUNE_CHECK_MSG(stmt.Step(), sql);
   return stmt.Int(0);
 }
 
@@ -219,7 +219,7 @@ void CheckFile(sqlite3* db, const std::string& path) {
               "SELECT (SELECT user_version FROM pragma_user_version), "
               "(SELECT application_id FROM pragma_application_id), "
               "(SELECT count(*) FROM sqlite_master)");
-  CHECK(header.Step());
+  ATTNTUNE_CHECK(header.Step());
   int64_t version = header.Int(0), app_id = header.Int(1), tables = header.Int(2);
   bool fresh = version == 0 && app_id == 0 && tables == 0;
   if (!fresh && app_id != kApplicationId)
@@ -363,7 +363,7 @@ int64_t Database::PutDevice(const DeviceRecord& device) {
   insert.Bind(1, device.kind).Bind(2, device.name).Bind(3, device.fingerprint_json).Run();
   Stmt select(db_, path_, "SELECT id FROM device WHERE fingerprint_json = ?1");
   select.Bind(1, device.fingerprint_json);
-  CHECK(select.Step());
+  ATTNTUNE_CHECK(select.Step());
   return select.Int(0);
 }
 
@@ -382,7 +382,7 @@ int64_t Database::PutProblem(const ProblemRecord& problem) {
     s->Bind(7, int64_t{sh.causal ? 1 : 0}).Bind(8, problem.dtype).Bind(9, problem.phase);
   }
   insert.Run();
-  CHECK(select.Step());
+  ATTNTUNE_CHECK(select.Step());
   return select.Int(0);
 }
 
@@ -395,7 +395,7 @@ int64_t Database::PutConfig(const ConfigRecord& config) {
               "SELECT id FROM config WHERE variant = ?1 AND implementation = ?2 AND "
               "params_json = ?3");
   select.Bind(1, config.variant).Bind(2, config.implementation).Bind(3, config.params_json);
-  CHECK(select.Step());
+  ATTNTUNE_CHECK(select.Step());
   return select.Int(0);
 }
 
@@ -405,7 +405,7 @@ int64_t Database::PutBuild(const BuildRecord& build) {
   insert.Bind(1, build.version).Bind(2, build.kernel_hash).Run();
   Stmt select(db_, path_, "SELECT id FROM build WHERE version = ?1 AND kernel_hash = ?2");
   select.Bind(1, build.version).Bind(2, build.kernel_hash);
-  CHECK(select.Step());
+  ATTNTUNE_CHECK(select.Step());
   return select.Int(0);
 }
 
@@ -419,7 +419,7 @@ int64_t Database::BeginRun(const std::string& args_json, int64_t device_id,
 void Database::FinishRun(int64_t run_id, const std::string& now) {
   Stmt update(db_, path_, "UPDATE run SET finished_at = ?1 WHERE id = ?2");
   update.Bind(1, now).Bind(2, run_id).Run();
-  CHECK_MSG(sqlite3_changes(db_) == 1, "FinishRun: no run " + std::to_string(run_id));
+  ATTNTUNE_CHECK_MSG(sqlite3_changes(db_) == 1, "FinishRun: no run " + std::to_string(run_id));
 }
 
 std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t problem_id,

@@ -1,6 +1,6 @@
 #include "db/records.h"
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 
@@ -22,13 +22,13 @@ constexpr StatusName kStatusNames[] = {
 const char* ToString(TrialStatus status) {
   for (const auto& s : kStatusNames)
     if (s.status == status) return s.name;
-  CHECK_MSG(false, "unknown TrialStatus");
+  ATTNTUNE_CHECK_MSG(false, "unknown TrialStatus");
 }
 
 TrialStatus TrialStatusFromString(const std::string& text) {
   for (const auto& s : kStatusNames)
     if (text == s.name) return s.status;
-  CHECK_MSG(false, "unknown trial status '" + text + "'");
+  ATTNTUNE_CHECK_MSG(false, "unknown trial status '" + text + "'");
 }
 
 }  // namespace attntune

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/spec/shape.h"
+#include "core/shape.h"
 
 namespace attntune {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/error.h"
+#include "core/error.h"
 
 #ifdef ATTNTUNE_HAVE_CUDA
 #include "profiler/cuda/cuda_probe.h"

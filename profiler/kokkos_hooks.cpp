@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace {
@@ -70,7 +70,7 @@ KernelCapture::KernelCapture() {
   CaptureState& s = State();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    CHECK_MSG(!s.alive, "only one KernelCapture may be alive at a time");
+    ATTNTUNE_CHECK_MSG(!s.alive, "only one KernelCapture may be alive at a time");
     s.alive = true;
     s.events.clear();
     s.pending.clear();

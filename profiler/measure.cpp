@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace {
@@ -38,7 +38,7 @@ bool MedianCiTight(std::vector<double> samples, double target) {
 }  // namespace
 
 Stats Summarize(std::vector<double> samples_ms) {
-  CHECK_MSG(!samples_ms.empty(), "Summarize needs at least one sample");
+  ATTNTUNE_CHECK_MSG(!samples_ms.empty(), "Summarize needs at least one sample");
   Stats stats;
   std::vector<double> sorted = samples_ms;
   std::sort(sorted.begin(), sorted.end());
@@ -60,9 +60,9 @@ Stats Summarize(std::vector<double> samples_ms) {
 }
 
 Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy& policy) {
-  CHECK(policy.warmup >= 0);
-  CHECK(policy.min_reps >= 1);
-  CHECK(policy.max_reps >= policy.min_reps);
+  ATTNTUNE_CHECK(policy.warmup >= 0);
+  ATTNTUNE_CHECK(policy.min_reps >= 1);
+  ATTNTUNE_CHECK(policy.max_reps >= policy.min_reps);
   auto timed = [&] {
     if (policy.before_each) policy.before_each();
     return timer.TimeMs(fn);

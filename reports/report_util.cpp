@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace report_util {
@@ -15,7 +15,7 @@ SplitParams SplitParamsJson(const std::string& params_json) {
   SplitParams split;
   if (params_json.empty()) return split;
   const nlohmann::json parsed = nlohmann::json::parse(params_json, nullptr, false);
-  CHECK_MSG(parsed.is_object(), "config params are not a JSON object: " + params_json);
+  ATTNTUNE_CHECK_MSG(parsed.is_object(), "config params are not a JSON object: " + params_json);
   for (const auto& [key, value] : parsed.items())
     (IsTunableName(key) ? split.tunables : split.variant)[key] = value;
   return split;

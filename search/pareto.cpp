@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <numeric>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 std::vector<Scores> Minimised(const std::vector<Scores>& points, const std::vector<Sense>& senses) {
   std::vector<Scores> out = points;
   for (Scores& p : out) {
-    CHECK_MSG(p.size() == senses.size(), "a point has the wrong number of objectives");
+    ATTNTUNE_CHECK_MSG(p.size() == senses.size(), "a point has the wrong number of objectives");
     for (size_t k = 0; k < p.size(); ++k) {
       if (senses[k] == Sense::kMaximize) p[k] = -p[k];
     }
@@ -48,7 +48,7 @@ double Slice(std::vector<Scores> points, const Scores& ref, size_t k) {
 }  // namespace
 
 bool Dominates(const Scores& a, const Scores& b, const std::vector<Sense>& senses) {
-  CHECK(a.size() == senses.size() && b.size() == senses.size());
+  ATTNTUNE_CHECK(a.size() == senses.size() && b.size() == senses.size());
   bool better = false;
   for (size_t k = 0; k < senses.size(); ++k) {
     const double x = senses[k] == Sense::kMinimize ? a[k] : -a[k];
@@ -105,7 +105,7 @@ std::vector<size_t> ParetoFront(const std::vector<Scores>& points,
 
 double Hypervolume(const std::vector<Scores>& points, const std::vector<Sense>& senses,
                    const Scores& reference) {
-  CHECK(reference.size() == senses.size());
+  ATTNTUNE_CHECK(reference.size() == senses.size());
   if (senses.empty()) return 0;
   const Scores ref = Minimised({reference}, senses)[0];
   std::vector<Scores> inside;
@@ -160,14 +160,14 @@ Bound ParseBound(const std::string& text, const std::vector<Objective>& objectiv
 std::optional<size_t> BestSubjectTo(const std::vector<Scores>& points,
                                     const std::vector<Sense>& senses, size_t target,
                                     const std::vector<Bound>& bounds) {
-  CHECK(target < senses.size());
+  ATTNTUNE_CHECK(target < senses.size());
   std::optional<size_t> best;
   for (size_t i = 0; i < points.size(); ++i) {
     const Scores& p = points[i];
-    CHECK(p.size() == senses.size());
+    ATTNTUNE_CHECK(p.size() == senses.size());
     bool meets = true;
     for (const Bound& b : bounds) {
-      CHECK(b.objective < p.size());
+      ATTNTUNE_CHECK(b.objective < p.size());
       meets = meets && (b.at_least ? p[b.objective] >= b.value : p[b.objective] <= b.value);
     }
     if (!meets) continue;

@@ -13,7 +13,7 @@
 #include <thread>
 #include <utility>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 #include "search/strategies/common.h"
 #include "search/strategies/registry.h"
 
@@ -256,7 +256,7 @@ double ReplayCache::Optimum() const {
 
 const ReplayEntry& ReplayCache::At(const Point& p) const {
   auto it = entries.find(space.ToIndex(p));
-  CHECK_MSG(it != entries.end(), "replay asked for a point the file does not hold");
+  ATTNTUNE_CHECK_MSG(it != entries.end(), "replay asked for a point the file does not hold");
   return it->second;
 }
 
@@ -331,7 +331,7 @@ ReplayStatistics Statistics(const ReplayCache& cache) {
 double ExpectedRandomBest(const ReplayStatistics& s, double m) {
   const int64_t v = static_cast<int64_t>(s.values.size());
   const int64_t n = v + s.invalid;
-  CHECK(v > 0);
+  ATTNTUNE_CHECK(v > 0);
   // Fractional budgets interpolate between the neighbouring whole numbers of draws.
   const double lo = std::floor(m), frac = m - lo;
   if (frac > 0) {
@@ -353,7 +353,7 @@ double ExpectedRandomBest(const ReplayStatistics& s, double m) {
 
 int64_t FevalsToCutoff(const ReplayStatistics& s, double percentile) {
   const std::vector<double>& v = s.values;
-  CHECK(!v.empty());
+  ATTNTUNE_CHECK(!v.empty());
   const double optimum = v.front();
   const double median = Median(v);
   const double target = optimum + (median - optimum) * (1 - percentile);
@@ -366,7 +366,7 @@ int64_t FevalsToCutoff(const ReplayStatistics& s, double percentile) {
 
 double PerformanceScore(const ReplayStatistics& s, const std::vector<Trace>& traces,
                         const ScoreSettings& settings) {
-  CHECK(!traces.empty() && settings.resolution >= 2);
+  ATTNTUNE_CHECK(!traces.empty() && settings.resolution >= 2);
   const double optimum = s.values.front();
   const double worst = s.values.back();
   const double t0 = std::max<int64_t>(1, FevalsToCutoff(s, settings.start)) * s.median_cost;
@@ -398,7 +398,7 @@ double PerformanceScore(const ReplayStatistics& s, const std::vector<Trace>& tra
 }
 
 ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
-  CHECK(options.repeats >= 1);
+  ATTNTUNE_CHECK(options.repeats >= 1);
   const ReplayStatistics stats = Statistics(cache);
   const double optimum = stats.values.front();
   int64_t max_budget = 1;

@@ -5,7 +5,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 #include "search/strategies/registry.h"
 
 namespace attntune {
@@ -157,7 +157,7 @@ std::vector<Evaluation> RunSearch(Strategy& strategy, const SearchBudget& budget
     if (!point) break;
     Evaluation evaluation = evaluate(*point);
     // The evaluated point is the asked one, whether or not `evaluate` filled it in.
-    CHECK_MSG(evaluation.point.empty() || evaluation.point == *point,
+    ATTNTUNE_CHECK_MSG(evaluation.point.empty() || evaluation.point == *point,
               "evaluate returned a different point than it was given");
     evaluation.point = *point;
     strategy.Tell(evaluation);
@@ -168,7 +168,7 @@ std::vector<Evaluation> RunSearch(Strategy& strategy, const SearchBudget& budget
 
 std::vector<Evaluation> RunSearch(Strategy& strategy, int64_t budget,
                                   const std::function<Evaluation(const Point&)>& evaluate) {
-  CHECK(budget >= 0);
+  ATTNTUNE_CHECK(budget >= 0);
   return RunSearch(strategy, SearchBudget{budget, 0}, evaluate);
 }
 

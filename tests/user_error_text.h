@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "kernels/spec/error.h"
+#include "core/error.h"
 
 namespace attntune {
 

@@ -7,8 +7,8 @@
 #include <exception>
 #include <limits>
 
-#include "kernels/spec/check.h"
-#include "kernels/spec/error.h"
+#include "core/check.h"
+#include "core/error.h"
 #include "profiler/device.h"
 #include "profiler/nvtx.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "db/records.h"
-#include "kernels/spec/reference.h"
-#include "kernels/spec/variant.h"
+#include "kernels/reference/reference.h"
+#include "kernels/variant.h"
 #include "profiler/kokkos_hooks.h"
 #include "profiler/measure.h"
 

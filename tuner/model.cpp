@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 

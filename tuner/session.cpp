@@ -15,7 +15,7 @@
 
 #include "build_info.h"
 #include "kernels/cuda/cuda_variants.h"
-#include "kernels/spec/check.h"
+#include "core/check.h"
 #include "profiler/nvtx.h"
 #include "search/strategies/registry.h"
 #include "search/strategy.h"
@@ -104,7 +104,7 @@ std::string RejectsShape(const Variant& variant, const Shape& shape) {
 SearchSpace BuildSearchSpace(const Variant& variant,
                              const std::vector<const Implementation*>& impls,
                              const Shape& shape) {
-  CHECK(!impls.empty());
+  ATTNTUNE_CHECK(!impls.empty());
   SearchSpace out;
   out.impls = impls;
   auto grid = [&](const ParamDecl& decl) {
@@ -166,7 +166,7 @@ const Implementation& SearchSpace::ImplOf(const Point& p) const {
   for (const Implementation* impl : impls) {
     if (impl->id == id) return *impl;
   }
-  CHECK_MSG(false, "no implementation " + id);
+  ATTNTUNE_CHECK_MSG(false, "no implementation " + id);
   return *impls.front();
 }
 

@@ -1,13 +1,13 @@
 // BuildBucketLists (plan.h): the bucketed family's row and key lists from the CPU's
-// bucketed layout (kernels/spec/lsh_layout.h, its loops serial here) and, for hax, the prefix top-k key lists of plan.cpp.
+// bucketed layout (kernels/selection/lsh_layout.h, its loops serial here) and, for hax, the prefix top-k key lists of plan.cpp.
 // Plain C++, built and tested everywhere.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/cuda/plan.h"
-#include "kernels/spec/lsh_layout.h"
-#include "kernels/spec/check.h"
+#include "kernels/selection/lsh_layout.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace cuda_plan {
@@ -15,7 +15,7 @@ namespace cuda_plan {
 namespace {
 
 int32_t Int32(int64_t x) {
-  CHECK(x >= 0 && x < INT32_MAX);
+  ATTNTUNE_CHECK(x >= 0 && x < INT32_MAX);
   return static_cast<int32_t>(x);
 }
 
@@ -23,15 +23,15 @@ int32_t Int32(int64_t x) {
 
 BucketLists BuildBucketLists(const Shape& s, const LshBins& bins, int64_t k_lsh,
                              const std::vector<int32_t>& evict, int br, int64_t chunk) {
-  CHECK(br > 0 && s.Lq <= s.Lk && s.causal && s.Hkv > 0 && s.Hq % s.Hkv == 0);
+  ATTNTUNE_CHECK(br > 0 && s.Lq <= s.Lk && s.causal && s.Hkv > 0 && s.Hq % s.Hkv == 0);
   const bool ks = !evict.empty();
-  CHECK(!ks || static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);
+  ATTNTUNE_CHECK(!ks || static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);
   const std::vector<BinnedKeys> sorted = SortKeysAll(s, bins);
   const LshPlan plan = SortQueries(s, bins, sorted, k_lsh, br, ks ? chunk : 0);
   // hax: the union of the ks sets of each chunk's rows (positions contiguous), as the
   // top-k family's query blocks of `chunk` rows; a block keeps the keys its rows reach.
   const KeyLists chunk_keys = ks ? BuildKeyLists(s, evict, static_cast<int>(plan.chunk)) : KeyLists();
-  CHECK(!ks || chunk_keys.query_blocks == plan.chunks);
+  ATTNTUNE_CHECK(!ks || chunk_keys.query_blocks == plan.chunks);
   BucketLists out;
   out.spos.resize(static_cast<size_t>(s.B * s.Hkv * s.Lk));
   out.row_offsets.push_back(0);
@@ -48,7 +48,7 @@ BucketLists BuildBucketLists(const Shape& s, const LshBins& bins, int64_t k_lsh,
       for (int64_t x = plan.first[head * plan.chunks + c]; x < plan.first[head * plan.chunks + c + 1];
            ++x) {
         const LshBlock& blk = plan.blocks[x];
-        CHECK(blk.head == head && blk.end - blk.begin <= br);
+        ATTNTUNE_CHECK(blk.head == head && blk.end - blk.begin <= br);
         keys.clear();
         positions.clear();
         for (int64_t n = blk.begin; n < blk.end; ++n) {

@@ -18,9 +18,9 @@
 
 #include "kernels/cuda/plan.h"
 #include "kernels/cuda/windowed_cuda.h"
-#include "kernels/spec/params.h"
+#include "core/params.h"
 #include "kernels/kokkos/sparse.h"
-#include "kernels/spec/selection.h"
+#include "kernels/selection/selection.h"
 
 namespace attntune {
 namespace {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/spec/variant.h"
+#include "kernels/variant.h"
 
 namespace attntune {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace cuda_plan {
@@ -55,8 +55,8 @@ std::string KernelName(const WindowedTile& t, Family family) {
 std::string BlockSparseKernelName(const WindowedTile& t) { return KernelName(t, Family::kTopK); }
 
 KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br) {
-  CHECK(br > 0 && s.Lq <= s.Lk && s.causal);
-  CHECK(static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);
+  ATTNTUNE_CHECK(br > 0 && s.Lq <= s.Lk && s.causal);
+  ATTNTUNE_CHECK(static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);
   KeyLists lists;
   lists.query_blocks = (s.Lq + br - 1) / br;
   lists.offsets.push_back(0);
@@ -68,7 +68,7 @@ KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br
       for (int64_t j = 0; j <= p1; ++j) {
         if (e[j] > j && e[j] > p0) lists.keys.push_back(static_cast<int32_t>(j));
       }
-      CHECK(lists.keys.size() < static_cast<size_t>(INT32_MAX));
+      ATTNTUNE_CHECK(lists.keys.size() < static_cast<size_t>(INT32_MAX));
       lists.offsets.push_back(static_cast<int32_t>(lists.keys.size()));
     }
   }

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/spec/selection.h"
-#include "kernels/spec/shape.h"
+#include "kernels/selection/selection.h"
+#include "core/shape.h"
 
 #if defined(__CUDACC__)
 #define ATTNTUNE_HD __host__ __device__
@@ -155,7 +155,7 @@ KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, in
 
 /// The gathered lists of the bucketed family (lsh, hax; DESIGN.md s2 "bucketed window"
 /// and "union"). One thread block per block of the bucketed layout (SortQueries in
-/// kernels/spec/lsh_layout.h): block x computes the rows
+/// kernels/selection/lsh_layout.h): block x computes the rows
 /// rows[row_offsets[x] .. row_offsets[x+1]) (at most Br) of (batch, KV head) head[x] =
 /// b * Hkv + hkv, a row m = g * Lq + i being query head hkv * Group() + g at position i,
 /// with its lsh window [lo, hi) of that head's keys in (bin, position) order; it visits

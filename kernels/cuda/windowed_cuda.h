@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/plan.h"
-#include "kernels/spec/tensors.h"
+#include "core/tensors.h"
 
 namespace attntune {
 namespace cuda_plan {

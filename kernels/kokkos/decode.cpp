@@ -13,7 +13,7 @@
 
 #include "kernels/kokkos/sparse.h"
 #include "kernels/kokkos/tiles.h"
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 
@@ -160,9 +160,9 @@ class DecodeHead {
 DecodeSelection SelectDecodeKokkos(const Tensors& t, const std::vector<double>& scores,
                                    int64_t w_kv, int64_t w_q, int64_t r) {
   const Shape& s = t.shape;
-  CHECK(s.Lq == s.Lk && s.causal && w_kv >= 1 && w_q >= 0 && r >= 0);
-  CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
-  CHECK(s.B * s.Hq * s.Lk < INT32_MAX);
+  ATTNTUNE_CHECK(s.Lq == s.Lk && s.causal && w_kv >= 1 && w_q >= 0 && r >= 0);
+  ATTNTUNE_CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
+  ATTNTUNE_CHECK(s.B * s.Hq * s.Lk < INT32_MAX);
   DecodeSelection sel;
   sel.evict.assign(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0);
   std::vector<std::vector<int32_t>> chosen(static_cast<size_t>(s.B * s.Hq * s.Lk));
@@ -180,7 +180,7 @@ DecodeSelection SelectDecodeKokkos(const Tensors& t, const std::vector<double>& 
   sel.offsets.push_back(0);
   for (const std::vector<int32_t>& row : chosen) {
     sel.chosen.insert(sel.chosen.end(), row.begin(), row.end());
-    CHECK(sel.chosen.size() < static_cast<size_t>(INT32_MAX));
+    ATTNTUNE_CHECK(sel.chosen.size() < static_cast<size_t>(INT32_MAX));
     sel.offsets.push_back(static_cast<int32_t>(sel.chosen.size()));
   }
   return sel;
@@ -190,8 +190,8 @@ void RunDecodeKokkos(const Tensors& t, const std::vector<double>& scores, int64_
                      int64_t w_q, int64_t r, bool bias, float* out,
                      std::vector<float>* step_ns) {
   const Shape& s = t.shape;
-  CHECK(s.Lq == s.Lk && s.causal && w_kv >= 1 && w_q >= 0 && r >= 0);
-  CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
+  ATTNTUNE_CHECK(s.Lq == s.Lk && s.causal && w_kv >= 1 && w_q >= 0 && r >= 0);
+  ATTNTUNE_CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
   const std::vector<float> fbias =
       bias ? std::vector<float>(scores.begin(), scores.end()) : std::vector<float>();
   if (step_ns != nullptr) step_ns->assign(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0f);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/kokkos/tiles.h"
-#include "kernels/spec/tensors.h"
+#include "core/tensors.h"
 
 namespace attntune {
 namespace tiles {

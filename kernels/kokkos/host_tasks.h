@@ -16,7 +16,7 @@ void ParallelTasks(const char* name, int64_t n, const Fn& fn) {
   Kokkos::fence();
 }
 
-/// ParallelTasks as a TaskLoop (kernels/spec/lsh_layout.h): the layout's per-head loops
+/// ParallelTasks as a TaskLoop (kernels/selection/lsh_layout.h): the layout's per-head loops
 /// run as timed Kokkos kernels.
 inline void KokkosTasks(const char* name, int64_t n, const std::function<void(int64_t)>& fn) {
   ParallelTasks(name, n, fn);

@@ -12,9 +12,9 @@
 
 #include "kernels/kokkos/gather_tile.h"
 #include "kernels/kokkos/host_tasks.h"
-#include "kernels/spec/lsh_layout.h"
+#include "kernels/selection/lsh_layout.h"
 #include "kernels/kokkos/panel_tile.h"
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 
@@ -47,11 +47,11 @@ GatherScratch& Scratch(int64_t d, int64_t heads, const SparseTiles& tl) {
 
 void CheckInputs(const Tensors& t, const SparseTiles& tl) {
   const Shape& s = t.shape;
-  CHECK(tl.br >= 1 && tl.bc >= 1 && tl.bc <= 512);
-  CHECK(s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Lq <= s.Lk);
-  CHECK(static_cast<int64_t>(t.q.size()) == s.QElems());
-  CHECK(static_cast<int64_t>(t.k.size()) == s.KvElems());
-  CHECK(static_cast<int64_t>(t.v.size()) == s.KvElems());
+  ATTNTUNE_CHECK(tl.br >= 1 && tl.bc >= 1 && tl.bc <= 512);
+  ATTNTUNE_CHECK(s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Lq <= s.Lk);
+  ATTNTUNE_CHECK(static_cast<int64_t>(t.q.size()) == s.QElems());
+  ATTNTUNE_CHECK(static_cast<int64_t>(t.k.size()) == s.KvElems());
+  ATTNTUNE_CHECK(static_cast<int64_t>(t.v.size()) == s.KvElems());
 }
 
 int64_t QueryBlocks(const Shape& s, const SparseTiles& tl) { return (s.Lq + tl.br - 1) / tl.br; }
@@ -95,7 +95,7 @@ TopKHead SelectTopK(const Shape& s, const double* x, int64_t k, const SparseTile
 std::vector<TopKHead> SelectTopKAll(const Tensors& t, const std::vector<double>& scores,
                                     int64_t k, const SparseTiles& tl) {
   const Shape& s = t.shape;
-  CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
+  ATTNTUNE_CHECK(static_cast<int64_t>(scores.size()) == s.B * s.Hkv * s.Lk);
   std::vector<TopKHead> heads(static_cast<size_t>(s.B * s.Hkv));
   ParallelTasks("attntune::select::topk", s.B * s.Hkv, [&](int64_t h) {
     heads[h] = SelectTopK(s, scores.data() + h * s.Lk, k, tl);

@@ -8,8 +8,8 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/spec/selection.h"
-#include "kernels/spec/variant.h"
+#include "kernels/selection/selection.h"
+#include "kernels/variant.h"
 
 namespace attntune {
 

@@ -18,7 +18,7 @@
 #include <limits>
 
 #include "kernels/kokkos/tiles.h"
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 
@@ -205,11 +205,11 @@ class QueryBlock {
 
 void RunWindowedKokkos(const Tensors& tensors, const WindowedArgs& args, float* out) {
   const Shape& s = tensors.shape;
-  CHECK(args.br >= 1 && args.bc >= 1 && args.window >= 0 && args.sink >= 0);
-  CHECK(s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Lq <= s.Lk);
-  CHECK(static_cast<int64_t>(tensors.q.size()) == s.QElems());
-  CHECK(static_cast<int64_t>(tensors.k.size()) == s.KvElems());
-  CHECK(static_cast<int64_t>(tensors.v.size()) == s.KvElems());
+  ATTNTUNE_CHECK(args.br >= 1 && args.bc >= 1 && args.window >= 0 && args.sink >= 0);
+  ATTNTUNE_CHECK(s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Lq <= s.Lk);
+  ATTNTUNE_CHECK(static_cast<int64_t>(tensors.q.size()) == s.QElems());
+  ATTNTUNE_CHECK(static_cast<int64_t>(tensors.k.size()) == s.KvElems());
+  ATTNTUNE_CHECK(static_cast<int64_t>(tensors.v.size()) == s.KvElems());
   const Plan plan(s, args);
   const int64_t blocks = (s.Lq + args.br - 1) / args.br;
   const int64_t group = s.Group();

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/spec/tensors.h"
+#include "core/tensors.h"
 
 namespace attntune {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace strategies {

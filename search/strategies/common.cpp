@@ -6,13 +6,13 @@
 #include <numeric>
 #include <utility>
 
-#include "kernels/spec/check.h"
+#include "core/check.h"
 
 namespace attntune {
 namespace strategies {
 
 uint64_t Rng::Below(uint64_t n) {
-  CHECK(n > 0);
+  ATTNTUNE_CHECK(n > 0);
   const uint64_t threshold = (0 - n) % n;  // 2^64 mod n: rejecting below it removes bias
   for (;;) {
     const uint64_t r = engine_();
@@ -55,13 +55,13 @@ SpaceIndex::SpaceIndex(Space space) : space_(std::move(space)) {
 
 SpaceIndex::SpaceIndex(Space space, std::vector<int64_t> feasible) : space_(std::move(space)) {
   Order();
-  CHECK_MSG(size_ <= int64_t{1} << 31, "a listed feasible set needs a space below 2^31 points");
+  ATTNTUNE_CHECK_MSG(size_ <= int64_t{1} << 31, "a listed feasible set needs a space below 2^31 points");
   enumerated_ = true;
   feasible_mask_.assign(static_cast<size_t>(size_), 0);
   std::sort(feasible.begin(), feasible.end());
   feasible.erase(std::unique(feasible.begin(), feasible.end()), feasible.end());
   for (int64_t i : feasible) {
-    CHECK(i >= 0 && i < size_);
+    ATTNTUNE_CHECK(i >= 0 && i < size_);
     feasible_mask_[static_cast<size_t>(i)] = 1;
   }
   feasible_ = std::move(feasible);
@@ -109,17 +109,17 @@ std::vector<double> SpaceIndex::Features(const Point& p) const {
 }
 
 int64_t SpaceIndex::ToIndex(const Point& p) const {
-  CHECK(p.size() == levels_.size());
+  ATTNTUNE_CHECK(p.size() == levels_.size());
   int64_t index = 0;
   for (size_t d = 0; d < p.size(); ++d) {
-    CHECK(p[d] >= 0 && p[d] < levels_[d]);
+    ATTNTUNE_CHECK(p[d] >= 0 && p[d] < levels_[d]);
     index += strides_[d] * p[d];
   }
   return index;
 }
 
 Point SpaceIndex::FromIndex(int64_t index) const {
-  CHECK(index >= 0 && index < size_);
+  ATTNTUNE_CHECK(index >= 0 && index < size_);
   Point p(levels_.size());
   for (size_t d = 0; d < levels_.size(); ++d) {
     p[d] = static_cast<int>(index / strides_[d]);
@@ -153,7 +153,7 @@ std::vector<Point> SpaceIndex::Neighbours(const Point& p, bool adjacent_only) co
 
 EngineStrategy::EngineStrategy(std::shared_ptr<const SpaceIndex> index, uint64_t seed)
     : index_(std::move(index)), rng_(seed) {
-  CHECK(index_ != nullptr);
+  ATTNTUNE_CHECK(index_ != nullptr);
 }
 
 void EngineStrategy::WarmStart(const std::vector<Point>& points) {
@@ -180,8 +180,8 @@ std::optional<Point> EngineStrategy::Next() {
   std::optional<Point> p = Propose();
   if (!p) return std::nullopt;
   const int64_t i = index_->ToIndex(*p);
-  CHECK_MSG(index_->IsFeasible(i), Name() + " proposed an infeasible point");
-  CHECK_MSG(!Asked(i), Name() + " proposed a point twice");
+  ATTNTUNE_CHECK_MSG(index_->IsFeasible(i), Name() + " proposed an infeasible point");
+  ATTNTUNE_CHECK_MSG(!Asked(i), Name() + " proposed a point twice");
   asked_.insert(i);
   pending_ = i;
   pending_own_ = true;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/spec/error.h"
+#include "core/error.h"
 
 #include <catch2/catch.hpp>
 

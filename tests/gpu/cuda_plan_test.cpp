@@ -7,11 +7,11 @@
 
 #include "kernels/cuda/plan.h"
 #include "kernels/kokkos/sparse.h"
-#include "kernels/spec/params.h"
-#include "kernels/spec/selection.h"
-#include "kernels/spec/shape.h"
-#include "kernels/spec/tensors.h"
-#include "kernels/spec/variant.h"
+#include "core/params.h"
+#include "kernels/selection/selection.h"
+#include "core/shape.h"
+#include "core/tensors.h"
+#include "kernels/variant.h"
 #include "profiler/cuda/activity_ledger.h"
 #include "profiler/cuda/metric_set.h"
 

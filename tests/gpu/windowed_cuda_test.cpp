@@ -10,11 +10,11 @@
 
 #include "kernels/cuda/cuda_variants.h"
 #include "kernels/cuda/plan.h"
-#include "kernels/spec/reference.h"
-#include "kernels/spec/selection.h"
-#include "kernels/spec/shape.h"
-#include "kernels/spec/tensors.h"
-#include "kernels/spec/variant.h"
+#include "kernels/reference/reference.h"
+#include "kernels/selection/selection.h"
+#include "core/shape.h"
+#include "core/tensors.h"
+#include "kernels/variant.h"
 #include "profiler/cuda/cupti_activity.h"
 #include "profiler/cuda/metric_set.h"
 

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/reference.h"
-#include "kernels/spec/variant.h"
+#include "kernels/reference/reference.h"
+#include "kernels/variant.h"
 
 namespace attntune {
 namespace {

@@ -8,11 +8,11 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/spec/generators.h"
-#include "kernels/spec/key_sets.h"
-#include "kernels/spec/reference.h"
-#include "kernels/spec/selection.h"
-#include "kernels/spec/variant.h"
+#include "core/generators.h"
+#include "kernels/reference/key_sets.h"
+#include "kernels/reference/reference.h"
+#include "kernels/selection/selection.h"
+#include "kernels/variant.h"
 
 namespace attntune {
 namespace {

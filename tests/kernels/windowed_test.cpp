@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/spec/reference.h"
-#include "kernels/spec/variant.h"
+#include "kernels/reference/reference.h"
+#include "kernels/variant.h"
 
 namespace attntune {
 namespace {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/kokkos/runtime.h"
-#include "kernels/spec/error.h"
+#include "core/error.h"
 
 namespace attntune {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/spec/error.h"
+#include "core/error.h"
 
 #include "search/strategy.h"
 

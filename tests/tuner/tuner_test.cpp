@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_variants.h"
-#include "kernels/spec/error.h"
+#include "core/error.h"
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <set>
 
-#include "kernels/spec/error.h"
+#include "core/error.h"
 #include "search/pareto.h"
 #include "tuner/evaluate.h"
 #include "tuner/allocation/io.h"

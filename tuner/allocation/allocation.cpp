@@ -5,8 +5,8 @@
 #include <numeric>
 #include <random>
 
-#include "kernels/spec/check.h"
-#include "kernels/spec/error.h"
+#include "core/check.h"
+#include "core/error.h"
 
 namespace attntune {
 
@@ -79,7 +79,7 @@ int64_t TargetSwaUnits(double rho, int64_t units, const std::string& what) {
 }
 
 UnitPlan PlanUnits(Granularity g, int64_t layers, int64_t kv_heads) {
-  CHECK(layers > 0 && kv_heads > 0);
+  ATTNTUNE_CHECK(layers > 0 && kv_heads > 0);
   UnitPlan plan;
   if (g == Granularity::kLayer) {
     plan.groups.emplace_back();
@@ -129,14 +129,14 @@ Allocation AllocateRule(Granularity g, int64_t layers, int64_t kv_heads, double 
 
 Allocation AllocateGreedy(Granularity g, int64_t layers, int64_t kv_heads, double rho,
                           const HeadLoss& loss) {
-  CHECK(static_cast<int64_t>(loss.size()) == layers * kv_heads);
+  ATTNTUNE_CHECK(static_cast<int64_t>(loss.size()) == layers * kv_heads);
   const UnitPlan plan = PlanUnits(g, layers, kv_heads);
   return SelectLowest(plan, layers, kv_heads, rho, UnitLoss(plan, loss));
 }
 
 Allocation AllocateConsa(Granularity g, int64_t layers, int64_t kv_heads, double rho,
                          const HeadLoss& loss, const ConsaOptions& o) {
-  CHECK(static_cast<int64_t>(loss.size()) == layers * kv_heads);
+  ATTNTUNE_CHECK(static_cast<int64_t>(loss.size()) == layers * kv_heads);
   const UnitPlan plan = PlanUnits(g, layers, kv_heads);
   std::vector<double> w = UnitLoss(plan, loss);
   // Scale the objective to O(1) so that one learning rate and penalty fit any model.

@@ -5,9 +5,9 @@
 #include <functional>
 #include <random>
 
-#include "kernels/spec/check.h"
-#include "kernels/spec/error.h"
-#include "kernels/spec/safetensors.h"
+#include "core/check.h"
+#include "core/error.h"
+#include "core/safetensors.h"
 
 namespace attntune {
 
@@ -88,7 +88,7 @@ RangeClass ClassifyRange(const HeadStats& s) {
 
 HeadStats ComputeHeadStats(const Tensors& t, int64_t window, int64_t sink) {
   const Shape& s = t.shape;
-  CHECK(s.Hkv == 1 && s.B == 1 && window >= 1);
+  ATTNTUNE_CHECK(s.Hkv == 1 && s.B == 1 && window >= 1);
   const std::vector<int64_t> edges = RangeBucketEdges(s.Lk);
   HeadStats out;
   out.range_share.assign(edges.size(), 0.0);
@@ -254,7 +254,7 @@ CalibStats GeneratorStats(const GeneratorSpec& spec, int64_t window, int64_t sin
   st.sink = sink;
   st.source = "generator seed=" + std::to_string(spec.seed);
   st.kinds = spec.kinds.empty() ? DrawHeadKinds(spec.layers, spec.kv_heads, spec.seed) : spec.kinds;
-  CHECK(static_cast<int64_t>(st.kinds.size()) == spec.layers * spec.kv_heads);
+  ATTNTUNE_CHECK(static_cast<int64_t>(st.kinds.size()) == spec.layers * spec.kv_heads);
   for (int64_t l = 0; l < spec.layers; ++l)
     for (int64_t h = 0; h < spec.kv_heads; ++h)
       st.heads.push_back(ComputeHeadStats(

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/spec/tensors.h"
+#include "core/tensors.h"
 #include "tuner/allocation/allocation.h"
 #include "tuner/model.h"
 

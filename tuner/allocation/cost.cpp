@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "kernels/kokkos/windowed.h"
-#include "kernels/spec/check.h"
-#include "kernels/spec/variant.h"
+#include "core/check.h"
+#include "kernels/variant.h"
 #include "search/space.h"
 #include "search/strategy.h"
 
@@ -76,7 +76,7 @@ double CostMeter::Time(const Tensors& t, int64_t swa_heads, int64_t br, int64_t 
   std::vector<float> out(static_cast<size_t>(t.shape.QElems()));
   if (const Variant* hybrid = FindHybrid()) {
     const Implementation* impl = hybrid->FindImplementation("tiled");
-    CHECK(impl != nullptr);
+    ATTNTUNE_CHECK(impl != nullptr);
     const Params given = {{"w", std::to_string(options_.window)},
                           {"full", std::to_string(full)},
                           {"sink", std::to_string(options_.sink)},
@@ -115,13 +115,13 @@ std::pair<double, double> CostMeter::LayerMs(int64_t swa_heads) {
 }
 
 TunedTiles CostMeter::TuneTiles(const Allocation& a, int64_t budget, uint64_t seed) {
-  CHECK(a.layers == model_.layers && a.kv_heads == model_.kv_heads);
+  ATTNTUNE_CHECK(a.layers == model_.layers && a.kv_heads == model_.kv_heads);
   TunedTiles tuned;
   tuned.window = options_.window;
   const Variant* hybrid = FindHybrid();
   if (budget <= 0 || !options_.measure || hybrid == nullptr) return tuned;
   const Implementation* impl = hybrid->FindImplementation("tiled");
-  CHECK(impl != nullptr);
+  ATTNTUNE_CHECK(impl != nullptr);
   // The layer pattern most layers share (ties: fewer SWA heads).
   std::map<int64_t, int64_t> layers_with;
   for (int64_t l = 0; l < a.layers; ++l) ++layers_with[a.SwaHeadsInLayer(l)];
@@ -134,7 +134,7 @@ TunedTiles CostMeter::TuneTiles(const Allocation& a, int64_t budget, uint64_t se
   for (const char* name : {"Br", "Bc"})
     for (const ParamDecl& d : impl->tunables)
       if (d.name == name) space.AddDimension(d.name, d.grid);
-  CHECK(space.Dimensions().size() == 2);
+  ATTNTUNE_CHECK(space.Dimensions().size() == 2);
   const Shape shape = prefill_.shape;
   const Params fixed = {{"w", std::to_string(options_.window)},
                         {"full", std::to_string(model_.kv_heads - n_swa)},
@@ -171,7 +171,7 @@ TunedTiles CostMeter::TuneTiles(const Allocation& a, int64_t budget, uint64_t se
 }
 
 AllocationCost CostMeter::Cost(const Allocation& a) {
-  CHECK(a.layers == model_.layers && a.kv_heads == model_.kv_heads);
+  ATTNTUNE_CHECK(a.layers == model_.layers && a.kv_heads == model_.kv_heads);
   AllocationCost c;
   c.kv_bytes = KvCacheBytes(model_, a, options_);
   const int64_t g = model_.q_heads / model_.kv_heads;

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/spec/tensors.h"
+#include "core/tensors.h"
 #include "profiler/measure.h"
 #include "profiler/timer.h"
 #include "tuner/allocation/allocation.h"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/spec/error.h"
+#include "core/error.h"
 
 namespace attntune {
 

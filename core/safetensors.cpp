@@ -1,0 +1,187 @@
+#include "core/safetensors.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+// The format stores little-endian data; attntune's hosts (x86-64, aarch64) are
+// little-endian, so bytes are copied as they are.
+static_assert(sizeof(float) == 4, "F32 is IEEE single precision");
+
+namespace attntune {
+
+namespace {
+
+// Bytes per element of the safetensors dtypes; 0 for an unknown dtype.
+int64_t DtypeSize(const std::string& dtype) {
+  static const std::pair<const char*, int64_t> kSizes[] = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+      {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1}};
+  for (const auto& [name, size] : kSizes) {
+    if (dtype == name) return size;
+  }
+  return 0;
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t e : shape) n *= e;
+  return n;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+class Invalid {
+ public:
+  explicit Invalid(const std::string& path) : path_(path) {}
+  [[noreturn]] void operator()(const std::string& reason) const {
+    throw UserError(path_ + ": not a valid safetensors file (" + reason + ")");
+  }
+
+ private:
+  std::string path_;
+};
+
+StTensor ParseEntry(const std::string& name, const nlohmann::json& entry, uint64_t data_size,
+                    const uint8_t* data, const Invalid& invalid) {
+  const std::string where = "tensor '" + name + "': ";
+  if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() ||
+      !entry.contains("shape") || !entry["shape"].is_array() || !entry.contains("data_offsets") ||
+      !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2) {
+    invalid(where + "expected {dtype, shape, data_offsets: [begin, end]}");
+  }
+  StTensor t;
+  t.dtype = entry["dtype"].get<std::string>();
+  const int64_t elem_size = DtypeSize(t.dtype);
+  if (elem_size == 0) invalid(where + "unknown dtype '" + t.dtype + "'");
+  for (const nlohmann::json& e : entry["shape"]) {
+    if (!e.is_number_unsigned()) invalid(where + "shape is not a list of non-negative integers");
+    t.shape.push_back(e.get<int64_t>());
+  }
+  const nlohmann::json& off = entry["data_offsets"];
+  if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+    invalid(where + "data_offsets are not non-negative integers");
+  }
+  const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+  if (begin > end || end > data_size) {
+    invalid(where + "data_offsets [" + std::to_string(begin) + "," + std::to_string(end) +
+            "] out of range (data is " + std::to_string(data_size) + " bytes)");
+  }
+  const uint64_t expected = static_cast<uint64_t>(Elements(t.shape) * elem_size);
+  if (end - begin != expected) {
+    invalid(where + "data_offsets span " + std::to_string(end - begin) + " bytes but " +
+            t.dtype + " " + ShapeText(t.shape) + " needs " + std::to_string(expected));
+  }
+  t.bytes.assign(data + begin, data + end);
+  return t;
+}
+
+}  // namespace
+
+std::vector<float> StTensor::AsF32() const {
+  ATTNTUNE_CHECK_MSG(dtype == "F32", "tensor dtype is " + dtype);
+  ATTNTUNE_CHECK(bytes.size() % sizeof(float) == 0);
+  std::vector<float> out(bytes.size() / sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+std::vector<int32_t> StTensor::AsI32() const {
+  ATTNTUNE_CHECK_MSG(dtype == "I32", "tensor dtype is " + dtype);
+  ATTNTUNE_CHECK(bytes.size() % sizeof(int32_t) == 0);
+  std::vector<int32_t> out(bytes.size() / sizeof(int32_t));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+StFile ReadSafetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  if (in.bad()) throw UserError(path + ": cannot read (" + std::strerror(errno) + ")");
+  const Invalid invalid(path);
+  if (file.size() < 8) {
+    invalid("file is " + std::to_string(file.size()) +
+            " bytes, shorter than the 8-byte header length");
+  }
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file[i];
+  const uint64_t rest = file.size() - 8;
+  if (header_len > rest) {
+    invalid("header length " + std::to_string(header_len) + " exceeds the " +
+            std::to_string(rest) + " bytes after it");
+  }
+  const std::string header_text(file.begin() + 8, file.begin() + 8 + header_len);
+  const nlohmann::json header = nlohmann::json::parse(header_text, nullptr, false);
+  if (header.is_discarded()) invalid("header is not valid JSON");
+  if (!header.is_object()) invalid("header is not a JSON object");
+  const uint8_t* data = file.data() + 8 + header_len;
+  const uint64_t data_size = rest - header_len;
+  StFile tensors;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    tensors[name] = ParseEntry(name, entry, data_size, data, invalid);
+  }
+  return tensors;
+}
+
+void WriteSafetensors(const std::string& path, const StFile& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    ATTNTUNE_CHECK_MSG(DtypeSize(t.dtype) != 0, "unknown dtype " + t.dtype);
+    ATTNTUNE_CHECK_MSG(static_cast<uint64_t>(Elements(t.shape) * DtypeSize(t.dtype)) == t.bytes.size(),
+              "tensor " + name + " has the wrong byte count for its shape");
+    header[name] = {{"dtype", t.dtype},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text = header.dump();
+  // Pad with spaces so that the data starts 8-byte aligned (as the reference writer does).
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
+
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const auto& [name, t] : tensors) {
+    out.write(reinterpret_cast<const char*>(t.bytes.data()),
+              static_cast<std::streamsize>(t.bytes.size()));
+  }
+  out.close();
+  if (!out) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+StTensor MakeF32(const std::vector<int64_t>& shape, const std::vector<float>& data) {
+  ATTNTUNE_CHECK(Elements(shape) == static_cast<int64_t>(data.size()));
+  StTensor t;
+  t.dtype = "F32";
+  t.shape = shape;
+  t.bytes.resize(data.size() * sizeof(float));
+  if (!data.empty()) std::memcpy(t.bytes.data(), data.data(), t.bytes.size());
+  return t;
+}
+
+StTensor MakeI32(const std::vector<int64_t>& shape, const std::vector<int32_t>& data) {
+  ATTNTUNE_CHECK(Elements(shape) == static_cast<int64_t>(data.size()));
+  StTensor t;
+  t.dtype = "I32";
+  t.shape = shape;
+  t.bytes.resize(data.size() * sizeof(int32_t));
+  if (!data.empty()) std::memcpy(t.bytes.data(), data.data(), t.bytes.size());
+  return t;
+}
+
+}  // namespace attntune

@@ -1,0 +1,21 @@
+#include "core/tensors.h"
+
+#include "core/random.h"
+
+namespace attntune {
+
+
+Tensors GaussianTensors(const Shape& shape, uint64_t seed) {
+  Tensors t;
+  t.shape = shape;
+  t.q.resize(static_cast<size_t>(shape.QElems()));
+  t.k.resize(static_cast<size_t>(shape.KvElems()));
+  t.v.resize(static_cast<size_t>(shape.KvElems()));
+  Normal normal(seed);
+  for (std::vector<float>* x : {&t.q, &t.k, &t.v}) {
+    for (float& e : *x) e = static_cast<float>(normal.Next());
+  }
+  return t;
+}
+
+}  // namespace attntune

@@ -1,0 +1,141 @@
+#include "kernels/reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+
+namespace attntune {
+
+namespace {
+
+// Scaled logits q_i . k_j / sqrt(d) (plus bias if `sets` is given) for `keys`.
+void Logits(const Tensors& t, int64_t b, int64_t hq, const std::vector<double>& q,
+            const std::vector<int64_t>& keys, const KeySets* sets, std::vector<double>* logits) {
+  const Shape& s = t.shape;
+  const int64_t hkv = hq / s.Group();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
+  logits->resize(keys.size());
+  for (size_t n = 0; n < keys.size(); ++n) {
+    const float* k = t.K(b, hkv, keys[n]);
+    double dot = 0.0;
+    for (int64_t c = 0; c < s.d; ++c) dot += q[c] * static_cast<double>(k[c]);
+    (*logits)[n] = dot * scale + (sets != nullptr ? sets->Bias(b, hkv, keys[n]) : 0.0);
+  }
+}
+
+// In place: logits -> softmax probabilities (max subtracted first).
+void Softmax(std::vector<double>* x) {
+  if (x->empty()) return;
+  const double m = *std::max_element(x->begin(), x->end());
+  double sum = 0.0;
+  for (double& e : *x) {
+    e = std::exp(e - m);
+    sum += e;
+  }
+  for (double& e : *x) e /= sum;
+}
+
+void QueryRow(const Tensors& t, int64_t b, int64_t hq, int64_t i, std::vector<double>* q) {
+  const float* src = t.Q(b, hq, i);
+  q->assign(src, src + t.shape.d);
+}
+
+}  // namespace
+
+std::vector<double> ReferenceAttention(const Tensors& t, const KeySets& sets) {
+  const Shape& s = t.shape;
+  std::vector<double> out(static_cast<size_t>(s.QElems()), 0.0);
+  std::vector<int64_t> keys;
+  std::vector<double> q, p;
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t hq = 0; hq < s.Hq; ++hq) {
+      const int64_t hkv = hq / s.Group();
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        sets.Row(b, hq, i, &keys);
+        if (keys.empty()) continue;  // empty S(i): the row stays zero
+        QueryRow(t, b, hq, i, &q);
+        Logits(t, b, hq, q, keys, &sets, &p);
+        Softmax(&p);
+        double* o = out.data() + OutIndex(s, b, hq, i, 0);
+        for (size_t n = 0; n < keys.size(); ++n) {
+          const float* v = t.V(b, hkv, keys[n]);
+          for (int64_t c = 0; c < s.d; ++c) o[c] += p[n] * static_cast<double>(v[c]);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> ReferenceOutput(const Variant& variant, const Tensors& tensors,
+                                    const Params& params) {
+  return ReferenceAttention(tensors, *variant.key_sets(tensors, params));
+}
+
+namespace {
+
+template <typename T>
+double RelErrImpl(const T* out, const std::vector<double>& ref) {
+  double diff = 0.0, norm = 0.0;
+  for (size_t n = 0; n < ref.size(); ++n) {
+    const double o = static_cast<double>(out[n]);
+    if (!std::isfinite(o)) return std::numeric_limits<double>::infinity();
+    diff += (o - ref[n]) * (o - ref[n]);
+    norm += ref[n] * ref[n];
+  }
+  if (norm == 0.0) return diff == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(diff / norm);
+}
+
+}  // namespace
+
+double RelErr(const float* out, const std::vector<double>& ref) { return RelErrImpl(out, ref); }
+
+double RelErr(const std::vector<double>& out, const std::vector<double>& ref) {
+  ATTNTUNE_CHECK(out.size() == ref.size());
+  return RelErrImpl(out.data(), ref);
+}
+
+double MassRecall(const Tensors& t, const KeySets& sets) {
+  const Shape& s = t.shape;
+  std::vector<int64_t> keys, dense;
+  std::vector<double> q, p;
+  double total = 0.0;
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t hq = 0; hq < s.Hq; ++hq) {
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        const int64_t last = s.causal ? s.QueryPos(i) : s.Lk - 1;
+        if (last < 0) {
+          total += 1.0;  // no dense key: nothing to lose
+          continue;
+        }
+        dense.resize(static_cast<size_t>(last + 1));
+        for (int64_t j = 0; j <= last; ++j) dense[j] = j;
+        QueryRow(t, b, hq, i, &q);
+        Logits(t, b, hq, q, dense, nullptr, &p);
+        Softmax(&p);
+        sets.Row(b, hq, i, &keys);
+        double kept = 0.0;
+        for (int64_t j : keys) {
+          if (j >= 0 && j <= last) kept += p[j];
+        }
+        total += kept;
+      }
+    }
+  }
+  const double rows = static_cast<double>(s.B * s.Hq * s.Lq);
+  return rows > 0 ? total / rows : 1.0;
+}
+
+Quality QualityAgainstDense(const Variant& variant, const Tensors& tensors, const Params& params,
+                            const std::vector<double>& dense_ref) {
+  const std::unique_ptr<KeySets> sets = variant.key_sets(tensors, params);
+  Quality quality;
+  quality.rel_err = RelErr(ReferenceAttention(tensors, *sets), dense_ref);
+  quality.mass_recall = MassRecall(tensors, *sets);
+  return quality;
+}
+
+}  // namespace attntune

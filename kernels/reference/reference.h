@@ -1,0 +1,34 @@
+// fp64 reference attention and quality metrics, straight from the definitions of
+// DESIGN.md s1 (softmax over S(i) of the scaled logits plus bias, times V).
+#pragma once
+
+#include <vector>
+
+#include "kernels/variant.h"
+
+namespace attntune {
+
+/// O[B,Hq,Lq,d] in fp64 for the given key sets; rows with empty S(i) are zero.
+std::vector<double> ReferenceAttention(const Tensors& tensors, const KeySets& sets);
+
+/// The reference of `variant` with complete params.
+std::vector<double> ReferenceOutput(const Variant& variant, const Tensors& tensors,
+                                    const Params& params);
+
+/// ||O - O_ref||_F / ||O_ref||_F (0 when both are zero; +inf if O has a non-finite value).
+double RelErr(const float* out, const std::vector<double>& ref);
+double RelErr(const std::vector<double>& out, const std::vector<double>& ref);
+
+/// Mean over rows of the dense attention probability kept by S(i) (DESIGN.md s1).
+double MassRecall(const Tensors& tensors, const KeySets& sets);
+
+/// Quality of a variant against dense: rel_err of its reference output against the
+/// dense reference, and mass_recall.
+struct Quality {
+  double rel_err = 0.0;
+  double mass_recall = 1.0;
+};
+Quality QualityAgainstDense(const Variant& variant, const Tensors& tensors, const Params& params,
+                            const std::vector<double>& dense_ref);
+
+}  // namespace attntune

@@ -1,0 +1,325 @@
+#include "kernels/selection/selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "core/check.h"
+#include "core/random.h"
+
+namespace attntune {
+
+namespace {
+
+// Distinct streams per default tensor, so that dma's Delta is not LSH's R.
+constexpr uint64_t kProjStream = 0x9e3779b97f4a7c15ULL;
+constexpr uint64_t kDmaStream = 0xd1b54a32d192ed03ULL;
+
+// Eight doubles as a GCC/Clang vector; aligned(8): loads may be unaligned.
+typedef double Lanes8 __attribute__((vector_size(8 * sizeof(double)), aligned(8)));
+
+// Sixteen floats as a GCC/Clang vector (one AVX-512 register); aligned(4): loads may be
+// unaligned.
+typedef float Lanes16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
+
+// The sum of a vector's eight lanes: halves added pairwise (a tree of three steps, not a
+// chain of seven dependent additions).
+inline double SumLanes(Lanes8 v) {
+  typedef int64_t Index8 __attribute__((vector_size(8 * sizeof(int64_t))));
+  v += __builtin_shuffle(v, Index8{4, 5, 6, 7, 0, 1, 2, 3});
+  v += __builtin_shuffle(v, Index8{2, 3, 0, 1, 6, 7, 4, 5});
+  return v[0] + v[1];
+}
+
+// Sixteen fp32 lanes as eight fp64 sums: lane k plus lane k + 8, each converted exactly.
+inline Lanes8 WidenPairs(const Lanes16& v) {
+  Lanes8 lo, hi;
+  for (int k = 0; k < 8; ++k) {
+    lo[k] = static_cast<double>(v[k]);
+    hi[k] = static_cast<double>(v[k + 8]);
+  }
+  return lo + hi;
+}
+
+// rt: R of one head transposed to [h][d] (fp32); u: x - mu, d floats. P_c = u·R_c in
+// fp32 with 16 partial sums (lane k holds the terms e = k mod 16, ascending), then in fp64
+// the lanes k and k + 8 added, those eight summed as a tree (SumLanes), and the tail; the
+// bins only need P's signs and argmax, and every caller (kernels and reference) bins
+// through this one function. All H projections advance together in registers
+// (independent FMA chains): H is a template argument so that the accumulators are not
+// kept in memory (with a runtime h the compiler interchanged the loops and stored every
+// accumulator on every step). Adding the 16 lanes one by one in fp64 took about half of
+// hax's selection phase (each lane extracted alone).
+template <int H>
+void Project(const float* u, const float* rt, int64_t d, double* proj) {
+  Lanes16 acc[H];
+  for (int c = 0; c < H; ++c) acc[c] = Lanes16{};
+  const int64_t d16 = d / 16 * 16;
+  for (int64_t e = 0; e < d16; e += 16) {
+    const Lanes16 ue = *reinterpret_cast<const Lanes16*>(u + e);
+    for (int c = 0; c < H; ++c) acc[c] += ue * *reinterpret_cast<const Lanes16*>(rt + c * d + e);
+  }
+  for (int c = 0; c < H; ++c) {
+    const float* r = rt + c * d;
+    double sum = SumLanes(WidenPairs(acc[c]));
+    for (int64_t e = d16; e < d; ++e) sum += static_cast<double>(u[e]) * r[e];
+    proj[c] = sum;
+  }
+}
+
+template <int... Hs>
+void ProjectAny(int64_t h, const float* u, const float* rt, int64_t d, double* proj,
+                std::integer_sequence<int, Hs...>) {
+  using Fn = void (*)(const float*, const float*, int64_t, double*);
+  static constexpr Fn kFns[] = {&Project<Hs + 1>...};  // h = 1 .. 16
+  kFns[h - 1](u, rt, d, proj);
+}
+
+int32_t Bin(const float* x, const float* mu, const float* rt, int64_t d, int64_t h,
+            bool argmax_rule, float* u) {
+  if (mu != nullptr) {
+    for (int64_t e = 0; e < d; ++e) u[e] = x[e] - mu[e];
+  }
+  double proj[16];
+  ProjectAny(h, mu != nullptr ? u : x, rt, d, proj, std::make_integer_sequence<int, 16>());
+  int32_t bin = 0;
+  if (argmax_rule) {
+    for (int64_t c = 1; c < h; ++c) {
+      if (proj[c] > proj[bin]) bin = static_cast<int32_t>(c);
+    }
+  } else {
+    for (int64_t c = 0; c < h; ++c) bin = bin * 2 + (proj[c] > 0.0 ? 1 : 0);
+  }
+  return bin;
+}
+
+}  // namespace
+
+std::vector<double> LshProjection(const Tensors& t, int64_t bits, uint64_t seed) {
+  const Shape& s = t.shape;
+  const size_t n = static_cast<size_t>(s.Hkv * s.d * bits);
+  if (!t.proj.empty()) {
+    ATTNTUNE_CHECK_MSG(t.proj.size() == n, "proj must be [Hkv,d,bits]");
+    return std::vector<double>(t.proj.begin(), t.proj.end());
+  }
+  std::vector<double> r(n);
+  Normal normal(seed ^ kProjStream);
+  for (double& e : r) e = normal.Next();
+  return r;
+}
+
+namespace {
+
+// What Bin needs for the heads of one problem: R per KV head as [h][d] in fp32.
+struct BinRule {
+  const Tensors* t;
+  int64_t bits;
+  bool argmax;
+  std::vector<float> rt;
+
+  BinRule(const Tensors& t_, int64_t bits_, bool argmax_, uint64_t seed)
+      : t(&t_), bits(bits_), argmax(argmax_) {
+    const Shape& s = t_.shape;
+    ATTNTUNE_CHECK(bits >= 1 && bits <= 16);
+    ATTNTUNE_CHECK(t_.mu.empty() || static_cast<int64_t>(t_.mu.size()) == s.Hkv * s.d);
+    const std::vector<double> r = LshProjection(t_, bits, seed);
+    rt.resize(r.size());
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t e = 0; e < s.d; ++e) {
+        for (int64_t c = 0; c < bits; ++c) {
+          rt[(h * bits + c) * s.d + e] = static_cast<float>(r[(h * s.d + e) * bits + c]);
+        }
+      }
+    }
+  }
+  int32_t operator()(const float* x, int64_t hkv, float* u) const {
+    const float* mu = t->mu.empty() ? nullptr : t->mu.data() + hkv * t->shape.d;
+    return Bin(x, mu, rt.data() + hkv * t->shape.d * bits, t->shape.d, bits, argmax, u);
+  }
+  LshBins Empty() const {
+    const Shape& s = t->shape;
+    LshBins out;
+    out.bins = argmax ? bits : (int64_t{1} << bits);
+    out.key_bin.resize(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+    out.query_bin.resize(static_cast<size_t>(s.B * s.Hq * s.Lq));
+    return out;
+  }
+};
+
+// One pass over KV head (b, hkv) and its query heads in position order: ks's default
+// scores x[0, Lk) of the head, and with `rule` the bins of its keys and query rows into
+// `bins`. Per key j, the group's query heads add their terms to x[j] in ascending order,
+// as a pass per query head would (bit-identical). Reading each row once is what makes
+// hax's fused selection cheaper than bins and scores apart.
+void GroupPass(const Tensors& t, int64_t b, int64_t hkv, double* x, const BinRule* rule,
+               LshBins* bins) {
+  const Shape& s = t.shape;
+  const int64_t group = s.Group();
+  std::vector<double> sums(static_cast<size_t>(group * s.d), 0.0);
+  std::vector<float> u(static_cast<size_t>(s.d));
+  auto widen = [](const float* p) {
+    Lanes8 v;
+    for (int e = 0; e < 8; ++e) v[e] = static_cast<double>(p[e]);
+    return v;
+  };
+  for (int64_t j = 0; j < s.Lk; ++j) {
+    const float* k = t.K(b, hkv, j);
+    if (rule != nullptr) bins->key_bin[(b * s.Hkv + hkv) * s.Lk + j] = (*rule)(k, hkv, u.data());
+    const int64_t i = j - (s.Lk - s.Lq);  // the query row at position j, if any
+    if (i < 0) continue;                  // no query precedes key j: x[j] stays 0
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t hq = hkv * group + g;
+      const float* q = t.Q(b, hq, i);
+      if (rule != nullptr) bins->query_bin[(b * s.Hq + hq) * s.Lq + i] = (*rule)(q, hkv, u.data());
+      // sum += q_i, then |sum|^2 and k_j · sum in the same pass, in 8-lane partial sums
+      // with two accumulators each (two FMA chains of d/16 steps instead of one of d/8:
+      // one chain each took ~50 ms at L = 16384, d = 128).
+      double* sum = sums.data() + g * s.d;
+      Lanes8 norm0{}, norm1{}, dot0{}, dot1{};
+      int64_t c = 0;
+      for (; c + 16 <= s.d; c += 16) {
+        Lanes8 s0 = *reinterpret_cast<const Lanes8*>(sum + c) + widen(q + c);
+        Lanes8 s1 = *reinterpret_cast<const Lanes8*>(sum + c + 8) + widen(q + c + 8);
+        *reinterpret_cast<Lanes8*>(sum + c) = s0;
+        *reinterpret_cast<Lanes8*>(sum + c + 8) = s1;
+        norm0 += s0 * s0;
+        norm1 += s1 * s1;
+        dot0 += widen(k + c) * s0;
+        dot1 += widen(k + c + 8) * s1;
+      }
+      for (; c + 8 <= s.d; c += 8) {
+        Lanes8 s0 = *reinterpret_cast<const Lanes8*>(sum + c) + widen(q + c);
+        *reinterpret_cast<Lanes8*>(sum + c) = s0;
+        norm0 += s0 * s0;
+        dot0 += widen(k + c) * s0;
+      }
+      double norm = SumLanes(norm0 + norm1), dot = SumLanes(dot0 + dot1);
+      for (; c < s.d; ++c) {
+        sum[c] += q[c];
+        norm += sum[c] * sum[c];
+        dot += static_cast<double>(k[c]) * sum[c];
+      }
+      if (norm > 0.0) x[j] += dot / std::sqrt(norm);
+    }
+  }
+}
+
+}  // namespace
+
+LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_t seed) {
+  const Shape& s = t.shape;
+  const BinRule rule(t, bits, argmax_rule, seed);
+  LshBins out = rule.Empty();
+  std::vector<float> u(static_cast<size_t>(s.d));
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t j = 0; j < s.Lk; ++j) {
+        out.key_bin[(b * s.Hkv + h) * s.Lk + j] = rule(t.K(b, h, j), h, u.data());
+      }
+    }
+    for (int64_t h = 0; h < s.Hq; ++h) {
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        out.query_bin[(b * s.Hq + h) * s.Lq + i] = rule(t.Q(b, h, i), h / s.Group(), u.data());
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> KsScores(const Tensors& t) {
+  const Shape& s = t.shape;
+  const size_t n = static_cast<size_t>(s.B * s.Hkv * s.Lk);
+  if (!t.scores.empty()) {
+    ATTNTUNE_CHECK_MSG(t.scores.size() == n, "scores must be [B,Hkv,Lk]");
+    return std::vector<double>(t.scores.begin(), t.scores.end());
+  }
+  std::vector<double> x(n, 0.0);
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) GroupPass(t, b, h, x.data() + (b * s.Hkv + h) * s.Lk, nullptr, nullptr);
+  }
+  return x;
+}
+
+HaxSelection ComputeHaxSelection(const Tensors& t, int64_t bits, bool argmax_rule,
+                                 uint64_t seed) {
+  const Shape& s = t.shape;
+  HaxSelection out;
+  if (!t.scores.empty()) {  // supplied scores: only the bins are left to compute
+    out.bins = ComputeLshBins(t, bits, argmax_rule, seed);
+    out.scores = KsScores(t);
+    return out;
+  }
+  const BinRule rule(t, bits, argmax_rule, seed);
+  out.bins = rule.Empty();
+  out.scores.assign(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0);
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      GroupPass(t, b, h, out.scores.data() + (b * s.Hkv + h) * s.Lk, &rule, &out.bins);
+    }
+  }
+  return out;
+}
+
+std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {
+  const Shape& s = t.shape;
+  std::vector<double> delta(static_cast<size_t>(s.Hkv * s.d)), a(static_cast<size_t>(s.Hkv));
+  Normal normal(seed ^ kDmaStream);
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(s.d));
+  for (double& e : delta) e = normal.Next() * inv_sqrt_d;
+  for (double& e : a) e = 0.5 + 0.5 * std::fabs(normal.Next());
+  if (!t.delta.empty()) {
+    ATTNTUNE_CHECK_MSG(t.delta.size() == delta.size(), "delta must be [Hkv,d]");
+    delta.assign(t.delta.begin(), t.delta.end());
+  }
+  if (!t.a.empty()) {
+    ATTNTUNE_CHECK_MSG(t.a.size() == a.size(), "a must be [Hkv]");
+    a.assign(t.a.begin(), t.a.end());
+  }
+  std::vector<double> out(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t j = 0; j < s.Lk; ++j) {
+        const float* v = t.V(b, h, j);
+        double z = 0.0;
+        for (int64_t c = 0; c < s.d; ++c) z += static_cast<double>(v[c]) * delta[h * s.d + c];
+        // softplus(z) = log(1 + e^z), written to stay finite for large |z|.
+        const double softplus = z > 0.0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+        out[(b * s.Hkv + h) * s.Lk + j] = a[h] * softplus;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> HybridWindows(const Tensors& t, const Params& params) {
+  const Shape& s = t.shape;
+  std::vector<int64_t> w(static_cast<size_t>(s.Hkv));
+  if (!t.windows.empty()) {
+    ATTNTUNE_CHECK_MSG(static_cast<int64_t>(t.windows.size()) == s.Hkv, "windows must be [Hkv]");
+    for (int64_t h = 0; h < s.Hkv; ++h) w[h] = t.windows[h];
+    return w;
+  }
+  const int64_t full = ParamInt(params, "full"), win = ParamInt(params, "w");
+  for (int64_t h = 0; h < s.Hkv; ++h) w[h] = h < full ? 0 : win;
+  return w;
+}
+
+std::vector<int32_t> PrefixTopKEvictions(const double* x, int64_t n, int64_t k) {
+  std::vector<int32_t> evict(static_cast<size_t>(n), static_cast<int32_t>(n));
+  // Heap ordered so that its front is the key that ranks last (evicted first).
+  auto ranks_before = [x](int64_t a, int64_t b) { return RanksBefore(x, a, b); };
+  std::vector<int64_t> heap;
+  heap.reserve(static_cast<size_t>(std::min(n, k) + 1));
+  for (int64_t j = 0; j < n; ++j) {
+    heap.push_back(j);
+    std::push_heap(heap.begin(), heap.end(), ranks_before);
+    if (static_cast<int64_t>(heap.size()) > k) {
+      std::pop_heap(heap.begin(), heap.end(), ranks_before);
+      evict[static_cast<size_t>(heap.back())] = static_cast<int32_t>(j);
+      heap.pop_back();
+    }
+  }
+  return evict;
+}
+
+}  // namespace attntune

@@ -1,0 +1,170 @@
+#include "kernels/variant.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace attntune {
+
+const Implementation* Variant::FindImplementation(const std::string& impl_id) const {
+  for (const Implementation& impl : implementations) {
+    if (impl.id == impl_id) return &impl;
+  }
+  return nullptr;
+}
+
+const Variant& FindVariant(const std::string& id, const std::string& what) {
+  std::string known;
+  for (const Variant& v : Variants()) {
+    if (v.id == id) return v;
+    known += (known.empty() ? "" : ", ") + v.id;
+  }
+  throw UserError(what + ": unknown variant '" + id + "' (known: " + known + ")");
+}
+
+namespace {
+
+bool ParseInt(const std::string& text, int64_t* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  // strtoll skips leading blanks and accepts '+'; a parameter value must not.
+  if (*end != '\0' || errno != 0 || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) {
+    return false;
+  }
+  *value = v;
+  return true;
+}
+
+std::string RangeText(const ParamDecl& p) {
+  const std::string lo = std::to_string(p.min) + " <= ";
+  if (p.max == INT64_MAX) return p.name + " >= " + std::to_string(p.min);
+  return lo + p.name + " <= " + std::to_string(p.max);
+}
+
+// Checks one value against its declaration; on success `*canonical` is its
+// canonical text ("007" -> "7").
+std::string CheckValue(const ParamDecl& p, const std::string& value, std::string* canonical) {
+  if (p.kind == ParamKind::kInt) {
+    int64_t v = 0;
+    if (!ParseInt(value, &v)) return p.name + "='" + value + "' is not an integer";
+    if (v < p.min || v > p.max) {
+      return p.name + "=" + value + " is out of range (" + RangeText(p) + ")";
+    }
+    *canonical = std::to_string(v);
+    return "";
+  }
+  std::string choices;
+  for (const std::string& c : p.choices) {
+    if (c == value) {
+      *canonical = value;
+      return "";
+    }
+    choices += (choices.empty() ? "" : ", ") + c;
+  }
+  return p.name + "='" + value + "' is not one of " + choices;
+}
+
+// The shared body of ResolveParams and CheckParams: "" and `*out` complete, or the reason.
+std::string Resolve(const Variant& variant, const Implementation* impl, const Shape& shape,
+                    const Params& given, Params* out) {
+  std::vector<const ParamDecl*> decls;
+  for (const ParamDecl& p : variant.params) decls.push_back(&p);
+  if (impl != nullptr) {
+    for (const ParamDecl& p : impl->tunables) decls.push_back(&p);
+  }
+  const std::string owner = variant.id + (impl != nullptr ? "/" + impl->id : "");
+  for (const auto& [name, value] : given) {
+    bool known = false;
+    for (const ParamDecl* p : decls) known = known || p->name == name;
+    if (!known) {
+      std::string names;
+      for (const ParamDecl* p : decls) names += (names.empty() ? "" : ", ") + p->name;
+      return "unknown parameter '" + name + "' for " + owner +
+             (names.empty() ? " (it takes none)" : " (known: " + names + ")");
+    }
+  }
+  out->clear();
+  for (const ParamDecl* p : decls) {
+    const auto it = given.find(p->name);
+    std::string value;
+    if (it != given.end()) {
+      value = it->second;
+    } else if (!p->default_value.empty()) {
+      value = p->default_value;
+    } else {
+      return owner + " requires parameter " + p->name +
+             (p->grid.empty() ? "" : " (e.g. " + p->name + "=" + p->grid.front() + ")");
+    }
+    std::string canonical;
+    const std::string reason = CheckValue(*p, value, &canonical);
+    if (!reason.empty()) return reason;
+    (*out)[p->name] = canonical;
+  }
+  if (variant.check) {
+    const std::string reason = variant.check(shape, *out);
+    if (!reason.empty()) return reason;
+  }
+  if (impl != nullptr && impl->check) {
+    const std::string reason = impl->check(shape, *out);
+    if (!reason.empty()) return reason;
+  }
+  return "";
+}
+
+}  // namespace
+
+Params ResolveParams(const Variant& variant, const Implementation* impl, const Shape& shape,
+                     const Params& given, const std::string& what) {
+  Params out;
+  const std::string reason = Resolve(variant, impl, shape, given, &out);
+  if (!reason.empty()) throw UserError(what + ": " + reason);
+  return out;
+}
+
+std::string CheckParams(const Variant& variant, const Implementation& impl, const Shape& shape,
+                        const Params& params) {
+  Params out;
+  return Resolve(variant, &impl, shape, params, &out);
+}
+
+std::string CanonicalParamsJson(const Variant& variant, const Implementation& impl,
+                                const Params& params) {
+  nlohmann::json j = nlohmann::json::object();
+  auto add = [&](const ParamDecl& p) {
+    const auto it = params.find(p.name);
+    if (it == params.end()) return;
+    if (p.kind == ParamKind::kInt) {
+      int64_t v = 0;
+      ATTNTUNE_CHECK_MSG(ParseInt(it->second, &v), p.name + "='" + it->second + "'");
+      j[p.name] = v;
+    } else {
+      j[p.name] = it->second;
+    }
+  };
+  for (const ParamDecl& p : variant.params) add(p);
+  for (const ParamDecl& p : impl.tunables) add(p);
+  return j.dump();  // nlohmann::json objects keep their keys sorted
+}
+
+int64_t AttendedPairs(const Variant& variant, const Tensors& tensors, const Params& params) {
+  const Shape& s = tensors.shape;
+  if (variant.pairs) return variant.pairs(s, params);
+  const std::unique_ptr<KeySets> sets = variant.key_sets(tensors, params);
+  std::vector<int64_t> keys;
+  int64_t pairs = 0;
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hq; ++h) {
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        sets->Row(b, h, i, &keys);
+        pairs += static_cast<int64_t>(keys.size());
+      }
+    }
+  }
+  return pairs;
+}
+
+}  // namespace attntune

@@ -1,0 +1,152 @@
+// Parsing and validation of user input: shapes, parameter lists, the variant table's
+// parameter declarations. Error texts are asserted exactly (STYLE.md).
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "tests/user_error_text.h"
+#include "core/shape.h"
+#include "kernels/variant.h"
+
+namespace attntune {
+namespace {
+
+TEST_CASE("ParsePositiveInt accepts positive integers and names bad input") {
+  CHECK(ParsePositiveInt("4096", "--seq-lens") == 4096);
+  CHECK(UserErrorText([] { ParsePositiveInt("4k", "--seq-lens"); }) ==
+        "--seq-lens: '4k' is not a positive integer");
+  CHECK(UserErrorText([] { ParsePositiveInt("0", "--seq-lens"); }) ==
+        "--seq-lens: '0' is not a positive integer");
+  CHECK(UserErrorText([] { ParsePositiveInt("-3", "--b"); }) ==
+        "--b: '-3' is not a positive integer");
+  CHECK(UserErrorText([] { ParsePositiveInt("", "--b"); }) == "--b: '' is not a positive integer");
+  CHECK(UserErrorText([] { ParsePositiveInt("99999999999999999999", "--b"); }) ==
+        "--b: '99999999999999999999' is not a positive integer");
+}
+
+TEST_CASE("ParseShape reads every key and round-trips through ToString") {
+  const Shape s = ParseShape("B=2,Hq=16,Hkv=8,L=4096,d=128", "--shape");
+  CHECK(s.B == 2);
+  CHECK(s.Hq == 16);
+  CHECK(s.Hkv == 8);
+  CHECK(s.Lq == 4096);
+  CHECK(s.Lk == 4096);
+  CHECK(s.d == 128);
+  CHECK(s.causal);
+  CHECK(s.Group() == 2);
+  CHECK(s.ToString() == "B=2,Hq=16,Hkv=8,L=4096,d=128");
+  CHECK(ParseShape(s.ToString(), "x") == s);
+
+  const Shape t = ParseShape("Hq=4,Lq=37,Lk=577,d=64,causal=0", "--shape");
+  CHECK(t.B == 1);
+  CHECK(t.Hkv == 4);  // defaults to Hq
+  CHECK(t.QueryPos(0) == 540);
+  CHECK_FALSE(t.causal);
+  CHECK(t.ToString() == "B=1,Hq=4,Hkv=4,Lq=37,Lk=577,d=64,causal=0");
+  CHECK(ParseShape(t.ToString(), "x") == t);
+}
+
+TEST_CASE("ParseShape and ValidateShape error texts") {
+  auto err = [](const std::string& text) {
+    return UserErrorText([&] { ParseShape(text, "--shape"); });
+  };
+  CHECK(err("Hq=6,Hkv=4,L=16,d=64") == "--shape: Hq=6 is not divisible by Hkv=4");
+  CHECK(err("Hq=4,Lq=20,Lk=10,d=64") == "--shape: Lq=20 must not exceed Lk=10");
+  CHECK(err("Hq=4,L=16,d=64,X=3") ==
+        "--shape: unknown key 'X' (expected B, Hq, Hkv, L, Lq, Lk, d, causal)");
+  CHECK(err("Hq=4,L=16,d") ==
+        "--shape: 'd' is not key=value (expected B, Hq, Hkv, L, Lq, Lk, d, causal)");
+  CHECK(err("Hq=4,L=16,d=64,d=32") == "--shape: duplicate key 'd'");
+  CHECK(err("Hq=4,L=4k,d=64") == "--shape: L='4k' is not a positive integer");
+  CHECK(err("Hq=4,L=0,d=64") == "--shape: L='0' is not a positive integer");
+  CHECK(err("L=16,d=64") == "--shape: missing Hq (e.g. B=1,Hq=16,Hkv=8,L=4096,d=128)");
+  CHECK(err("Hq=4,d=64") == "--shape: missing L (e.g. B=1,Hq=16,Hkv=8,L=4096,d=128)");
+  CHECK(err("Hq=4,L=16") == "--shape: missing d (e.g. B=1,Hq=16,Hkv=8,L=4096,d=128)");
+  CHECK(err("Hq=4,Lq=16,d=64") == "--shape: missing Lk (e.g. B=1,Hq=16,Hkv=8,L=4096,d=128)");
+  CHECK(err("Hq=4,L=16,Lk=16,d=64") == "--shape: give either L or Lq and Lk, not both");
+  CHECK(err("Hq=4,L=16,d=64,causal=2") == "--shape: causal='2' must be 0 or 1");
+
+  Shape s;
+  s.d = 0;
+  CHECK(UserErrorText([&] { ValidateShape(s, "--shape"); }) == "--shape: d=0 must be positive");
+}
+
+TEST_CASE("ParseParams, ParamsToString and ParamInt") {
+  const Params p = ParseParams("w=256,sink=4", "--params");
+  CHECK(p.size() == 2);
+  CHECK(p.at("w") == "256");
+  CHECK(ParamInt(p, "sink") == 4);
+  CHECK(ParamsToString(p) == "sink=4,w=256");
+  CHECK(ParseParams("", "--params").empty());
+  CHECK(UserErrorText([] { ParseParams("w256", "--params"); }) ==
+        "--params: 'w256' is not key=value");
+  CHECK(UserErrorText([] { ParseParams("w=", "--params"); }) == "--params: 'w=' is not key=value");
+  CHECK(UserErrorText([] { ParseParams("w=1,", "--params"); }) ==
+        "--params: '' is not key=value");
+  CHECK(UserErrorText([] { ParseParams("w=1,w=2", "--params"); }) ==
+        "--params: parameter 'w' given twice");
+}
+
+TEST_CASE("FindVariant lists the known variants") {
+  CHECK(FindVariant("swa", "--variant").id == "swa");
+  CHECK(UserErrorText([] { FindVariant("x", "--variant"); }) ==
+        "--variant: unknown variant 'x' (known: dense, swa, hybrid, lsh, ks, hax, dma, "
+        "dma_decode)");
+  CHECK(FindVariant("dense", "x").FindImplementation("tiled") != nullptr);
+  CHECK(FindVariant("dense", "x").FindImplementation("nope") == nullptr);
+}
+
+TEST_CASE("ResolveParams fills defaults and names every kind of bad value") {
+  Shape shape;
+  shape.Lq = shape.Lk = 128;
+  const Variant& swa = FindVariant("swa", "x");
+  const Implementation* tiled = swa.FindImplementation("tiled");
+  const Params full = ResolveParams(swa, tiled, shape, ParseParams("w=0064", "x"), "--params");
+  CHECK(ParamsToString(full) == "Bc=64,Br=32,sink=0,w=64");
+  CHECK(CanonicalParamsJson(swa, *tiled, full) == R"({"Bc":64,"Br":32,"sink":0,"w":64})");
+  const Params variant_only = ResolveParams(swa, nullptr, shape, {{"w", "8"}}, "x");
+  CHECK(ParamsToString(variant_only) == "sink=0,w=8");
+
+  auto err = [&](const std::string& text) {
+    return UserErrorText([&] { ResolveParams(swa, tiled, shape, ParseParams(text, "x"), "--params"); });
+  };
+  CHECK(err("w=abc") == "--params: w='abc' is not an integer");
+  CHECK(err("w=+5") == "--params: w='+5' is not an integer");
+  CHECK(err("w=0") == "--params: w=0 is out of range (w >= 1)");
+  CHECK(err("w=8,Br=0") == "--params: Br=0 is out of range (1 <= Br <= 256)");
+  CHECK(err("w=8,Bc=513") == "--params: Bc=513 is out of range (1 <= Bc <= 512)");
+  CHECK(err("w=8,sink=-1") == "--params: sink=-1 is out of range (sink >= 0)");
+  CHECK(err("w=8,k=3") ==
+        "--params: unknown parameter 'k' for swa/tiled (known: w, sink, Br, Bc)");
+  CHECK(err("sink=4") == "--params: swa/tiled requires parameter w (e.g. w=128)");
+
+  const Variant& dense = FindVariant("dense", "x");
+  CHECK(UserErrorText([&] { ResolveParams(dense, nullptr, shape, {{"w", "8"}}, "--params"); }) ==
+        "--params: unknown parameter 'w' for dense (it takes none)");
+  CHECK(CheckParams(dense, *dense.FindImplementation("tiled"), shape, {{"Br", "300"}}) ==
+        "Br=300 is out of range (1 <= Br <= 256)");
+  CHECK(CheckParams(dense, *dense.FindImplementation("tiled"), shape, {}).empty());
+}
+
+TEST_CASE("Every declared default and grid value passes its own declaration") {
+  Shape shape;
+  for (const Variant& v : Variants()) {
+    for (const Implementation& impl : v.implementations) {
+      std::vector<const ParamDecl*> decls;
+      for (const ParamDecl& p : v.params) decls.push_back(&p);
+      for (const ParamDecl& p : impl.tunables) decls.push_back(&p);
+      for (const ParamDecl* p : decls) {
+        REQUIRE_FALSE(p->grid.empty());
+        for (const std::string& value : p->grid) {
+          Params given;
+          for (const ParamDecl* q : decls) given[q->name] = q->grid.front();
+          given[p->name] = value;
+          INFO(v.id << "/" << impl.id << " " << p->name << "=" << value);
+          CHECK(CheckParams(v, impl, shape, given).empty());
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attntune

@@ -1,0 +1,186 @@
+#include "core/check.h"
+#undef CHECK
+
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "search/replay.h"
+
+namespace attntune {
+namespace {
+
+// Two parameters (a: 1,2,4; b: 0,1); 5 of 6 configurations recorded, one failed.
+const char* kCache = R"({
+  "device_name": "Test GPU", "kernel_name": "k", "objective": "time",
+  "tune_params_keys": ["a", "b"], "tune_params": {"a": [1, 2, 4], "b": [0, 1]},
+  "cache": {
+    "1,0": {"a": 1, "b": 0, "time": 4.0, "compile_time": 100, "benchmark_time": 10, "framework_time": 1},
+    "1,1": {"a": 1, "b": 1, "time": 2.0, "compile_time": 100, "benchmark_time": 10, "framework_time": 1},
+    "2,0": {"a": 2, "b": 0, "time": "CompilationFailedConfig", "compile_time": 50},
+    "2,1": {"a": 2, "b": 1, "time": 1.0, "compile_time": 100, "benchmark_time": 10, "framework_time": 1},
+    "4,1": {"a": 4, "b": 1, "time": 3.0, "compile_time": 100, "benchmark_time": 10, "framework_time": 1}
+  }})";
+
+std::string TempPath(const std::string& name) {
+  return "/tmp/attntune_replay_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+void WriteGzip(const std::string& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, text.data(), static_cast<unsigned>(text.size())) == static_cast<int>(text.size()));
+  gzclose(f);
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::string bytes;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) bytes.append(buffer, n);
+  std::fclose(f);
+  return bytes;
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
+TEST_CASE("a Kernel Tuner cache becomes a constrained space", "[search][replay]") {
+  const ReplayCache c = ParseReplayCache(kCache, "mem.json");
+  CHECK(c.device == "Test GPU");
+  CHECK(c.space.Size() == 6);
+  CHECK(c.entries.size() == 5);
+  CHECK(c.Optimum() == 1.0);
+  CHECK(c.space.Violation({2, 0}) == "not recorded");  // a=4, b=0 is not in the file
+  CHECK(c.space.Violation({2, 1}).empty());
+  CHECK(!c.At({1, 0}).ok);
+  CHECK(c.At({1, 0}).cost == 50.0);
+  CHECK(c.At({1, 1}).value == 1.0);
+  CHECK(c.At({1, 1}).cost == 111.0);
+}
+
+TEST_CASE("gzip files read, truncated and malformed ones fail clearly", "[search][replay]") {
+  const std::string gz = TempPath("cache.json.gz");
+  WriteGzip(gz, kCache);
+  CHECK(ReadReplayCache(gz).entries.size() == 5);
+
+  const std::string bytes = ReadBytes(gz);
+  const std::string cut = TempPath("cut.json.gz");
+  WriteBytes(cut, bytes.substr(0, bytes.size() / 2));
+  CHECK_THROWS_WITH(ReadReplayCache(cut), cut + ": not a Kernel Tuner cache file (truncated gzip data)");
+
+  const std::string plain = TempPath("cut.json");
+  WriteBytes(plain, std::string(kCache).substr(0, 100));
+  CHECK_THROWS_WITH(ReadReplayCache(plain),
+                    plain + ": not a Kernel Tuner cache file (invalid JSON at byte 101)");
+
+  CHECK_THROWS_WITH(ParseReplayCache(R"({"results_of": 1})", "x.json"),
+                    "x.json: not a Kernel Tuner cache file (no 'cache' object)");
+  CHECK_THROWS_WITH(ParseReplayCache("", "e.json"),
+                    "e.json: not a Kernel Tuner cache file (empty file)");
+  CHECK_THROWS_WITH(ParseReplayCache(R"({"tune_params": {"a": [1]}, "cache": {"1": {"a": 3, "time": 1}}})", "v.json"),
+                    "v.json: not a Kernel Tuner cache file (entry '1': a=3 is not in tune_params)");
+  CHECK_THROWS_WITH(ParseReplayCache(R"({"tune_params": {"a": [1]}, "cache": {"1": {"a": 1, "time": "RuntimeFailedConfig"}}})", "f.json"),
+                    "f.json: not a Kernel Tuner cache file (no valid configuration)");
+  CHECK_THROWS_WITH(ReadReplayCache(TempPath("missing.json")),
+                    TempPath("missing.json") + ": cannot read (No such file or directory)");
+  std::remove(gz.c_str());
+  std::remove(cut.c_str());
+  std::remove(plain.c_str());
+}
+
+TEST_CASE("the T4 format reads too", "[search][replay]") {
+  const char* t4 = R"({"schema_version": "1.0.0", "results": [
+    {"configuration": {"a": 2, "s": "x"}, "invalidity": "correct", "objectives": ["time"],
+     "measurements": [{"name": "time", "value": 5.0, "unit": "ms"}],
+     "times": {"compilation_time": 10, "framework": 1, "search_algorithm": 0, "validation": 0, "runtimes": [1, 2]}},
+    {"configuration": {"a": 1, "s": "y"}, "invalidity": "compile", "objectives": ["time"],
+     "measurements": [], "times": {"compilation_time": 7}},
+    {"configuration": {"a": 10, "s": "x"}, "invalidity": "correct", "objectives": ["time"],
+     "measurements": [{"name": "time", "value": 2.5, "unit": "ms"}], "times": {"compilation_time": 1}},
+    {"configuration": {"a": 10, "s": "y"}, "invalidity": "correct", "objectives": ["time"],
+     "measurements": [{"name": "time", "value": 3.0, "unit": "ms"}],
+     "times": {"compilation": 20, "framework": 2, "runtimes": [3, 3]}}]})";
+  const ReplayCache c = ParseReplayCache(t4, "t4.json");
+  REQUIRE(c.space.Dimensions().size() == 2);
+  CHECK(c.space.Dimensions()[0].values == std::vector<std::string>{"1", "2", "10"});
+  CHECK(c.entries.size() == 4);
+  CHECK(c.Optimum() == 2.5);
+  CHECK(c.At({1, 0}).cost == 14.0);
+  // Kernel Tuner writes the compile time as "compilation", the schema as "compilation_time".
+  CHECK(c.At({2, 1}).cost == 28.0);
+  CHECK(!c.At({0, 1}).ok);
+}
+
+TEST_CASE("random search's analytic expectation", "[search][replay]") {
+  ReplayStatistics s;
+  s.values = {1, 2, 3};
+  CHECK(ExpectedRandomBest(s, 1) == Approx(2.0));
+  CHECK(ExpectedRandomBest(s, 2) == Approx(2.0 / 3 * 1 + 1.0 / 3 * 2));
+  CHECK(ExpectedRandomBest(s, 3) == Approx(1.0));
+  CHECK(ExpectedRandomBest(s, 1.5) == Approx(0.5 * 2.0 + 0.5 * 4.0 / 3));
+  // One failed entry among four: a single draw fails with chance 1/4 (counted as worst).
+  s.invalid = 1;
+  CHECK(ExpectedRandomBest(s, 1) == Approx((1 + 2 + 3) / 4.0 + 3 / 4.0));
+  // Two draws of four: best rank 1 w.p. 1/2, rank 2 w.p. 1/3, rank 3 w.p. 1/6.
+  CHECK(ExpectedRandomBest(s, 2) == Approx(0.5 * 1 + 2.0 / 6 * 2 + 1.0 / 6 * 3));
+}
+
+TEST_CASE("the methodology's cutoff and score", "[search][replay]") {
+  ReplayStatistics s;
+  for (int i = 1; i <= 10; ++i) s.values.push_back(i);
+  // Median 5.5: half way is 3.25, seven values are worse: ceil(7 / 4) = 2.
+  CHECK(FevalsToCutoff(s, 0.5) == 2);
+  // 95% of the way is 1.225: nine values are worse: ceil(9 / 2) = 5.
+  CHECK(FevalsToCutoff(s, 0.95) == 5);
+  s.median_cost = 10;
+  s.cost_per_eval = 10;
+  ScoreSettings settings;
+  // An oracle that finds the optimum at once scores 1.
+  Trace oracle{{10, 10, 10, 10, 10, 10}, {1, 1, 1, 1, 1, 1}};
+  CHECK(PerformanceScore(s, {oracle}, settings) == Approx(1.0));
+  // A search stuck at the expected value of random search's first draw: at t = 20
+  // (two draws) P = (5.5 - E2) / (1 - E2) with E2 = 11/3 + ... computed below.
+  settings.resolution = 2;
+  settings.start = settings.cutoff = 0.5;  // one time point: t = 2 evaluations
+  const double e2 = ExpectedRandomBest(s, 2);
+  Trace flat{{10, 10}, {5.5, 5.5}};
+  CHECK(PerformanceScore(s, {flat}, settings) == Approx((5.5 - e2) / (1 - e2)));
+}
+
+TEST_CASE("replay is deterministic and exhaustive search finds the optimum", "[search][replay]") {
+  const ReplayCache c = ParseReplayCache(kCache, "mem.json");
+  ReplayOptions o;
+  o.strategy = "exhaustive";
+  o.budgets = {1, 2, 5};
+  o.repeats = 3;
+  const ReplayResult r = Replay(c, o);
+  REQUIRE(r.budgets.size() == 3);
+  // Row-major order: (1,0)=4, (1,1)=2, (2,0) failed, (2,1)=1, (4,1)=3.
+  CHECK(r.budgets[0].fraction.mean == Approx(0.25));
+  CHECK(r.budgets[1].fraction.mean == Approx(0.5));
+  CHECK(r.budgets[2].fraction.mean == Approx(1.0));
+  CHECK(r.budgets[2].fraction.std == 0.0);
+  o.strategy = "auto";
+  o.repeats = 4;
+  const ReplayResult a = Replay(c, o), b = Replay(c, o);
+  CHECK(a.curve_mean == b.curve_mean);
+  CHECK(a.p_score == b.p_score);
+  CHECK(a.budgets[2].fraction.mean == Approx(1.0));
+  o.strategy = "nope";
+  CHECK_THROWS_WITH(Replay(c, o), Catch::Contains("--strategy: unknown strategy 'nope'"));
+}
+
+}  // namespace
+}  // namespace attntune
