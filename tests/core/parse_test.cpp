@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "tests/user_error_text.h"
 #include "core/shape.h"
+#include "core/types.h"
 #include "kernels/variant.h"
 
 namespace attntune {
@@ -150,3 +151,21 @@ TEST_CASE("Every declared default and grid value passes its own declaration") {
 
 }  // namespace
 }  // namespace attntune
+
+TEST_CASE("dtype, phase and device ids have one spelling each", "[core][types]") {
+  using namespace attntune;
+  for (Dtype d : {Dtype::kF32, Dtype::kF16, Dtype::kBf16}) REQUIRE(DtypeFromString(ToString(d)) == d);
+  CHECK_FALSE(DtypeFromString("float32").has_value());
+  CHECK(ElementBytes(Dtype::kF32) == 4.0);
+  CHECK(ElementBytes(Dtype::kBf16) == 2.0);
+  for (Phase p : {Phase::kPrefill, Phase::kDecode}) REQUIRE(PhaseFromString(ToString(p)) == p);
+  CHECK_FALSE(PhaseFromString("Decode").has_value());
+  CHECK(ParseDeviceId("cpu")->ToString() == "cpu");
+  CHECK(ParseDeviceId("cuda:3")->index == 3);
+  CHECK(ParseDeviceId("cuda:3")->ToString() == "cuda:3");
+  CHECK_FALSE(ParseDeviceId("cuda:").has_value());
+  CHECK_FALSE(ParseDeviceId("cuda:-1").has_value());
+  CHECK_FALSE(ParseDeviceId("cuda:9999999").has_value());
+  CHECK_FALSE(ParseDeviceId("CUDA:0").has_value());
+  CHECK_FALSE(ParseDeviceId("").has_value());
+}
