@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "build_info.h"
+#include "core/files.h"
 #include "db/database.h"
 #include "kernels/cuda/cuda_variants.h"
 #include "kernels/kokkos/runtime.h"
@@ -705,7 +706,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
   report->add_option("--out", *report_out, "HTML file")->capture_default_str();
   report->callback([report_db, report_out, rc] {
     auto db = OpenExisting(*report_db);
-    WriteTextFile(*report_out, RenderHtmlReport(LoadReportInput(*db)));
+    WriteFileAtomic(*report_out, RenderHtmlReport(LoadReportInput(*db)));
     std::printf("  report: %s\n", report_out->c_str());
     *rc = 0;
   });

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "build_info.h"
+#include "core/files.h"
 #include "kernels/cuda/cuda_variants.h"
 #include "core/check.h"
 #include "profiler/nvtx.h"
@@ -250,44 +251,6 @@ std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const 
   return out;
 }
 
-void WriteTextFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
-    out << text;
-    out.flush();
-    if (!out) throw UserError(path + ": write failed (" + std::strerror(errno) + ")");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
-}
-
-ReportInput LoadReportInput(const Database& db) {
-  ReportInput input;
-  input.tool_version = ATTNTUNE_VERSION;
-  input.generated_at = UtcNow();
-  input.db_path = db.Path();
-  input.devices = db.Devices();
-  input.trials = db.Trials(TrialFilter{});
-  return input;
-}
-
-OutputPaths EmitOutputs(const Database& db, const std::string& out_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) throw UserError(out_dir + ": cannot create output folder (" + ec.message() + ")");
-  const ReportInput input = LoadReportInput(db);
-  OutputPaths paths;
-  paths.header = (std::filesystem::path(out_dir) / "attntune_config.h").string();
-  paths.json = (std::filesystem::path(out_dir) / "attntune_config.json").string();
-  paths.report = (std::filesystem::path(out_dir) / "report.html").string();
-  WriteTextFile(paths.header, RenderConfigHeader(input));
-  WriteTextFile(paths.json, RenderConfigJson(input));
-  WriteTextFile(paths.report, RenderHtmlReport(input));
-  return paths;
-}
-
 TunePlan PlanTune(const TuneOptions& options) {
   TunePlan plan;
   plan.options = options;
@@ -338,9 +301,7 @@ TunePlan PlanTune(const TuneOptions& options) {
     probe.AddDimension("x", {"0"});
     (void)MakeStrategy(options.strategy, probe, options.seed, "--strategy");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(options.out_dir, ec);
-  if (ec) throw UserError(options.out_dir + ": cannot create output folder (" + ec.message() + ")");
+  CreateOutputFolder(options.out_dir);
   plan.db_path = options.db_path.empty()
                      ? (std::filesystem::path(options.out_dir) / "attntune.db").string()
                      : options.db_path;

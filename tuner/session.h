@@ -14,6 +14,7 @@
 #include "reports/reports.h"
 #include "search/space.h"
 #include "search/strategy.h"
+#include "tuner/emit.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
 
@@ -76,12 +77,6 @@ struct ProgressEvent {
   bool reused = false;
 };
 using ProgressFn = std::function<void(const ProgressEvent&)>;
-
-struct OutputPaths {
-  std::string header;
-  std::string json;
-  std::string report;
-};
 
 struct TuneSummary {
   int64_t evaluations = 0;
@@ -148,15 +143,5 @@ SearchSpace BuildSearchSpace(const Variant& variant,
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
                                    const SearchSpace& search, const ProblemRecord& problem,
                                    size_t count);
-
-/// Everything the reporters need, read from the database.
-ReportInput LoadReportInput(const Database& db);
-
-/// Writes attntune_config.h, attntune_config.json and report.html into `out_dir`
-/// (created if needed; failure -> UserError).
-OutputPaths EmitOutputs(const Database& db, const std::string& out_dir);
-
-/// Writes `text` to `path` atomically (temp file + rename); failure -> UserError.
-void WriteTextFile(const std::string& path, const std::string& text);
 
 }  // namespace attntune
