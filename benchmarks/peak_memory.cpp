@@ -5,7 +5,6 @@
 // measures exactly: the binary and Kokkos, the inputs, the output, one kernel call.
 //
 //   peak_memory VARIANT PARAMS SHAPE      e.g. peak_memory hax k_lsh=32,k_ks=32 B=1,Hq=16,Hkv=8,L=65536,d=128
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,14 +12,9 @@
 
 #include "benchmarks/variant_problem.h"
 #include "kernels/kokkos/runtime.h"
+#include "profiler/device.h"
 
-namespace {
-double PeakRssBytes() {
-  struct rusage u {};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) * 1024.0;
-}
-}  // namespace
+using attntune::PeakRssBytes;
 
 int main(int argc, char** argv) {
   if (argc != 4) {

@@ -2,7 +2,11 @@
 // as UserError and turned into one line and exit code 2 by main().
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
+
+#include "backends/backend.h"
 
 namespace attntune {
 
@@ -13,5 +17,16 @@ extern const CLI::Validator kNonNegativeFinite;
 
 /// Registers every subcommand on `app`; the callbacks store their exit code in `*rc`.
 void RegisterCommands(CLI::App& app, int* rc);
+
+// One file each (cli/<name>_command.cpp).
+void RegisterTune(CLI::App& app, int* rc);
+void RegisterBench(CLI::App& app, int* rc);
+void RegisterRun(CLI::App& app, int* rc);
+
+/// --impl: the implementation `id` of `variant` that `backend` runs in `dtype` at head
+/// dimension `head_dim` (any phase), or the first it runs when `id` is empty. UserError
+/// naming --impl with the known ones, or --variant when the backend runs none.
+const Implementation* FindImplementationArg(const Backend& backend, const Variant& variant,
+                                            Dtype dtype, int64_t head_dim, const std::string& id);
 
 }  // namespace attntune

@@ -1,6 +1,7 @@
 #include "core/params.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -47,6 +48,34 @@ int64_t ParamInt(const Params& params, const std::string& name) {
   ATTNTUNE_CHECK_MSG(!it->second.empty() && *end == '\0' && errno == 0,
             "parameter " + name + "='" + it->second + "' is not an integer");
   return value;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) items.push_back(item);
+  return items;
+}
+
+double ParseDuration(const std::string& text, const std::string& what) {
+  const std::string bad = what + ": '" + text + "' is not a duration (e.g. 90s, 10m, 1.5h)";
+  if (text.empty()) throw UserError(bad);
+  double unit = 1;
+  std::string number = text;
+  const char last = text.back();
+  if (last == 's' || last == 'm' || last == 'h') {
+    unit = last == 'h' ? 3600 : last == 'm' ? 60 : 1;
+    number.pop_back();
+  }
+  if (number.empty() || number.find_first_not_of("0123456789.eE+-") != std::string::npos) {
+    throw UserError(bad);  // also "nan", "inf" and hexadecimal, which strtod would take
+  }
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size() || !std::isfinite(value)) throw UserError(bad);
+  if (!(value > 0)) throw UserError(what + ": '" + text + "' is not a positive duration");
+  return value * unit;
 }
 
 }  // namespace attntune

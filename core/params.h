@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace attntune {
 
@@ -13,6 +14,14 @@ using Params = std::map<std::string, std::string>;
 
 /// Parses "w=256,sink=4" (empty text -> no params). Throws UserError naming `what`.
 Params ParseParams(const std::string& text, const std::string& what);
+
+/// The comma-separated items of `text` ("a,b" -> {"a", "b"}; "" -> {}).
+std::vector<std::string> SplitList(const std::string& text);
+
+/// A positive duration in seconds: a number of seconds, or of minutes or hours with the
+/// suffix s, m or h ("90", "90s", "1.5m", "2h"). UserError "<what>: '<text>' is not a
+/// duration (e.g. 90s, 10m, 1.5h)" or "... is not a positive duration".
+double ParseDuration(const std::string& text, const std::string& what);
 
 /// "sink=4,w=256" (sorted by name).
 std::string ParamsToString(const Params& params);

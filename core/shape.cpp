@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/params.h"
 
 namespace attntune {
 
@@ -123,6 +124,13 @@ Shape ParseShape(const std::string& text, const std::string& what) {
   }
   ValidateShape(shape, what);
   return shape;
+}
+
+std::vector<int64_t> ParseSeqLens(const std::string& text, const std::string& what) {
+  std::vector<int64_t> lens;
+  for (const auto& item : SplitList(text)) lens.push_back(ParsePositiveInt(item, what));
+  if (lens.empty()) throw UserError(what + ": no sequence length given (e.g. 1024,4096)");
+  return lens;
 }
 
 }  // namespace attntune

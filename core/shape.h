@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace attntune {
 
@@ -39,5 +40,9 @@ Shape ParseShape(const std::string& text, const std::string& what);
 
 /// Parses a positive integer; throws UserError "<what>: '<text>' is not a positive integer".
 int64_t ParsePositiveInt(const std::string& text, const std::string& what);
+
+/// Comma-separated positive integers ("1024,4096"); UserError naming `what` for a bad
+/// item, or "<what>: no sequence length given (e.g. 1024,4096)" for none.
+std::vector<int64_t> ParseSeqLens(const std::string& text, const std::string& what);
 
 }  // namespace attntune

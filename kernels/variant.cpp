@@ -1,5 +1,6 @@
 #include "kernels/variant.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -8,11 +9,45 @@
 
 namespace attntune {
 
-const Implementation* Variant::FindImplementation(const std::string& impl_id) const {
+const Implementation* Variant::FindImplementation(const std::string& impl_id,
+                                                  const std::string& platform) const {
   for (const Implementation& impl : implementations) {
-    if (impl.id == impl_id) return &impl;
+    if (impl.id == impl_id && (platform.empty() || impl.platform == platform)) return &impl;
   }
   return nullptr;
+}
+
+std::vector<std::string> DeclaredValues(const ParamDecl& decl) {
+  return decl.grid.empty() ? std::vector<std::string>{decl.default_value} : decl.grid;
+}
+
+std::string Implementation::Refuses(const ProblemKind& kind) const {
+  if (std::find(phases.begin(), phases.end(), kind.phase) == phases.end())
+    return id + " is not offered for the " + ToString(kind.phase) + " phase";
+  if (std::find(dtypes.begin(), dtypes.end(), kind.dtype) == dtypes.end())
+    return id + " does not take " + ToString(kind.dtype) + " inputs";
+  return supports ? supports(kind) : "";
+}
+
+std::vector<ParamDecl> Implementation::TunablesFor(const ProblemKind& kind) const {
+  return tunables_for ? tunables_for(kind) : tunables;
+}
+
+std::vector<const Implementation*> Variant::ImplementationsFor(const std::string& platform,
+                                                               const ProblemKind& kind) const {
+  std::vector<const Implementation*> out;
+  for (const Implementation& impl : implementations) {
+    if (impl.platform == platform && impl.Refuses(kind).empty()) out.push_back(&impl);
+  }
+  return out;
+}
+
+std::string SupportedVariantsText(const std::string& platform, const ProblemKind& kind) {
+  std::string text;
+  for (const Variant& v : Variants()) {
+    if (!v.ImplementationsFor(platform, kind).empty()) text += (text.empty() ? "" : ", ") + v.id;
+  }
+  return text.empty() ? "none" : text;
 }
 
 const Variant& FindVariant(const std::string& id, const std::string& what) {

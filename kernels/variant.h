@@ -1,8 +1,10 @@
 // The variant table (STYLE.md "one table of variants"): for each variant its
 // parameters, constraints, attended-set semantics (which drive the fp64 reference,
 // the pair count and mass_recall), and its implementations with their tunables.
-// Adding a variant touches its row in kernels/variants.cpp, its kernel file(s) and
-// one test row.
+// Adding a variant touches its row in kernels/variant_table.cpp, its kernel file(s) and
+// one test row. Each row lists the implementations of every platform built in (Kokkos
+// on the CPU, CUDA), each tagged with its platform; a backend (backends/backend.h) runs
+// the implementations of its platform, so what a backend supports is read from here.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +15,19 @@
 
 #include "core/params.h"
 #include "core/tensors.h"
+#include "core/types.h"
 
 namespace attntune {
 
 enum class ParamKind { kInt, kEnum };
+
+/// What the tuner may know of a tunable beyond its values.
+enum class ParamRole {
+  kPlain,
+  /// Query rows per block: values at or above a problem's rows per (batch, KV head) give
+  /// the same blocks, so the search keeps only the smallest of them.
+  kRowsPerBlock,
+};
 
 struct ParamDecl {
   std::string name;
@@ -27,6 +38,18 @@ struct ParamDecl {
   std::string default_value;         // empty: required
   std::vector<std::string> grid;     // values the tuner searches by default
   std::string help;
+  ParamRole role = ParamRole::kPlain;
+};
+
+/// The values a search tries for a parameter: its declared grid, or its default when the
+/// declaration has none.
+std::vector<std::string> DeclaredValues(const ParamDecl& decl);
+
+/// The part of a problem an implementation's availability and tunables depend on.
+struct ProblemKind {
+  Phase phase = Phase::kPrefill;
+  Dtype dtype = Dtype::kF32;
+  int64_t head_dim = 0;
 };
 
 /// S(i) of every query row of one problem, prepared once per (tensors, params).
@@ -46,10 +69,23 @@ using ConstraintFn = std::function<std::string(const Shape&, const Params&)>;
 /// baseline the specialised kernels are measured against; DESIGN.md s2).
 constexpr const char kGenericImplementation[] = "generic";
 
+/// The platforms an implementation runs on (the backends that run them).
+constexpr const char kKokkosPlatform[] = "kokkos";
+constexpr const char kCudaPlatform[] = "cuda";
+
 struct Implementation {
   std::string id;                 // "tiled", ...
+  std::string platform = kKokkosPlatform;  // who runs it: a backend of this platform
   std::string summary;
+  std::vector<Phase> phases = {Phase::kPrefill, Phase::kDecode};  // the phases it is offered for
+  std::vector<Dtype> dtypes = {Dtype::kF32};                        // input dtypes it takes
   std::vector<ParamDecl> tunables;  // Br, Bc, ...
+  /// Optional: the tunables for problems of one kind, when they depend on it (the CUDA
+  /// kernels' compiled tiles per dtype and head dimension); else `tunables`.
+  std::function<std::vector<ParamDecl>(const ProblemKind&)> tunables_for;
+  /// Optional: "" when it runs problems of `kind` (phases and dtypes already match), else
+  /// the reason (one line, no prefix): "no tile compiled for fp16, d=96".
+  std::function<std::string(const ProblemKind&)> supports;
   ConstraintFn check;             // constraints on the tunables (may be empty)
   /// Writes O[B,Hq,Lq,d] into `out` (sized by the caller). Params are complete and valid.
   std::function<void(const Tensors&, const Params&, float* out)> run;
@@ -59,6 +95,11 @@ struct Implementation {
   /// Optional: the relative-error bound of the correctness gate for this implementation's
   /// arithmetic (fp16 inputs, say); the gate uses the larger of it and the caller's.
   std::function<double(const Params&)> tolerance;
+
+  /// "" when this implementation runs problems of `kind`, else why not.
+  std::string Refuses(const ProblemKind& kind) const;
+  /// Its tunables for problems of `kind` (tunables_for when set).
+  std::vector<ParamDecl> TunablesFor(const ProblemKind& kind) const;
 };
 
 struct Variant {
@@ -75,11 +116,21 @@ struct Variant {
   std::function<int64_t(const Shape&, const Params&)> pairs;
   std::vector<Implementation> implementations;
 
-  const Implementation* FindImplementation(const std::string& id) const;
+  /// The implementation `id` of `platform` (empty: of any platform, the first).
+  const Implementation* FindImplementation(const std::string& id,
+                                           const std::string& platform = kKokkosPlatform) const;
+  /// The implementations of `platform` that run problems of `kind`, in table order.
+  std::vector<const Implementation*> ImplementationsFor(const std::string& platform,
+                                                        const ProblemKind& kind) const;
 };
 
-/// Every variant attntune knows, in display order.
+/// Every variant attntune knows, in display order, with the implementations of every
+/// platform built in.
 const std::vector<Variant>& Variants();
+
+/// The variants `platform` runs for problems of `kind` ("dense, swa, ..."): what a
+/// backend supports, read from the table for error messages and listings.
+std::string SupportedVariantsText(const std::string& platform, const ProblemKind& kind);
 
 /// The variant named `id`; throws UserError naming `what` and listing the known ones.
 const Variant& FindVariant(const std::string& id, const std::string& what);

@@ -2,6 +2,7 @@
 // their parameters and constraints, and the implementations that run them.
 #include <algorithm>
 
+#include "kernels/cuda/cuda_implementations.h"
 #include "kernels/kokkos/sparse.h"
 #include "kernels/kokkos/windowed.h"
 #include "kernels/reference/key_sets.h"
@@ -40,7 +41,8 @@ bool ArgmaxRule(const Params& p) { return p.at("rule") == "argmax"; }
 std::vector<ParamDecl> SparseTunables(const char* bc_default = "64",
                                       const char* br_default = "32") {
   std::vector<ParamDecl> tunables = {
-      {"Br", ParamKind::kInt, 1, 256, {}, br_default, {"16", "32", "64"}, "query rows per block"},
+      {"Br", ParamKind::kInt, 1, 256, {}, br_default, {"16", "32", "64"}, "query rows per block",
+       ParamRole::kRowsPerBlock},
       {"Bc", ParamKind::kInt, 1, 512, {}, bc_default, {"32", "64", "128"}, "keys per tile"},
   };
   for (ParamDecl& d : tunables) {
@@ -61,7 +63,8 @@ Implementation Tiled(std::vector<int64_t> (*windows)(const Tensors&, const Param
   impl.summary = "Kokkos tiled online softmax over Br x Bc tiles; skips out-of-window tiles";
   // Bounds keep the per-team scratch (Br x Bc scores, Br x d accumulators) in a few MiB.
   impl.tunables = {
-      {"Br", ParamKind::kInt, 1, 256, {}, "32", {"16", "32", "64", "128"}, "query rows per tile"},
+      {"Br", ParamKind::kInt, 1, 256, {}, "32", {"16", "32", "64", "128"}, "query rows per tile",
+       ParamRole::kRowsPerBlock},
       {"Bc", ParamKind::kInt, 1, 512, {}, "64", {"32", "64", "128", "256"}, "keys per tile"},
   };
   impl.run = [windows, sink](const Tensors& t, const Params& p, float* out) {
@@ -326,8 +329,13 @@ Variant DmaDecode() {
 }  // namespace
 
 const std::vector<Variant>& Variants() {
-  static const std::vector<Variant> kVariants = {Dense(), Swa(), Hybrid(), Lsh(),
-                                                 Ks(),    Hax(), Dma(),    DmaDecode()};
+  static const std::vector<Variant> kVariants = [] {
+    std::vector<Variant> rows = {Dense(), Swa(), Hybrid(), Lsh(), Ks(), Hax(), Dma(), DmaDecode()};
+    // The implementations of the other platforms built in, after the Kokkos ones of each
+    // row (explicit, not self-registering: STYLE.md).
+    AddCudaImplementations(&rows);
+    return rows;
+  }();
   return kVariants;
 }
 

@@ -1,5 +1,7 @@
 #include "profiler/device.h"
 
+#include <sys/resource.h>
+
 #include <unistd.h>
 
 #include <fstream>
@@ -148,6 +150,12 @@ CudaProbe ProbeCuda() {
   probe.reason = "this attntune was built without CUDA support";
   return probe;
 #endif
+}
+
+double PeakRssBytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;  // kilobytes on Linux
 }
 
 }  // namespace attntune

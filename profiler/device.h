@@ -19,6 +19,9 @@ DeviceInfo CpuDevice();
 /// This machine's physical memory in bytes (0 if unknown).
 double HostMemoryBytes();
 
+/// The peak resident set of this process so far, in bytes.
+double PeakRssBytes();
+
 struct CudaProbe {
   bool usable = false;
   int device_count = 0;

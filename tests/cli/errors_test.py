@@ -96,15 +96,15 @@ if os.environ.get("ATTNTUNE_EXPECT_NO_GPU", "1") == "1":
 expect_error(["bench", "--variant", "dense", "--device", "cuda:x"],
              "attntune: error: --device: 'cuda:x' is not a device (expected cpu or cuda:N)")
 expect_error(["bench", "--variant", "dense", "--dtype", "fp16", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
-             "attntune: error: --dtype: 'fp16' is not available on the CPU (fp32 only)")
+             "attntune: error: --dtype: 'fp16' is not available on cpu (it takes fp32)")
 expect_error(["bench", "--variant", "dense", "--flush-l2", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
-             "attntune: error: --flush-l2: only for --device cuda:N")
+             "attntune: error: --flush-l2: the cpu backend cannot flush a cache between repetitions")
 expect_error(["bench", "--variant", "dense", "--metrics", "--shape", "Hq=2,Hkv=1,L=64,d=64"],
-             "attntune: error: --metrics: only for --device cuda:N")
+             "attntune: error: --metrics: the cpu backend has no hardware counters")
 expect_error(["tune", "--metrics", "--out", tmp],
-             "attntune: error: --metrics: only for --device cuda:N")
+             "attntune: error: --metrics: the cpu backend has no hardware counters")
 expect_error(["tune", "--dtype", "bf16", "--out", tmp],
-             "attntune: error: --dtype: 'bf16' is not available on the CPU (fp32 only)")
+             "attntune: error: --dtype: 'bf16' is not available on cpu (it takes fp32)")
 # Numbers that are not numbers a timer or a tolerance can use ("nan" passes CLI11's own
 # range checks: every comparison with NaN is false).
 S64 = "Hq=2,Hkv=1,L=64,d=64"

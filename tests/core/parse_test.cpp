@@ -129,23 +129,35 @@ TEST_CASE("ResolveParams fills defaults and names every kind of bad value") {
 }
 
 TEST_CASE("Every declared default and grid value passes its own declaration") {
+  // Each implementation's tunables for the problem kind of `shape` (the CUDA tiles of its
+  // dtype and head dimension), on a shape every implementation takes.
   Shape shape;
-  for (const Variant& v : Variants()) {
+  shape.Lq = shape.Lk = 256;
+  for (const int64_t d : {64, 128}) {
+   shape.d = d;
+   for (const Variant& v : Variants()) {
     for (const Implementation& impl : v.implementations) {
+      const ProblemKind kind{impl.phases.front(), impl.dtypes.front(), d};
+      if (!impl.Refuses(kind).empty()) continue;
+      if (!v.token_by_token && kind.phase == Phase::kDecode && impl.platform != kKokkosPlatform)
+        shape.Lq = 1;  // a decode kernel takes one step
+      const std::vector<ParamDecl> tunables = impl.TunablesFor(kind);
       std::vector<const ParamDecl*> decls;
       for (const ParamDecl& p : v.params) decls.push_back(&p);
-      for (const ParamDecl& p : impl.tunables) decls.push_back(&p);
+      for (const ParamDecl& p : tunables) decls.push_back(&p);
       for (const ParamDecl* p : decls) {
         REQUIRE_FALSE(p->grid.empty());
         for (const std::string& value : p->grid) {
           Params given;
           for (const ParamDecl* q : decls) given[q->name] = q->grid.front();
           given[p->name] = value;
-          INFO(v.id << "/" << impl.id << " " << p->name << "=" << value);
+          INFO(v.id << "/" << impl.id << " " << p->name << "=" << value << " d=" << d);
           CHECK(CheckParams(v, impl, shape, given).empty());
         }
       }
+      shape.Lq = shape.Lk;
     }
+   }
   }
 }
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include "kernels/cuda/cuda_variants.h"
+#include "kernels/cuda/cuda_implementations.h"
 #include "kernels/cuda/plan.h"
 #include "kernels/reference/reference.h"
 #include "kernels/selection/selection.h"
@@ -36,6 +36,33 @@ Shape AwkwardShape(int64_t lq_lk, int64_t d) {
   shape.Lq = lq_lk == 577 ? 300 : lq_lk;
   shape.d = d;
   return shape;
+}
+
+}  // namespace
+
+namespace {
+
+// The table's CUDA implementation of `variant` for (phase, dtype, head_dim), with its
+// tunables for that kind, as the tuner and bench find it; nullopt when there is none.
+std::optional<attntune::Implementation> CudaEntry(const attntune::Variant& variant,
+                                                  const std::string& dtype, int64_t head_dim,
+                                                  attntune::Phase phase) {
+  using namespace attntune;
+  const ProblemKind kind{phase, *DtypeFromString(dtype), head_dim};
+  const std::vector<const Implementation*> impls = variant.ImplementationsFor(kCudaPlatform, kind);
+  if (impls.empty()) return std::nullopt;
+  Implementation impl = *impls.front();
+  impl.tunables = impl.TunablesFor(kind);
+  return impl;
+}
+std::optional<attntune::Implementation> CudaImplementation(const attntune::Variant& variant,
+                                                           const std::string& dtype, int64_t d) {
+  return CudaEntry(variant, dtype, d, attntune::Phase::kPrefill);
+}
+std::optional<attntune::Implementation> CudaDecodeImplementation(const attntune::Variant& variant,
+                                                                 const std::string& dtype,
+                                                                 int64_t d) {
+  return CudaEntry(variant, dtype, d, attntune::Phase::kDecode);
 }
 
 }  // namespace

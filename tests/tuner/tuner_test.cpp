@@ -11,7 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "kernels/cuda/cuda_variants.h"
+#include "backends/backend.h"
+#include "kernels/cuda/cuda_implementations.h"
 #include "core/error.h"
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
@@ -42,6 +43,49 @@ Shape SmallShape() {
   s.Lq = s.Lk = 45;
   s.d = 64;
   return s;
+}
+
+// A backend with a fixed fingerprint that runs the table's implementations of one
+// platform (ninja's FakeCommandRunner style): planning and the run loop see only the
+// Backend interface, and tests choose what it pretends to be.
+class FakeBackend : public Backend {
+ public:
+  FakeBackend(std::string platform, std::vector<Dtype> dtypes)
+      : platform_(std::move(platform)), dtypes_(std::move(dtypes)) {}
+  DeviceId Id() const override { return {platform_ == kKokkosPlatform ? "cpu" : "cuda", 0}; }
+  std::string Platform() const override { return platform_; }
+  DeviceInfo Device() const override { return {"cpu", "test cpu", "{\"test\":1}"}; }
+  std::vector<Dtype> Dtypes() const override { return dtypes_; }
+  std::unique_ptr<Timer> MakeTimer(std::string*) override { return nullptr; }
+  MeasureHooks Hooks(bool) const override { return {}; }
+  std::unique_ptr<CounterSource> MakeCounters(Dtype, std::string* why_not) override {
+    if (!counters) {
+      *why_not = "the fake backend was given no counters";
+      return nullptr;
+    }
+    struct Source : CounterSource {
+      std::function<std::map<std::string, double>(const std::function<void()>&)> read;
+      std::map<std::string, double> Read(const std::function<void()>& launch,
+                                         std::string*) override {
+        return read(launch);
+      }
+    };
+    auto source = std::make_unique<Source>();
+    source->read = counters;
+    return source;
+  }
+  /// What the counter source reads (empty: the backend has none).
+  std::function<std::map<std::string, double>(const std::function<void()>&)> counters;
+
+ private:
+  std::string platform_;
+  std::vector<Dtype> dtypes_;
+};
+
+// The CPU the tests tune on: the Kokkos implementations, fp32.
+FakeBackend& TestCpu() {
+  static FakeBackend cpu(kKokkosPlatform, {Dtype::kF32});
+  return cpu;
 }
 
 // The real dense implementation with its output damaged after the fact.
@@ -253,15 +297,15 @@ TEST_CASE("A warm-started tune asks the best stored configuration of the nearest
   Seen seen;
   {
     // Four candidates at L=64 and at L=128; the last ok one measured is each one's best.
-    TunePlan plan = PlanTune(TinyTune(dir.path, {64, 128}, 4));
-    RunTune(plan, device, timer, seen.Fn());
+    TunePlan plan = PlanTune(TinyTune(dir.path, {64, 128}, 4), TestCpu());
+    RunTune(plan, timer, seen.Fn());
   }
   REQUIRE_FALSE(seen.Best("dense L=64").empty());
   REQUIRE_FALSE(seen.Best("dense L=128").empty());
   for (int64_t L : {80, 112}) {
     // One evaluation: with warm start it is the nearest length's best.
-    TunePlan plan = PlanTune(TinyTune(dir.path, {L}, 1));
-    RunTune(plan, device, timer, seen.Fn());
+    TunePlan plan = PlanTune(TinyTune(dir.path, {L}, 1), TestCpu());
+    RunTune(plan, timer, seen.Fn());
     const std::string nearest = L == 80 ? "dense L=64" : "dense L=128";
     CHECK(seen.First("dense L=" + std::to_string(L)) == seen.Best(nearest));
   }
@@ -273,15 +317,15 @@ TEST_CASE("A warm-started tune asks the best stored configuration of the nearest
       TuneOptions o = TinyTune(dir.path, {72}, 1);
       o.warm_start = false;
       o.seed = seed;
-      TunePlan plan = PlanTune(o);
+      TunePlan plan = PlanTune(o, TestCpu());
       Seen off;
-      RunTune(plan, device, timer, off.Fn());
+      RunTune(plan, timer, off.Fn());
       same += off.First("dense L=72") == seen.Best("dense L=64") ? 1 : 0;
     }
     CHECK(same < 6);
   }
   SECTION("WarmStartPoints: best first, distinct, nearest length by ratio, same device only") {
-    TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1));
+    TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1), TestCpu());
     const Variant& dense = FindVariant("dense", "test");
     const int64_t device_id = plan.db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
     ProblemRecord problem;
@@ -310,8 +354,8 @@ TEST_CASE("A time budget shares the time left equally among the problems still t
   o.time_budget_s = 10;
   o.clock = [&now] { return now += 1; };
   Seen seen;
-  TunePlan plan = PlanTune(o);
-  const TuneSummary s = RunTune(plan, device, timer, seen.Fn());
+  TunePlan plan = PlanTune(o, TestCpu());
+  const TuneSummary s = RunTune(plan, timer, seen.Fn());
   // L=48: 9 s left at its start, half of them its share (4.5 s). Its search starts at
   // 3 s and evaluates before the readings 4, 5, 6, 7 (1-4 s in) and at the start: 5.
   // L=64: 10 - 8 = 2 s left, all of them its share; it starts at 10 s: evaluations at
@@ -331,8 +375,8 @@ TEST_CASE("A time budget shares the time left equally among the problems still t
     TuneOptions q = TinyTune(late.path, {48, 64}, 0);
     q.time_budget_s = 1;
     q.clock = [&t] { return t += 5; };
-    TunePlan p = PlanTune(q);
-    CHECK(RunTune(p, device, timer, nullptr).evaluations == 2);
+    TunePlan p = PlanTune(q, TestCpu());
+    CHECK(RunTune(p, timer, nullptr).evaluations == 2);
   }
   // Both limits: whichever comes first.
   {
@@ -341,16 +385,16 @@ TEST_CASE("A time budget shares the time left equally among the problems still t
     TuneOptions q = TinyTune(both.path, {48}, 2);
     q.time_budget_s = 100;
     q.clock = [&t] { return t += 1; };
-    TunePlan p = PlanTune(q);
-    CHECK(RunTune(p, device, timer, nullptr).evaluations == 2);
+    TunePlan p = PlanTune(q, TestCpu());
+    CHECK(RunTune(p, timer, nullptr).evaluations == 2);
   }
   // Neither: refused before anything is stored.
   TuneOptions none = TinyTune(dir.path + "/none", {48}, 0);
-  CHECK_THROWS_WITH(PlanTune(none), "--budget: must be a positive integer");
+  CHECK_THROWS_WITH(PlanTune(none, TestCpu()), "--budget: must be a positive integer");
   CHECK(!std::filesystem::exists(dir.path + "/none"));
   TuneOptions negative = TinyTune(dir.path + "/neg", {48}, 1);
   negative.time_budget_s = -1;
-  CHECK_THROWS_WITH(PlanTune(negative), "--time-budget: must be a positive duration");
+  CHECK_THROWS_WITH(PlanTune(negative, TestCpu()), "--time-budget: must be a positive duration");
 }
 
 TEST_CASE("tune's counter passes come after every timing and give each ok trial its counters once") {
@@ -361,7 +405,9 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
   int timings_at_first_pass = -1;
   int fail_call = 0;  // 1-based call that throws, 0 none
   TuneOptions o = TinyTune(dir.path, {48, 64}, 3);
-  o.counters = [&](const std::function<void()>& launch) {
+  o.metrics = true;
+  FakeBackend cpu(kKokkosPlatform, {Dtype::kF32});
+  cpu.counters = [&](const std::function<void()>& launch) {
     if (calls == 0) timings_at_first_pass = timer.calls;
     ++calls;
     launch();  // runs the candidate (on the CPU: into a scratch buffer)
@@ -388,8 +434,8 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
   };
 
   SECTION("all succeed; a re-run reads nothing again") {
-    TunePlan plan = PlanTune(o);
-    const TuneSummary s = RunTune(plan, device, timer, nullptr);
+    TunePlan plan = PlanTune(o, cpu);
+    const TuneSummary s = RunTune(plan, timer, nullptr);
     REQUIRE(s.measured > 0);
     CHECK(s.counted == s.evaluations - s.failed);
     CHECK(s.counter_failures == 0);
@@ -399,8 +445,8 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
     CHECK(with == s.counted);
     CHECK(without == 0);
 
-    TunePlan again = PlanTune(o);
-    const TuneSummary r = RunTune(again, device, timer, nullptr);
+    TunePlan again = PlanTune(o, cpu);
+    const TuneSummary r = RunTune(again, timer, nullptr);
     CHECK(r.reused == r.evaluations);
     CHECK(r.counted == 0);
     CHECK(calls == s.counted);
@@ -408,8 +454,8 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
   SECTION("a failure is counted, stores nothing, and the passes go on; a re-run reads it") {
     fail_call = 2;
     Seen seen;
-    TunePlan plan = PlanTune(o);
-    const TuneSummary s = RunTune(plan, device, timer, seen.Fn());
+    TunePlan plan = PlanTune(o, cpu);
+    const TuneSummary s = RunTune(plan, timer, seen.Fn());
     CHECK(s.counter_failures == 1);
     CHECK(s.counted == s.evaluations - s.failed - 1);
     int failed_events = 0;
@@ -424,8 +470,8 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
 
     fail_call = 0;
     const int before = calls;
-    TunePlan again = PlanTune(o);
-    const TuneSummary r = RunTune(again, device, timer, nullptr);
+    TunePlan again = PlanTune(o, cpu);
+    const TuneSummary r = RunTune(again, timer, nullptr);
     CHECK(r.counted == 1);
     CHECK(calls == before + 1);
     CHECK(counted(*again.db) == std::make_pair(static_cast<int>(s.counted) + 1, 0));
@@ -457,12 +503,12 @@ TEST_CASE("A decode tune stores one query row per head (dma_decode: every step) 
   std::vector<std::string> all;
   for (const Variant& v : Variants()) all.push_back(v.id);
   TuneOptions o = TinyTune(dir.path, {40, 72}, 2);
-  o.phase = "decode";
+  o.phase = Phase::kDecode;
   o.variants = all;
   o.strategy = "random";
-  TunePlan plan = PlanTune(o);
+  TunePlan plan = PlanTune(o, TestCpu());
   Seen seen;
-  const TuneSummary summary = RunTune(plan, device, timer, seen.Fn());
+  const TuneSummary summary = RunTune(plan, timer, seen.Fn());
   CHECK(summary.evaluations == static_cast<int64_t>(2 * 2 * all.size()));
   CHECK(seen.First("dense decode L=40") != "");
 
@@ -488,7 +534,7 @@ TEST_CASE("A decode tune stores one query row per head (dma_decode: every step) 
 
 TEST_CASE("The implementation is a search dimension; each configuration is one valid point") {
   const Variant& hax = FindVariant("hax", "test");
-  REQUIRE(hax.implementations.size() == 2);  // union (Br, Bc, Chunk) and generic (Br, Bc)
+  REQUIRE(hax.ImplementationsFor(kKokkosPlatform, {}).size() == 2);  // union (Br, Bc, Chunk), generic
   const Implementation& own = hax.implementations[0];
   const Implementation& generic = hax.implementations[1];
   REQUIRE(own.id != generic.id);
@@ -529,11 +575,11 @@ TEST_CASE("A decode step searches one Br of those that give the same blocks; pre
   const DeviceInfo device{"cpu", "test cpu", "{\"test\":1}"};
   auto tried = [&](const std::string& phase, int64_t L, bool generic = true) {
     TuneOptions o = TinyTune(dir.path, {L}, 64);  // more than dense's 25 points
-    o.phase = phase;
+    o.phase = *PhaseFromString(phase);
     o.generic = generic;
     o.strategy = "exhaustive";
-    TunePlan plan = PlanTune(o);
-    const TuneSummary s = RunTune(plan, device, timer, nullptr);
+    TunePlan plan = PlanTune(o, TestCpu());
+    const TuneSummary s = RunTune(plan, timer, nullptr);
     std::set<std::string> br, configs;
     for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
       if (row.problem.phase != phase || row.problem.shape.Lk != L) continue;
@@ -566,11 +612,11 @@ TEST_CASE("Prefill and decode tunes of the same length share a database and stay
   for (const char* phase : {"prefill", "decode"}) {
     TuneOptions o = TinyTune(dir.path, {48}, 1);
     o.variants = {"dense", "dma_decode"};
-    o.phase = phase;
-    TunePlan plan = PlanTune(o);
-    RunTune(plan, device, timer, nullptr);
+    o.phase = *PhaseFromString(phase);
+    TunePlan plan = PlanTune(o, TestCpu());
+    RunTune(plan, timer, nullptr);
   }
-  TunePlan plan = PlanTune(TinyTune(dir.path, {48}, 1));
+  TunePlan plan = PlanTune(TinyTune(dir.path, {48}, 1), TestCpu());
   std::map<std::pair<std::string, std::string>, Shape> problems;  // (variant, phase) -> shape
   for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
     problems[{row.config.variant, row.problem.phase}] = row.problem.shape;
@@ -601,19 +647,19 @@ TEST_CASE("A decode tune warm-starts from the nearest stored decode length, neve
   Seen seen;
   {
     TuneOptions o = TinyTune(dir.path, {64, 128}, 4);
-    o.phase = "decode";
-    TunePlan plan = PlanTune(o);
-    RunTune(plan, device, timer, seen.Fn());
+    o.phase = Phase::kDecode;
+    TunePlan plan = PlanTune(o, TestCpu());
+    RunTune(plan, timer, seen.Fn());
   }
   REQUIRE_FALSE(seen.Best("dense decode L=128").empty());
   {
     TuneOptions o = TinyTune(dir.path, {112}, 1);
-    o.phase = "decode";
-    TunePlan plan = PlanTune(o);
-    RunTune(plan, device, timer, seen.Fn());
+    o.phase = Phase::kDecode;
+    TunePlan plan = PlanTune(o, TestCpu());
+    RunTune(plan, timer, seen.Fn());
     CHECK(seen.First("dense decode L=112") == seen.Best("dense decode L=128"));
   }
-  TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1));
+  TunePlan plan = PlanTune(TinyTune(dir.path, {96}, 1), TestCpu());
   const Variant& dense = FindVariant("dense", "test");
   const int64_t device_id = plan.db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
   ProblemRecord problem;
@@ -634,54 +680,69 @@ TEST_CASE("A decode tune warm-starts from the nearest stored decode length, neve
   CHECK(WarmStartPoints(*plan.db, device_id, dense, search, problem, 3).empty());
 }
 
-TEST_CASE("PlanTune refuses a bad phase and variants it cannot run, before storing anything") {
+TEST_CASE("PlanTune refuses variants the backend cannot run, before storing anything") {
   TempDir dir;
   TuneOptions o = TinyTune(dir.path, {64}, 1);
-  o.phase = "prefil";
-  CHECK_THROWS_WITH(PlanTune(o), "--phase: 'prefil' is not prefill or decode");
-  o.phase = "decode";
-  o.device = "cuda:0";  // planning only: nothing here touches a device
-  o.dtype = "fp16";
+  o.phase = Phase::kDecode;
+  o.dtype = Dtype::kF16;
   o.model = "qwen3-1.7b";  // d = 128, a head dim the CUDA kernels are compiled for
   o.variants = {"hybrid"};
-  CHECK_THROWS_WITH(PlanTune(o),
-                    "--variants: hybrid has no CUDA decode kernel for fp16, d=128 (CUDA decode: "
-                    "dense, swa, dma_decode; d = 64, 128)");
+  FakeBackend gpu(kCudaPlatform, {Dtype::kF16, Dtype::kBf16});  // planning only: no device
+  const std::string runs = SupportedVariantsText(kCudaPlatform, {Phase::kDecode, Dtype::kF16, 128});
+  CHECK_THROWS_WITH(PlanTune(o, gpu),
+                    "--variants: hybrid has no cuda implementation for the decode phase, fp16, "
+                    "d=128 (cuda runs: " + runs + ")");
   CHECK_FALSE(std::filesystem::exists(o.db_path));
+  o.dtype = Dtype::kF16;
+  CHECK_THROWS_WITH(PlanTune(o, TestCpu()), "--dtype: 'fp16' is not available on cpu (it takes fp32)");
+  if (CudaKernelsBuilt()) CHECK(runs == "dense, swa, dma_decode");
 }
 
-TEST_CASE("PlanTune on a CUDA device picks cuda_decode in the decode phase, cuda in prefill") {
+TEST_CASE("PlanTune on a CUDA backend picks cuda_decode in the decode phase, cuda in prefill") {
   if (!CudaKernelsBuilt()) {
     WARN("this build has no CUDA kernels: nothing to plan");
     return;
   }
   TempDir dir;
   TuneOptions o = TinyTune(dir.path, {64, 4096}, 1);
-  o.device = "cuda:0";  // planning only: CudaDecodeImplementation touches no device
-  o.dtype = "fp16";
+  FakeBackend gpu(kCudaPlatform, {Dtype::kF16, Dtype::kBf16});  // planning only: no device
+  o.dtype = Dtype::kF16;
   o.model = "qwen3-1.7b";
   o.variants = {"dense", "swa", "dma_decode"};
-  o.phase = "decode";
+  o.phase = Phase::kDecode;
+  const ProblemKind kind{Phase::kDecode, Dtype::kF16, 128};
   {
-    TunePlan plan = PlanTune(o);
-    REQUIRE(plan.gpu_impls.size() == 3);
-    for (const Implementation& impl : plan.gpu_impls) CHECK(impl.id == "cuda_decode");
-    for (size_t v : {0, 1}) {
-      REQUIRE(plan.gpu_impls[v].tunables.size() == 1);
-      CHECK(plan.gpu_impls[v].tunables[0].name == "Split");
+    TunePlan plan = PlanTune(o, gpu);
+    REQUIRE(plan.impls.size() == 3);
+    for (const auto& impls : plan.impls) {
+      REQUIRE(impls.size() == 1);
+      CHECK(impls[0]->id == "cuda_decode");
+      CHECK(impls[0]->platform == kCudaPlatform);
     }
-    CHECK(plan.gpu_impls[2].tunables.empty());  // the gathered kernel has none
+    for (size_t v : {0, 1}) {
+      REQUIRE(plan.impls[v][0]->TunablesFor(kind).size() == 1);
+      CHECK(plan.impls[v][0]->TunablesFor(kind)[0].name == "Split");
+    }
+    CHECK(plan.impls[2][0]->TunablesFor(kind).empty());  // the gathered kernel has none
     // The split-KV kernel takes a decode step; the gathered one every step.
     Shape step = ParseShape("B=1,Hq=16,Hkv=8,Lq=1,Lk=4096,d=128", "test");
-    CHECK(plan.gpu_impls[0].check(step, {{"Split", "64"}}) == "");
-    CHECK(plan.gpu_impls[2].check(step, {}) != "");
+    CHECK(plan.impls[0][0]->check(step, {{"Split", "64"}}) == "");
+    CHECK(plan.impls[2][0]->check(step, {}) != "");
     step.Lq = 4096;
-    CHECK(plan.gpu_impls[0].check(step, {{"Split", "64"}}) != "");
-    CHECK(plan.gpu_impls[2].check(step, {}) == "");
+    CHECK(plan.impls[0][0]->check(step, {{"Split", "64"}}) != "");
+    CHECK(plan.impls[2][0]->check(step, {}) == "");
   }
-  o.phase = "prefill";
+  o.phase = Phase::kPrefill;
   o.variants = {"dense", "swa"};
-  TunePlan plan = PlanTune(o);
-  REQUIRE(plan.gpu_impls.size() == 2);
-  for (const Implementation& impl : plan.gpu_impls) CHECK(impl.id == "cuda");
+  TunePlan plan = PlanTune(o, gpu);
+  REQUIRE(plan.impls.size() == 2);
+  for (const auto& impls : plan.impls) {
+    REQUIRE(impls.size() == 1);
+    CHECK(impls[0]->id == "cuda");
+    // The tiles of the problem's dtype and head dimension only.
+    const std::vector<std::string> tiles =
+        impls[0]->TunablesFor({Phase::kPrefill, Dtype::kF16, 128})[0].grid;
+    REQUIRE_FALSE(tiles.empty());
+    for (const std::string& tile : tiles) CHECK(tile.find("_f16_d128_") != std::string::npos);
+  }
 }

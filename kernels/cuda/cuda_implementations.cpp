@@ -1,8 +1,8 @@
-// The CUDA implementations (cuda_variants.h) of dense, swa, hybrid (windowed kernels),
+// The CUDA implementations (cuda_implementations.h) of dense, swa, hybrid (windowed kernels),
 // ks, dma (top-k kernels) and lsh, hax (bucketed kernels): device buffers cached per
 // tensors object, the variant's parameters mapped onto a WindowedProblem, the sparse
 // variants' selection computed on the host.
-#include "kernels/cuda/cuda_variants.h"
+#include "kernels/cuda/cuda_implementations.h"
 
 #include <cuda_runtime_api.h>
 
@@ -355,15 +355,26 @@ void WireDecode(Implementation* impl, cp::Dtype dt,
   impl->tolerance = [tolerance](const Params&) { return tolerance; };
 }
 
+// The decode kernels are compiled for head dimensions 64 and 128.
+std::string DecodeHeadDims(const ProblemKind& kind) {
+  if (kind.head_dim == 64 || kind.head_dim == 128) return "";
+  return "the CUDA decode kernels are compiled for d = 64 and 128, not d=" +
+         std::to_string(kind.head_dim);
+}
+
 // dma_decode on the gathered decode kernel: the selection (scores, then the resident
 // sets' eviction steps and the chosen keys, by the Kokkos decode's own code) on the host
 // once per inputs and parameters, then one launch for every step.
 Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   Implementation impl;
   impl.id = "cuda_decode";
+  impl.platform = kCudaPlatform;
+  impl.phases = {Phase::kDecode};
+  impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
   impl.summary = "CUDA gathered decode: every step at once, a thread block per (step, KV head) "
                  "over the resident keys and each query head's chosen keys (selection on the "
                  "host), " + dtype + " in, fp32 state";
+  impl.supports = DecodeHeadDims;
   impl.check = [](const Shape& shape, const Params&) {
     return cp::CanImplementGatheredDecode(shape);
   };
@@ -408,26 +419,40 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
 
 bool CudaKernelsBuilt() { return true; }
 
-std::optional<Implementation> CudaImplementation(const Variant& variant, const std::string& dtype,
-                                                 int64_t head_dim) {
+namespace {
+
+// The compiled tiles of `family` for `dt` (and head dimension `d`; 0: any), as the
+// choices of the tunable "Tile" (kernel names).
+ParamDecl TileDecl(cp::Family family, cp::Dtype dt, int64_t d) {
+  ParamDecl decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
+  for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
+    if (tile.dtype != dt || (d != 0 && tile.d != d)) continue;
+    const std::string name = cp::KernelName(tile, family);
+    decl.choices.push_back(name);
+    decl.grid.push_back(name);
+  }
+  if (!decl.choices.empty()) decl.default_value = decl.choices.front();
+  return decl;
+}
+
+std::string DtypeText(cp::Dtype dt) { return dt == cp::Dtype::kF16 ? "fp16" : "bf16"; }
+
+// The prefill implementation "cuda" of `variant` for inputs in `dt`; nullopt when the
+// variant has no CUDA kernel (dma_decode) or no tile of `dt` is compiled.
+std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::Dtype dt) {
   const std::string id = variant.id;
   const cp::Family family = FamilyOf(id);
   if (family == cp::Family::kWindowed && id != "dense" && id != "swa" && id != "hybrid") {
     return std::nullopt;
   }
-  if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
-  const cp::Dtype want = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
-  ParamDecl tile_decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
-  for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
-    if (tile.dtype != want || tile.d != head_dim) continue;
-    const std::string name = cp::KernelName(tile, family);
-    tile_decl.choices.push_back(name);
-    tile_decl.grid.push_back(name);
-  }
-  if (tile_decl.choices.empty()) return std::nullopt;
-  tile_decl.default_value = tile_decl.choices.front();
+  const ParamDecl all_tiles = TileDecl(family, dt, 0);
+  if (all_tiles.choices.empty()) return std::nullopt;
+  const std::string dtype = DtypeText(dt);
   Implementation impl;
   impl.id = "cuda";
+  impl.platform = kCudaPlatform;
+  impl.phases = {Phase::kPrefill};
+  impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
   const std::string math = dtype + " in, fp32 accumulation";
   if (family == cp::Family::kTopK) {
     impl.summary = "CUDA tensor-core block-skipping kernel over prefix top-k block lists "
@@ -440,13 +465,23 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
   } else {
     impl.summary = "CUDA tensor-core windowed kernel (mma.sync, " + math + ")";
   }
-  impl.tunables = {tile_decl};
+  std::vector<ParamDecl> extra;
   if (id == "hax") {  // as the Kokkos union's Chunk: rows sorted a chunk at a time
-    impl.tunables.push_back({"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512",
-                             {"256", "512", "1024"},
-                             "query positions per chunk (a block's rows and ks union span at "
-                             "most one chunk)"});
+    extra.push_back({"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
+                     "query positions per chunk (a block's rows and ks union span at most one "
+                     "chunk)"});
   }
+  impl.tunables = {all_tiles};
+  impl.tunables.insert(impl.tunables.end(), extra.begin(), extra.end());
+  impl.tunables_for = [family, dt, extra](const ProblemKind& kind) {
+    std::vector<ParamDecl> out = {TileDecl(family, dt, kind.head_dim)};
+    out.insert(out.end(), extra.begin(), extra.end());
+    return out;
+  };
+  impl.supports = [family, dt, dtype](const ProblemKind& kind) -> std::string {
+    if (!TileDecl(family, dt, kind.head_dim).choices.empty()) return "";
+    return "no CUDA tile compiled for " + dtype + ", d=" + std::to_string(kind.head_dim);
+  };
   impl.check = [id](const Shape& shape, const Params& p) -> std::string {
     const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
     cp::WindowedProblem problem;
@@ -466,24 +501,27 @@ std::optional<Implementation> CudaImplementation(const Variant& variant, const s
   };
   // Inputs rounded once to the dtype and P rounded once before P V: fp16 keeps 11
   // significant bits, bf16 8 (the bounds the [gpu] numerics test checks).
-  const double tolerance = want == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
+  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
   impl.tolerance = [tolerance](const Params&) { return tolerance; };
   return impl;
 }
 
-std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
-                                                       const std::string& dtype, int64_t head_dim) {
+// The decode implementation "cuda_decode" of `variant` for inputs in `dt`: split-KV decode
+// (dense, swa) or the gathered decode (dma_decode); nullopt for other variants.
+std::optional<Implementation> DecodeImplementation(const Variant& variant, cp::Dtype dt) {
   const std::string id = variant.id;
   if (id != "dense" && id != "swa" && id != "dma_decode") return std::nullopt;
-  if (dtype != "fp16" && dtype != "bf16") return std::nullopt;
-  if (head_dim != 64 && head_dim != 128) return std::nullopt;
-  const cp::Dtype dt = dtype == "fp16" ? cp::Dtype::kF16 : cp::Dtype::kBf16;
+  const std::string dtype = DtypeText(dt);
   if (id == "dma_decode") return DmaDecodeImplementation(dtype, dt);
   Implementation impl;
   impl.id = "cuda_decode";
+  impl.platform = kCudaPlatform;
+  impl.phases = {Phase::kDecode};
+  impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
   impl.summary = "CUDA split-KV decode (one query row per head), " + dtype + " in, fp32 state";
   impl.tunables = {{"Split", ParamKind::kInt, 1, 65535, {}, "64", {"16", "32", "64", "128", "256"},
                     "key-axis splits (thread blocks per KV head)"}};
+  impl.supports = DecodeHeadDims;
   auto problem_of = [id](const Shape& shape, const Params& p) {
     cp::WindowedProblem problem;
     problem.shape = shape;
@@ -507,6 +545,17 @@ std::optional<Implementation> CudaDecodeImplementation(const Variant& variant,
   };
   WireDecode(&impl, dt, launch);
   return impl;
+}
+
+}  // namespace
+
+void AddCudaImplementations(std::vector<Variant>* rows) {
+  for (Variant& v : *rows) {
+    for (const cp::Dtype dt : {cp::Dtype::kF16, cp::Dtype::kBf16}) {
+      if (auto impl = PrefillImplementation(v, dt)) v.implementations.push_back(std::move(*impl));
+      if (auto impl = DecodeImplementation(v, dt)) v.implementations.push_back(std::move(*impl));
+    }
+  }
 }
 
 std::string SelectCudaDevice(int index) {

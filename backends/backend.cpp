@@ -1,0 +1,48 @@
+#include "backends/backend.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace attntune {
+
+Dtype ResolveDtype(const Backend& backend, const std::string& text, const std::string& what) {
+  const std::vector<Dtype> dtypes = backend.Dtypes();
+  if (text.empty()) return dtypes.front();
+  std::string list;
+  for (Dtype d : dtypes) {
+    if (text == ToString(d)) return d;
+    list += (list.empty() ? "" : " or ") + std::string(ToString(d));
+  }
+  throw UserError(what + ": '" + text + "' is not available on " + backend.Id().ToString() +
+                  " (it takes " + list + ")");
+}
+
+std::vector<const Implementation*> ImplementationsFor(const Backend& backend,
+                                                      const Variant& variant,
+                                                      const ProblemKind& kind) {
+  return variant.ImplementationsFor(backend.Platform(), kind);
+}
+
+std::vector<const Implementation*> RequireImplementations(const Backend& backend,
+                                                          const Variant& variant,
+                                                          const ProblemKind& kind,
+                                                          const std::string& what) {
+  std::vector<const Implementation*> impls = ImplementationsFor(backend, variant, kind);
+  if (!impls.empty()) return impls;
+  // An entry that takes the phase and dtype but not the problem says why.
+  std::string why;
+  for (const Implementation& impl : variant.implementations) {
+    const bool takes = impl.platform == backend.Platform() &&
+                       std::find(impl.phases.begin(), impl.phases.end(), kind.phase) != impl.phases.end() &&
+                       std::find(impl.dtypes.begin(), impl.dtypes.end(), kind.dtype) != impl.dtypes.end();
+    if (takes && why.empty()) why = impl.Refuses(kind);
+  }
+  const std::string platform = backend.Platform();
+  throw UserError(what + ": " + variant.id + " has no " + platform + " implementation for the " +
+                  ToString(kind.phase) + " phase, " + ToString(kind.dtype) + ", d=" +
+                  std::to_string(kind.head_dim) + (why.empty() ? "" : ": " + why) + " (" +
+                  platform + " runs: " + SupportedVariantsText(platform, kind) + ")");
+}
+
+}  // namespace attntune

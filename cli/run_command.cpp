@@ -1,0 +1,52 @@
+// attntune run: one variant on the tensors of a safetensors file, O written to another.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/backends.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "core/tensor_file.h"
+
+namespace attntune {
+namespace {
+
+struct RunArgs {
+  std::string variant;
+  std::string impl;
+  std::string params;
+  std::string in;
+  std::string out;
+  bool non_causal = false;
+};
+
+}  // namespace
+
+void RegisterRun(CLI::App& app, int* rc) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Run one variant on the tensors of a safetensors file");
+  cmd->add_option("--variant", args->variant, "Variant id")->required();
+  cmd->add_option("--impl", args->impl, "Implementation (default: the variant's first)");
+  cmd->add_option("--params", args->params, "key=value,... (e.g. w=256,sink=4)");
+  cmd->add_option("--in", args->in, "safetensors file with q [B,Hq,Lq,d], k, v [B,Hkv,Lk,d]")->required();
+  cmd->add_option("--out", args->out, "safetensors file to write o [B,Hq,Lq,d] to")->required();
+  cmd->add_flag("--non-causal", args->non_causal, "Every query sees every key");
+  cmd->callback([args, rc] {
+    const Variant& variant = FindVariant(args->variant, "--variant");
+    // run computes on the CPU backend (fp32 host buffers in and out).
+    std::unique_ptr<Backend> cpu = OpenBackend("cpu", "--device");
+    const Implementation* impl = FindImplementationArg(*cpu, variant, Dtype::kF32, 0, args->impl);
+    const Params given = ParseParams(args->params, "--params");
+    ProblemFile problem = ReadProblemFile(args->in, !args->non_causal);
+    const Tensors& t = problem.tensors;
+    const Params params = ResolveParams(variant, impl, t.shape, given, "--params");
+    ReadOptionalTensors(params, &problem);
+    std::vector<float> o(static_cast<size_t>(t.shape.QElems()));
+    impl->run(t, params, o.data());
+    WriteSafetensors(args->out, {{"o", MakeF32({t.shape.B, t.shape.Hq, t.shape.Lq, t.shape.d}, o)}});
+    *rc = 0;
+  });
+}
+
+}  // namespace attntune

@@ -1,0 +1,149 @@
+// attntune tune: the flags of a tune, checked and handed to the tuner's stages.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/backends.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "core/params.h"
+#include "core/shape.h"
+#include "tuner/session.h"
+
+namespace attntune {
+namespace {
+
+struct TuneArgs {
+  TuneOptions options;
+  std::string device = "cpu";
+  std::string variants = "dense,swa";
+  std::string seq_lens = "512,1024,2048";
+  std::string batch = std::to_string(TuneOptions{}.batch);
+  std::string budget = std::to_string(TuneOptions{}.budget);
+  std::string time_budget;
+  std::string dtype;
+  std::string phase = ToString(TuneOptions{}.phase);
+  std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
+  std::string generic = TuneOptions{}.generic ? "on" : "off";
+};
+
+}  // namespace
+
+void RegisterTune(CLI::App& app, int* rc) {
+  auto args = std::make_shared<TuneArgs>();
+  auto* cmd = app.add_subcommand("tune", "Tune the variants for a model's attention geometry");
+  TuneOptions& o = args->options;
+  cmd->add_option("--model", o.model, "Embedded model name or a Hugging Face config.json")
+      ->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Input dtype: fp32 (cpu), fp16 or bf16 (cuda; default fp16)");
+  cmd->add_flag("--flush-l2", o.flush_l2, "cuda: flush the L2 cache before every repetition");
+  cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
+  cmd->add_option("--seq-lens", args->seq_lens, "Comma-separated sequence lengths")
+      ->capture_default_str();
+  cmd->add_option("--phase", args->phase,
+                  "prefill: every query row of each length (Lq = Lk = L); decode: one query "
+                  "row per head against L keys (Lq = 1; dma_decode runs all L steps)")
+      ->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
+  auto* budget_option =
+      cmd->add_option("--budget", args->budget, "Evaluations per (variant, sequence length)")
+          ->capture_default_str();
+  auto* time_budget_option = cmd->add_option(
+      "--time-budget", args->time_budget,
+      "Wall time of all the searches (90s, 10m, 1.5h): each (variant, sequence length) gets "
+      "an equal share of the time left when it starts, and at least one evaluation; without "
+      "--budget, no limit on the number of evaluations");
+  cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
+  cmd->add_option("--generic", args->generic,
+                  "cpu: on: the generic block-sparse executor is one more implementation to "
+                  "search beside each variant's own kernel; off: the variant's kernel only")
+      ->capture_default_str();
+  cmd->add_option("--warm-start", args->warm_start,
+                  "on: ask first the best stored configurations of the same variant on this "
+                  "device at the nearest other sequence length; off: no warm start")
+      ->capture_default_str();
+  cmd->add_option("--tolerance", o.evaluate.tolerance,
+                  "Max relative error against the fp64 reference")
+      ->check(kNonNegativeFinite)
+      ->capture_default_str();
+  cmd->add_option("--max-seconds", o.evaluate.policy.max_seconds,
+                  "Time cap of the repetitions of one candidate")
+      ->check(kPositiveFinite)
+      ->capture_default_str();
+  cmd->add_flag("--metrics", o.metrics,
+                "cuda: after every candidate is timed, read each ok one's roofline counters "
+                "with CUPTI's range profiler and store them with its trial");
+  cmd->add_option("--db", o.db_path, "SQLite database (default: <out>/attntune.db)");
+  cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
+  cmd->callback([args, rc, budget_option, time_budget_option] {
+    std::unique_ptr<Backend> backend = OpenBackend(args->device, "--device");
+    TuneOptions options = args->options;
+    options.dtype = ResolveDtype(*backend, args->dtype, "--dtype");
+    options.variants = SplitList(args->variants);
+    options.seq_lens = ParseSeqLens(args->seq_lens, "--seq-lens");
+    const std::optional<Phase> phase = PhaseFromString(args->phase);
+    if (!phase) throw UserError("--phase: '" + args->phase + "' is not prefill or decode");
+    options.phase = *phase;
+    options.batch = ParsePositiveInt(args->batch, "--batch");
+    options.budget = ParsePositiveInt(args->budget, "--budget");
+    if (time_budget_option->count() > 0) {
+      options.time_budget_s = ParseDuration(args->time_budget, "--time-budget");
+      if (budget_option->count() == 0) options.budget = 0;  // the time alone decides
+    }
+    if (args->warm_start != "on" && args->warm_start != "off") {
+      throw UserError("--warm-start: '" + args->warm_start + "' is not on or off");
+    }
+    options.warm_start = args->warm_start == "on";
+    if (args->generic != "on" && args->generic != "off") {
+      throw UserError("--generic: '" + args->generic + "' is not on or off");
+    }
+    options.generic = args->generic == "on";
+    options.args_json = nlohmann::json{{"model", options.model},
+                                       {"device", backend->Id().ToString()},
+                                       {"dtype", ToString(options.dtype)},
+                                       {"flush_l2", options.flush_l2},
+                                       {"metrics", options.metrics},
+                                       {"variants", options.variants},
+                                       {"seq_lens", options.seq_lens},
+                                       {"phase", ToString(options.phase)},
+                                       {"budget", options.budget},
+                                       {"time_budget_s", options.time_budget_s},
+                                       {"strategy", options.strategy},
+                                       {"warm_start", options.warm_start},
+                                       {"generic", options.generic},
+                                       {"seed", options.seed}}
+                            .dump();
+    TunePlan plan = PlanTune(options, *backend);
+    const DeviceInfo device = backend->Device();
+    std::string timer_note;
+    std::unique_ptr<Timer> timer = backend->MakeTimer(&timer_note);
+    std::fprintf(stderr, "attntune: tuning %s (%lld query heads, %lld KV heads, d=%lld) on %s (%s)\n",
+                 plan.model.name.c_str(), static_cast<long long>(plan.model.q_heads),
+                 static_cast<long long>(plan.model.kv_heads),
+                 static_cast<long long>(plan.model.head_dim), device.name.c_str(),
+                 (std::string(ToString(options.dtype)) + ", timer " + timer_note).c_str());
+    ProgressPrinter printer;
+    const TuneSummary s =
+        RunTune(plan, *timer, [&](const ProgressEvent& ev) { printer(ev); });
+    printer.Finish();
+    std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
+                static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
+                static_cast<long long>(s.reused), static_cast<long long>(s.failed));
+    if (options.metrics)
+      std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",
+                  static_cast<long long>(s.counted), static_cast<long long>(s.counter_failures));
+    std::printf("  database: %s\n  header:   %s\n  json:     %s\n  report:   %s\n",
+                s.db_path.c_str(), s.outputs.header.c_str(), s.outputs.json.c_str(),
+                s.outputs.report.c_str());
+    *rc = 0;
+  });
+}
+
+}  // namespace attntune

@@ -1,0 +1,95 @@
+#include "core/tensor_file.h"
+
+#include "core/error.h"
+
+namespace attntune {
+
+namespace {
+
+const StTensor& RequireTensor(const StFile& file, const std::string& name, const std::string& path,
+                              size_t rank) {
+  auto it = file.find(name);
+  if (it == file.end()) throw UserError(path + ": missing tensor '" + name + "'");
+  if (it->second.dtype != "F32")
+    throw UserError(path + ": tensor '" + name + "' is " + it->second.dtype + ", expected F32");
+  if (it->second.shape.size() != rank)
+    throw UserError(path + ": tensor '" + name + "' has rank " +
+                    std::to_string(it->second.shape.size()) + ", expected " + std::to_string(rank));
+  return it->second;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t n = 0; n < shape.size(); ++n) text += (n ? "," : "") + std::to_string(shape[n]);
+  return text + "]";
+}
+
+// An optional tensor of DESIGN.md s1 (scores, delta, a, mu, proj, windows): absent ->
+// null; present -> checked for dtype and shape (`dims` names the expected extents).
+const StTensor* OptionalTensor(const StFile& file, const std::string& name,
+                               const std::string& path, const std::string& dtype,
+                               const std::vector<int64_t>& shape, const std::string& dims) {
+  auto it = file.find(name);
+  if (it == file.end()) return nullptr;
+  if (it->second.dtype != dtype)
+    throw UserError(path + ": tensor '" + name + "' is " + it->second.dtype + ", expected " +
+                    dtype);
+  if (it->second.shape != shape)
+    throw UserError(path + ": tensor '" + name + "' has shape " + ShapeText(it->second.shape) +
+                    ", expected " + dims + " = " + ShapeText(shape));
+  return &it->second;
+}
+
+}  // namespace
+
+void ReadOptionalTensors(const Params& params, ProblemFile* problem) {
+  const StFile& file = problem->file;
+  const std::string& path = problem->path;
+  Tensors* t = &problem->tensors;
+  const Shape& s = t->shape;
+  if (auto* x = OptionalTensor(file, "scores", path, "F32", {s.B, s.Hkv, s.Lk}, "[B,Hkv,Lk]"))
+    t->scores = x->AsF32();
+  if (auto* x = OptionalTensor(file, "delta", path, "F32", {s.Hkv, s.d}, "[Hkv,d]"))
+    t->delta = x->AsF32();
+  if (auto* x = OptionalTensor(file, "a", path, "F32", {s.Hkv}, "[Hkv]")) t->a = x->AsF32();
+  if (auto* x = OptionalTensor(file, "mu", path, "F32", {s.Hkv, s.d}, "[Hkv,d]"))
+    t->mu = x->AsF32();
+  auto proj = file.find("proj");
+  if (proj != file.end()) {
+    const auto bits = params.find("bits");
+    const int64_t h = bits != params.end() ? ParamInt(params, "bits")
+                      : proj->second.shape.size() == 3 ? proj->second.shape[2]
+                                                       : 0;
+    t->proj = OptionalTensor(file, "proj", path, "F32", {s.Hkv, s.d, h}, "[Hkv,d,bits]")->AsF32();
+  }
+  if (auto* x = OptionalTensor(file, "windows", path, "I32", {s.Hkv}, "[Hkv]")) {
+    t->windows = x->AsI32();
+    for (int32_t w : t->windows) {
+      if (w < 0)
+        throw UserError(path + ": tensor 'windows' holds " + std::to_string(w) +
+                        ", expected windows >= 0 (0 = full attention)");
+    }
+  }
+}
+
+
+ProblemFile ReadProblemFile(const std::string& path, bool causal) {
+  ProblemFile problem;
+  problem.path = path;
+  problem.file = ReadSafetensors(path);
+  const StTensor& q = RequireTensor(problem.file, "q", path, 4);
+  const StTensor& k = RequireTensor(problem.file, "k", path, 4);
+  const StTensor& v = RequireTensor(problem.file, "v", path, 4);
+  if (k.shape != v.shape) throw UserError(path + ": tensors 'k' and 'v' differ in shape");
+  if (q.shape[0] != k.shape[0] || q.shape[3] != k.shape[3])
+    throw UserError(path + ": 'q' and 'k' differ in batch or head dim");
+  Tensors& t = problem.tensors;
+  t.shape = Shape{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], causal};
+  ValidateShape(t.shape, path);
+  t.q = q.AsF32();
+  t.k = k.AsF32();
+  t.v = v.AsF32();
+  return problem;
+}
+
+}  // namespace attntune

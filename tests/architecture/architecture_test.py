@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The module boundaries of docs/architecture.md, checked on the sources.
+
+tuner/, search/, db/ and reports/ see a backend only through backends/backend.h: none
+includes a header of a backend, of a platform's kernels or profiler, or of CUDA/CUPTI,
+links a backend-specific library, or names a platform. core/ depends on nothing of
+attntune's. Exits 1 naming every violation."""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+NEUTRAL = ["tuner", "search", "db", "reports"]
+# Headers a neutral module must not include (the platform-specific parts of the tree and
+# the vendor headers).
+FORBIDDEN_INCLUDE = re.compile(
+    r'#\s*include\s*[<"]('
+    r"kernels/kokkos/|kernels/cuda/|profiler/cuda/|backends/(?!backend\.h)|"
+    r"cuda|cupti|nvtx|cudnn|Kokkos)")
+# Libraries a neutral module must not link.
+FORBIDDEN_LINK = re.compile(r"\b(kernels_gpu|kernels_cuda\w*|profiler_cuda|profiler_cupti|"
+                            r"backend_(?!api)\w+|CUDA::\w+|attntune_kokkos)\b")
+# Names of platforms: the neutral modules never ask which backend runs.
+FORBIDDEN_NAME = re.compile(r"\b(kCudaPlatform|kKokkosPlatform|ATTNTUNE_HAVE_CUDA|"
+                            r"ATTNTUNE_HAVE_CUPTI)\b")
+CORE_INCLUDE = re.compile(r'#\s*include\s*"(?!core/)[a-z_]+/')
+
+
+def sources(folder):
+    for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+        for name in sorted(files):
+            if name.endswith((".h", ".cpp", ".cuh", ".cu")) or name == "CMakeLists.txt":
+                yield os.path.join(dirpath, name)
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return "\n".join(line.split("//")[0] if not line.lstrip().startswith("#") else line
+                     for line in text.splitlines())
+
+
+def main():
+    problems = []
+    for folder in NEUTRAL:
+        for path in sources(folder):
+            rel = os.path.relpath(path, ROOT)
+            with open(path, encoding="utf-8") as f:
+                raw = f.read()
+            if path.endswith("CMakeLists.txt"):
+                code = "\n".join(l.split("#")[0] for l in raw.splitlines())
+                for m in FORBIDDEN_LINK.finditer(code):
+                    problems.append(f"{rel}: links {m.group(1)}")
+                continue
+            code = strip_comments(raw)
+            for m in FORBIDDEN_INCLUDE.finditer(code):
+                problems.append(f"{rel}: includes {m.group(0).split(None, 1)[-1]}")
+            for m in FORBIDDEN_NAME.finditer(code):
+                problems.append(f"{rel}: names {m.group(1)}")
+    for path in sources("core"):
+        rel = os.path.relpath(path, ROOT)
+        with open(path, encoding="utf-8") as f:
+            code = f.read()
+        for m in CORE_INCLUDE.finditer(code):
+            problems.append(f"{rel}: core/ includes {m.group(0).split(None, 1)[-1]}")
+    for p in problems:
+        print("FAIL:", p)
+    checked = sum(1 for folder in NEUTRAL + ["core"] for _ in sources(folder))
+    print(f"architecture: {checked} files checked, {len(problems)} violation(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
