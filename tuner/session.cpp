@@ -5,7 +5,7 @@
 #include <memory>
 #include <utility>
 
-#include "build_info.h"
+#include "tuner/store.h"
 #include "profiler/nvtx.h"
 #include "search/strategies/registry.h"
 #include "search/strategy.h"
@@ -83,110 +83,119 @@ void CounterPasses(TunePlan& plan, const std::map<int64_t, std::vector<Uncounted
   }
 }
 
+// What the searches of one run share.
+struct RunState {
+  TunePlan& plan;
+  Timer& timer;
+  const ProgressFn& progress;
+  TrialStore store;
+  TuneSummary summary;
+  SecondsClock clock;
+  double run_start = 0;
+  int64_t problem_count = 0;
+  // The ok trials of this run without hardware counters, for the counter passes.
+  std::map<int64_t, std::vector<UncountedTrial>> uncounted;  // by sequence length
+};
+
+// The search budget of the problem numbered `problem_index`: the options' evaluation
+// count and, with a time budget, an equal share of the time left (this problem's
+// included).
+SearchBudget ProblemBudget(const RunState& run, int64_t problem_index) {
+  const TuneOptions& options = run.plan.options;
+  SearchBudget budget{options.budget > 0 ? options.budget : -1, 0.0};
+  if (options.time_budget_s > 0) {
+    const double left = options.time_budget_s - (run.clock() - run.run_start);
+    const int64_t problems_left = run.problem_count - problem_index + 1;
+    budget.max_seconds = std::max(left / static_cast<double>(problems_left), 1e-9);
+  }
+  return budget;
+}
+
+// Searches variant `v` of the plan at length L on `context`: builds its space, warm-starts
+// and runs the strategy, each candidate evaluated or reused and stored.
+void SearchProblem(RunState& run, size_t v, int64_t L, int64_t problem_index,
+                   ProblemContext& context) {
+  const TuneOptions& options = run.plan.options;
+  const Variant& variant = *run.plan.variants[v];
+  Database& db = run.store.Db();
+  const Shape& shape = context.GetShape();
+  const ProblemRecord record{0, shape, ToString(options.dtype), ToString(options.phase)};
+  const int64_t problem_id = db.PutProblem(record);
+  const std::string problem_name = variant.id +
+                                   (options.phase == Phase::kDecode ? " decode" : "") +
+                                   " L=" + std::to_string(L);
+  NvtxRange problem_range("tune " + problem_name);
+  // The implementation is a search dimension (DESIGN.md s2): every one the backend runs.
+  const SearchSpace search = BuildSearchSpace(variant, run.plan.impls[v], shape, run.plan.Kind());
+  auto strategy = MakeStrategy(options.strategy, search.space, options.seed, "--strategy");
+  if (options.warm_start) {
+    ProblemRecord here = record;
+    here.id = problem_id;
+    WarmStart(*strategy, WarmStartPoints(db, run.store.DeviceRowId(), variant, search, here,
+                                         kWarmStartPoints));
+  }
+  int64_t eval_index = 0;
+  RunSearch(*strategy, ProblemBudget(run, problem_index), [&](const Point& point) {
+    ++eval_index;
+    const Implementation& impl = search.ImplOf(point);
+    const Params params = search.ParamsOf(point);
+    ProgressEvent ev{problem_index, run.problem_count, problem_name, eval_index,
+                     options.budget, search.Describe(point), "", "", 0.0, false};
+    NvtxRange candidate_range("candidate " + ev.config);
+    const TrialStore::Trial trial = run.store.EvaluateOrReuse(
+        problem_id, variant, impl, params, context, run.timer, options.evaluate, [&] {
+          if (!run.progress) return;
+          ev.status = "running";
+          run.progress(ev);
+        });
+    const TrialResult& result = trial.result;
+    ev.reused = trial.reused;
+    ++(trial.reused ? run.summary.reused : run.summary.measured);
+    if (options.metrics && result.status == TrialStatus::kOk &&
+        !result.metrics.count(kCounterProbe)) {
+      run.uncounted[L].push_back(
+          {trial.id, problem_index, problem_name, v, &impl, params, ev.config});
+    }
+    ++run.summary.evaluations;
+    if (result.status != TrialStatus::kOk) ++run.summary.failed;
+    ev.status = ToString(result.status);
+    ev.median_ms = result.median_ms;
+    if (run.progress) run.progress(ev);
+    return Evaluation{point, result.status == TrialStatus::kOk, result.median_ms};
+  }, run.clock);
+}
+
 }  // namespace
 
 TuneSummary RunTune(TunePlan& plan, Timer& timer, const ProgressFn& progress) {
   const TuneOptions& options = plan.options;
-  const ModelGeometry& model = plan.model;
-  const std::vector<const Variant*>& variants = plan.variants;
-  Database* db = plan.db.get();
-  TuneSummary summary;
-  summary.db_path = plan.db_path;
-  const DeviceInfo device = plan.backend->Device();
-  const int64_t device_id = db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
-  const int64_t build_id = db->PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
-  const int64_t run_id = db->BeginRun(options.args_json, device_id, UtcNow());
-
-  const int64_t problem_count =
-      static_cast<int64_t>(variants.size() * options.seq_lens.size());
-  const SecondsClock clock = options.clock ? options.clock : SecondsClock(SteadySeconds);
-  const double run_start = clock();
+  RunState run{plan, timer, progress, TrialStore(*plan.db, plan.backend->Device(), options.args_json),
+               {}, options.clock ? options.clock : SecondsClock(SteadySeconds), 0,
+               static_cast<int64_t>(plan.variants.size() * options.seq_lens.size()), {}};
+  run.summary.db_path = plan.db_path;
+  run.run_start = run.clock();
   int64_t problem_index = 0;
-  // The ok trials of this run without hardware counters, for the counter passes.
-  std::map<int64_t, std::vector<UncountedTrial>> uncounted;  // by sequence length
   for (int64_t L : options.seq_lens) {
     // Inputs depend on the shape and the seed only, so every variant of a shape sees the
     // same ones (in decode, one step's shape and a token-by-token variant's all steps).
     std::map<int64_t, std::unique_ptr<ProblemContext>> contexts;  // by Lq
-
-    for (size_t v = 0; v < variants.size(); ++v) {
-      const Variant* variant = variants[v];
-      const Shape shape = TuneShape(options, model, *variant, L);
-      const int64_t problem_id =
-          db->PutProblem({0, shape, ToString(options.dtype), ToString(options.phase)});
+    for (size_t v = 0; v < plan.variants.size(); ++v) {
+      const Shape shape = TuneShape(options, plan.model, *plan.variants[v], L);
       std::unique_ptr<ProblemContext>& slot = contexts[shape.Lq];
-      const uint64_t seed = options.seed ^ static_cast<uint64_t>(L);
-      if (!slot) slot = std::make_unique<ProblemContext>(shape, seed);
-      ProblemContext& context = *slot;
-      ++problem_index;
-      const std::string problem_name =
-          variant->id + (options.phase == Phase::kDecode ? " decode" : "") + " L=" + std::to_string(L);
-      NvtxRange problem_range("tune " + problem_name);
-      // The implementation is a search dimension (DESIGN.md s2): every one the backend runs.
-      const SearchSpace search = BuildSearchSpace(*variant, plan.impls[v], shape, plan.Kind());
-      auto strategy = MakeStrategy(options.strategy, search.space, options.seed, "--strategy");
-      if (options.warm_start) {
-        WarmStart(*strategy, WarmStartPoints(*db, device_id, *variant, search,
-                                             {problem_id, shape, ToString(options.dtype),
-                                              ToString(options.phase)},
-                                             kWarmStartPoints));
-      }
-      int64_t eval_index = 0;
-      SearchBudget budget{options.budget > 0 ? options.budget : -1, 0.0};
-      if (options.time_budget_s > 0) {  // an equal share of what is left, this problem's included
-        const double left = options.time_budget_s - (clock() - run_start);
-        const int64_t problems_left = problem_count - problem_index + 1;
-        budget.max_seconds = std::max(left / static_cast<double>(problems_left), 1e-9);
-      }
-
-      RunSearch(*strategy, budget, [&](const Point& point) {
-        ++eval_index;
-        const Implementation& impl = search.ImplOf(point);
-        const Params params = search.ParamsOf(point);
-        const int64_t config_id = db->PutConfig(
-            {0, variant->id, impl.id, CanonicalParamsJson(*variant, impl, params)});
-        ProgressEvent ev{problem_index, problem_count, problem_name, eval_index,
-                         options.budget, search.Describe(point), "", "", 0.0, false};
-        TrialResult result;
-        int64_t trial_id = 0;
-        if (auto stored = db->FindReusable(device_id, problem_id, config_id, build_id)) {
-          result = stored->result;
-          trial_id = stored->id;
-          ev.reused = true;
-          ++summary.reused;
-        } else {
-          NvtxRange candidate_range("candidate " + ev.config);
-          if (progress) {
-            ev.status = "running";
-            progress(ev);
-          }
-          result = EvaluateCandidate(context, *variant, impl, params, timer, options.evaluate).result;
-          trial_id = db->InsertTrial(run_id, device_id, problem_id, config_id, build_id, result);
-          ++summary.measured;
-        }
-        if (options.metrics && result.status == TrialStatus::kOk &&
-            !result.metrics.count(kCounterProbe)) {
-          uncounted[L].push_back({trial_id, problem_index, problem_name, v, &impl, params, ev.config});
-        }
-        ++summary.evaluations;
-        if (result.status != TrialStatus::kOk) ++summary.failed;
-        ev.status = ToString(result.status);
-        ev.median_ms = result.median_ms;
-        if (progress) progress(ev);
-        return Evaluation{point, result.status == TrialStatus::kOk, result.median_ms};
-      }, clock);
+      if (!slot) slot = std::make_unique<ProblemContext>(shape, options.seed ^ static_cast<uint64_t>(L));
+      SearchProblem(run, v, L, ++problem_index, *slot);
     }
   }
   if (options.metrics) {
     NvtxRange range("counters");
-    CounterPasses(plan, uncounted, problem_count, progress, &summary);
+    CounterPasses(plan, run.uncounted, run.problem_count, progress, &run.summary);
   }
-  db->FinishRun(run_id, UtcNow());
+  run.store.Finish();
   {
     NvtxRange range("emit");
-    summary.outputs = EmitOutputs(*db, options.out_dir);
+    run.summary.outputs = EmitOutputs(*plan.db, options.out_dir);
   }
-  return summary;
+  return run.summary;
 }
 
 }  // namespace attntune
