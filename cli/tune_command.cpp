@@ -29,13 +29,12 @@ struct TuneArgs {
   std::string phase = ToString(TuneOptions{}.phase);
   std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
   std::string generic = TuneOptions{}.generic ? "on" : "off";
+  CLI::Option* budget_option = nullptr;       // whether --budget was given
+  CLI::Option* time_budget_option = nullptr;  // whether --time-budget was given
 };
 
-}  // namespace
-
-void RegisterTune(CLI::App& app, int* rc) {
-  auto args = std::make_shared<TuneArgs>();
-  auto* cmd = app.add_subcommand("tune", "Tune the variants for a model's attention geometry");
+// The flags of tune, bound to `args`.
+void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
   TuneOptions& o = args->options;
   cmd->add_option("--model", o.model, "Embedded model name or a Hugging Face config.json")
       ->capture_default_str();
@@ -50,10 +49,10 @@ void RegisterTune(CLI::App& app, int* rc) {
                   "row per head against L keys (Lq = 1; dma_decode runs all L steps)")
       ->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
-  auto* budget_option =
+  args->budget_option =
       cmd->add_option("--budget", args->budget, "Evaluations per (variant, sequence length)")
           ->capture_default_str();
-  auto* time_budget_option = cmd->add_option(
+  args->time_budget_option = cmd->add_option(
       "--time-budget", args->time_budget,
       "Wall time of all the searches (90s, 10m, 1.5h): each (variant, sequence length) gets "
       "an equal share of the time left when it starts, and at least one evaluation; without "
@@ -82,66 +81,85 @@ void RegisterTune(CLI::App& app, int* rc) {
                 "with CUPTI's range profiler and store them with its trial");
   cmd->add_option("--db", o.db_path, "SQLite database (default: <out>/attntune.db)");
   cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
-  cmd->callback([args, rc, budget_option, time_budget_option] {
+}
+
+// The options of a tune from its flags (UserError naming the flag on bad input).
+TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
+  const TuneArgs* args = &flags;
+  TuneOptions options = args->options;
+  options.dtype = ResolveDtype(backend, args->dtype, "--dtype");
+  options.variants = SplitList(args->variants);
+  options.seq_lens = ParseSeqLens(args->seq_lens, "--seq-lens");
+  const std::optional<Phase> phase = PhaseFromString(args->phase);
+  if (!phase) throw UserError("--phase: '" + args->phase + "' is not prefill or decode");
+  options.phase = *phase;
+  options.batch = ParsePositiveInt(args->batch, "--batch");
+  options.budget = ParsePositiveInt(args->budget, "--budget");
+  if (args->time_budget_option->count() > 0) {
+    options.time_budget_s = ParseDuration(args->time_budget, "--time-budget");
+    if (args->budget_option->count() == 0) options.budget = 0;  // the time alone decides
+  }
+  if (args->warm_start != "on" && args->warm_start != "off") {
+    throw UserError("--warm-start: '" + args->warm_start + "' is not on or off");
+  }
+  options.warm_start = args->warm_start == "on";
+  if (args->generic != "on" && args->generic != "off") {
+    throw UserError("--generic: '" + args->generic + "' is not on or off");
+  }
+  options.generic = args->generic == "on";
+  options.args_json = nlohmann::json{{"model", options.model},
+                                     {"device", backend.Id().ToString()},
+                                     {"dtype", ToString(options.dtype)},
+                                     {"flush_l2", options.flush_l2},
+                                     {"metrics", options.metrics},
+                                     {"variants", options.variants},
+                                     {"seq_lens", options.seq_lens},
+                                     {"phase", ToString(options.phase)},
+                                     {"budget", options.budget},
+                                     {"time_budget_s", options.time_budget_s},
+                                     {"strategy", options.strategy},
+                                     {"warm_start", options.warm_start},
+                                     {"generic", options.generic},
+                                     {"seed", options.seed}}
+                          .dump();
+  return options;
+}
+
+// Plans and runs the tune of `options` on `backend`, printing progress and the summary.
+void RunTuneCommand(const TuneOptions& options, Backend& backend) {
+  TunePlan plan = PlanTune(options, backend);
+  const DeviceInfo device = backend.Device();
+  std::string timer_note;
+  std::unique_ptr<Timer> timer = backend.MakeTimer(&timer_note);
+  std::fprintf(stderr, "attntune: tuning %s (%lld query heads, %lld KV heads, d=%lld) on %s (%s)\n",
+               plan.model.name.c_str(), static_cast<long long>(plan.model.q_heads),
+               static_cast<long long>(plan.model.kv_heads),
+               static_cast<long long>(plan.model.head_dim), device.name.c_str(),
+               (std::string(ToString(options.dtype)) + ", timer " + timer_note).c_str());
+  ProgressPrinter printer;
+  const TuneSummary s =
+      RunTune(plan, *timer, [&](const ProgressEvent& ev) { printer(ev); });
+  printer.Finish();
+  std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
+              static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
+              static_cast<long long>(s.reused), static_cast<long long>(s.failed));
+  if (options.metrics)
+    std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",
+                static_cast<long long>(s.counted), static_cast<long long>(s.counter_failures));
+  std::printf("  database: %s\n  header:   %s\n  json:     %s\n  report:   %s\n",
+              s.db_path.c_str(), s.outputs.header.c_str(), s.outputs.json.c_str(),
+              s.outputs.report.c_str());
+}
+
+}  // namespace
+
+void RegisterTune(CLI::App& app, int* rc) {
+  auto args = std::make_shared<TuneArgs>();
+  auto* cmd = app.add_subcommand("tune", "Tune the variants for a model's attention geometry");
+  AddTuneFlags(cmd, args.get());
+  cmd->callback([args, rc] {
     std::unique_ptr<Backend> backend = OpenBackend(args->device, "--device");
-    TuneOptions options = args->options;
-    options.dtype = ResolveDtype(*backend, args->dtype, "--dtype");
-    options.variants = SplitList(args->variants);
-    options.seq_lens = ParseSeqLens(args->seq_lens, "--seq-lens");
-    const std::optional<Phase> phase = PhaseFromString(args->phase);
-    if (!phase) throw UserError("--phase: '" + args->phase + "' is not prefill or decode");
-    options.phase = *phase;
-    options.batch = ParsePositiveInt(args->batch, "--batch");
-    options.budget = ParsePositiveInt(args->budget, "--budget");
-    if (time_budget_option->count() > 0) {
-      options.time_budget_s = ParseDuration(args->time_budget, "--time-budget");
-      if (budget_option->count() == 0) options.budget = 0;  // the time alone decides
-    }
-    if (args->warm_start != "on" && args->warm_start != "off") {
-      throw UserError("--warm-start: '" + args->warm_start + "' is not on or off");
-    }
-    options.warm_start = args->warm_start == "on";
-    if (args->generic != "on" && args->generic != "off") {
-      throw UserError("--generic: '" + args->generic + "' is not on or off");
-    }
-    options.generic = args->generic == "on";
-    options.args_json = nlohmann::json{{"model", options.model},
-                                       {"device", backend->Id().ToString()},
-                                       {"dtype", ToString(options.dtype)},
-                                       {"flush_l2", options.flush_l2},
-                                       {"metrics", options.metrics},
-                                       {"variants", options.variants},
-                                       {"seq_lens", options.seq_lens},
-                                       {"phase", ToString(options.phase)},
-                                       {"budget", options.budget},
-                                       {"time_budget_s", options.time_budget_s},
-                                       {"strategy", options.strategy},
-                                       {"warm_start", options.warm_start},
-                                       {"generic", options.generic},
-                                       {"seed", options.seed}}
-                            .dump();
-    TunePlan plan = PlanTune(options, *backend);
-    const DeviceInfo device = backend->Device();
-    std::string timer_note;
-    std::unique_ptr<Timer> timer = backend->MakeTimer(&timer_note);
-    std::fprintf(stderr, "attntune: tuning %s (%lld query heads, %lld KV heads, d=%lld) on %s (%s)\n",
-                 plan.model.name.c_str(), static_cast<long long>(plan.model.q_heads),
-                 static_cast<long long>(plan.model.kv_heads),
-                 static_cast<long long>(plan.model.head_dim), device.name.c_str(),
-                 (std::string(ToString(options.dtype)) + ", timer " + timer_note).c_str());
-    ProgressPrinter printer;
-    const TuneSummary s =
-        RunTune(plan, *timer, [&](const ProgressEvent& ev) { printer(ev); });
-    printer.Finish();
-    std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
-                static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
-                static_cast<long long>(s.reused), static_cast<long long>(s.failed));
-    if (options.metrics)
-      std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",
-                  static_cast<long long>(s.counted), static_cast<long long>(s.counter_failures));
-    std::printf("  database: %s\n  header:   %s\n  json:     %s\n  report:   %s\n",
-                s.db_path.c_str(), s.outputs.header.c_str(), s.outputs.json.c_str(),
-                s.outputs.report.c_str());
+    RunTuneCommand(OptionsFromFlags(*args, *backend), *backend);
     *rc = 0;
   });
 }
