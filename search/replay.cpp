@@ -397,14 +397,10 @@ double PerformanceScore(const ReplayStatistics& s, const std::vector<Trace>& tra
   return sum / settings.resolution;
 }
 
-ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
-  ATTNTUNE_CHECK(options.repeats >= 1);
-  const ReplayStatistics stats = Statistics(cache);
-  const double optimum = stats.values.front();
-  int64_t max_budget = 1;
-  for (int64_t b : options.budgets) max_budget = std::max(max_budget, b);
-  const double score_time =
-      std::max<int64_t>(1, FevalsToCutoff(stats, options.score.cutoff)) * stats.median_cost;
+// Runs options.repeats searches of the strategy on the cache, each long enough for
+// `max_budget` evaluations and for `score_time` of simulated time, on a pool of threads.
+std::vector<Trace> ReplayTraces(const ReplayCache& cache, const ReplayOptions& options,
+                                int64_t max_budget, double score_time) {
   // Probe the strategy name once, on this thread, so that a bad name is a UserError.
   auto make = [&](uint64_t seed) -> std::unique_ptr<Strategy> {
     std::unique_ptr<Strategy> s = MakeExtendedStrategy(options.strategy, cache.index, seed);
@@ -441,6 +437,18 @@ ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
   for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+  return traces;
+}
+
+ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
+  ATTNTUNE_CHECK(options.repeats >= 1);
+  const ReplayStatistics stats = Statistics(cache);
+  const double optimum = stats.values.front();
+  int64_t max_budget = 1;
+  for (int64_t b : options.budgets) max_budget = std::max(max_budget, b);
+  const double score_time =
+      std::max<int64_t>(1, FevalsToCutoff(stats, options.score.cutoff)) * stats.median_cost;
+  const std::vector<Trace> traces = ReplayTraces(cache, options, max_budget, score_time);
 
   ReplayResult result;
   result.file = cache.path;

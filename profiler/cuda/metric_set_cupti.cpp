@@ -127,6 +127,10 @@ CUcontext CurrentContext(std::string* error) {
 
 }  // namespace
 
+// Longer than a screen on purpose: one range-profiler session in the order CUPTI requires
+// (initialise, configure, replay per pass, decode, evaluate), every failure falling
+// through to the one Disable and FreeHost at the end. Split, the session's state would
+// travel through a struct to gain nothing, in code that only a GPU can re-test.
 MetricValues CollectRooflineMetrics(int device_index, const std::function<void()>& fn) {
   MetricValues out;
   cudaError_t ce = cudaSetDevice(device_index);
