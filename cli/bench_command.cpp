@@ -1,4 +1,5 @@
 // attntune bench: one candidate on one shape, checked and timed, as text or one JSON record.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -83,6 +84,8 @@ void RegisterBench(CLI::App& app, int* rc) {
     EvaluateOptions options;
     options.policy.max_seconds = args->max_seconds;
     options.policy.min_reps = args->min_reps;
+    // A floor above the default ceiling raises the ceiling: the repetitions asked for run.
+    options.policy.max_reps = std::max(options.policy.max_reps, args->min_reps);
     options.check = !args->unchecked;
     options.element_bytes = ElementBytes(dtype);
     const MeasureHooks hooks = backend->Hooks(args->flush_l2);

@@ -75,6 +75,9 @@ double ParseDuration(const std::string& text, const std::string& what) {
   const double value = std::strtod(number.c_str(), &end);
   if (end != number.c_str() + number.size() || !std::isfinite(value)) throw UserError(bad);
   if (!(value > 0)) throw UserError(what + ": '" + text + "' is not a positive duration");
+  if (value * unit > kMaxDurationSeconds) {
+    throw UserError(what + ": '" + text + "' is longer than the limit of 1e7 s (116 days)");
+  }
   return value * unit;
 }
 

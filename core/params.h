@@ -18,9 +18,14 @@ Params ParseParams(const std::string& text, const std::string& what);
 /// The comma-separated items of `text` ("a,b" -> {"a", "b"}; "" -> {}).
 std::vector<std::string> SplitList(const std::string& text);
 
+/// The longest duration ParseDuration takes: 1e7 s, about 116 days (anything longer is a
+/// typo, and 1e308h would overflow to infinity).
+constexpr double kMaxDurationSeconds = 1e7;
+
 /// A positive duration in seconds: a number of seconds, or of minutes or hours with the
 /// suffix s, m or h ("90", "90s", "1.5m", "2h"). UserError "<what>: '<text>' is not a
-/// duration (e.g. 90s, 10m, 1.5h)" or "... is not a positive duration".
+/// duration (e.g. 90s, 10m, 1.5h)", "... is not a positive duration" or "... is longer
+/// than the limit of 1e7 s (116 days)".
 double ParseDuration(const std::string& text, const std::string& what);
 
 /// "sink=4,w=256" (sorted by name).

@@ -1,9 +1,14 @@
 #include "core/safetensors.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
@@ -31,6 +36,17 @@ int64_t Elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
   return n;
+}
+
+// The bytes of `shape` in elements of `elem_size`; false when they exceed 2^63 - 1 (a
+// crafted header whose product would wrap around).
+bool ByteCount(const std::vector<int64_t>& shape, int64_t elem_size, int64_t* bytes) {
+  int64_t n = elem_size;
+  for (int64_t e : shape) {
+    if (__builtin_mul_overflow(n, e, &n)) return false;
+  }
+  *bytes = n;
+  return true;
 }
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
@@ -64,7 +80,15 @@ StTensor ParseEntry(const std::string& name, const nlohmann::json& entry, uint64
   if (elem_size == 0) invalid(where + "unknown dtype '" + t.dtype + "'");
   for (const nlohmann::json& e : entry["shape"]) {
     if (!e.is_number_unsigned()) invalid(where + "shape is not a list of non-negative integers");
-    t.shape.push_back(e.get<int64_t>());
+    const uint64_t extent = e.get<uint64_t>();
+    if (extent > static_cast<uint64_t>(INT64_MAX)) {
+      invalid(where + "extent " + std::to_string(extent) + " is larger than 2^63 - 1");
+    }
+    t.shape.push_back(static_cast<int64_t>(extent));
+  }
+  int64_t needed = 0;
+  if (!ByteCount(t.shape, elem_size, &needed)) {
+    invalid(where + t.dtype + " " + ShapeText(t.shape) + " is larger than 2^63 bytes");
   }
   const nlohmann::json& off = entry["data_offsets"];
   if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
@@ -75,7 +99,7 @@ StTensor ParseEntry(const std::string& name, const nlohmann::json& entry, uint64
     invalid(where + "data_offsets [" + std::to_string(begin) + "," + std::to_string(end) +
             "] out of range (data is " + std::to_string(data_size) + " bytes)");
   }
-  const uint64_t expected = static_cast<uint64_t>(Elements(t.shape) * elem_size);
+  const uint64_t expected = static_cast<uint64_t>(needed);
   if (end - begin != expected) {
     invalid(where + "data_offsets span " + std::to_string(end - begin) + " bytes but " +
             t.dtype + " " + ShapeText(t.shape) + " needs " + std::to_string(expected));
@@ -103,6 +127,10 @@ std::vector<int32_t> StTensor::AsI32() const {
 }
 
 StFile ReadSafetensors(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(path + ": is a folder, not a safetensors file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
@@ -121,15 +149,45 @@ StFile ReadSafetensors(const std::string& path) {
             std::to_string(rest) + " bytes after it");
   }
   const std::string header_text(file.begin() + 8, file.begin() + 8 + header_len);
-  const nlohmann::json header = nlohmann::json::parse(header_text, nullptr, false);
+  // The parser keeps the last of two equal keys; a name given twice is refused instead.
+  std::set<std::string> names;
+  std::string twice;
+  const nlohmann::json::parser_callback_t note_names =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (depth == 1 && event == nlohmann::json::parse_event_t::key && twice.empty() &&
+            !names.insert(parsed.get<std::string>()).second) {
+          twice = parsed.get<std::string>();
+        }
+        return true;
+      };
+  const nlohmann::json header = nlohmann::json::parse(header_text, note_names, false);
   if (header.is_discarded()) invalid("header is not valid JSON");
+  if (!twice.empty()) invalid("tensor '" + twice + "' is named twice");
   if (!header.is_object()) invalid("header is not a JSON object");
   const uint8_t* data = file.data() + 8 + header_len;
   const uint64_t data_size = rest - header_len;
   StFile tensors;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end), name
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     tensors[name] = ParseEntry(name, entry, data_size, data, invalid);
+    const nlohmann::json& off = entry["data_offsets"];
+    spans.emplace_back(off[0].get<uint64_t>(), off[1].get<uint64_t>(), name);
+  }
+  // No byte belongs to two tensors (empty tensors hold none): each non-empty span starts
+  // at or after the furthest end of those before it.
+  std::sort(spans.begin(), spans.end());
+  const std::tuple<uint64_t, uint64_t, std::string>* furthest = nullptr;
+  for (const auto& span : spans) {
+    const auto& [begin, end, name] = span;
+    if (begin == end) continue;
+    if (furthest != nullptr && begin < std::get<1>(*furthest)) {
+      const auto& [b0, e0, other] = *furthest;
+      invalid("tensors '" + other + "' and '" + name + "' overlap: [" + std::to_string(b0) + "," +
+              std::to_string(e0) + "] and [" + std::to_string(begin) + "," +
+              std::to_string(end) + "]");
+    }
+    if (furthest == nullptr || end > std::get<1>(*furthest)) furthest = &span;
   }
   return tensors;
 }

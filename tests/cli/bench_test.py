@@ -30,4 +30,10 @@ j = json.loads(p.stdout)
 expect(j["checked"] == 0 and "rel_err" not in j and "mass_recall" not in j and "check_err" not in j,
        "--unchecked reports no quality it did not compute")
 expect(j["pairs"] == dense_pairs and j["pair_ratio"] == 1.0, "--unchecked still counts pairs")
+
+# A floor of repetitions above the default ceiling (100) runs them all, not an abort.
+p = run("bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=16,d=64",
+        "--min-reps", "101", "--max-seconds", "0.01", "--json", check=0)
+j = json.loads(p.stdout)
+expect(j["status"] == "ok" and j["samples"] >= 101, f"--min-reps 101 gives {j['samples']} samples")
 finish()

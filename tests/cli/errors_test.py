@@ -29,6 +29,10 @@ expect_error(["tune", "--budget", "abc", "--out", tmp],
              "attntune: error: --budget: 'abc' is not a positive integer")
 expect_error(["tune", "--time-budget", "10x", "--out", tmp],
              "attntune: error: --time-budget: '10x' is not a duration (e.g. 90s, 10m, 1.5h)")
+expect_error(["tune", "--time-budget", "1e308h", "--out", tmp],
+             "attntune: error: --time-budget: '1e308h' is longer than the limit of 1e7 s (116 days)")
+expect_error(["run", "--variant", "dense", "--in", tmp, "--out", os.path.join(tmp, "o.st")],
+             f"attntune: error: {tmp}: is a folder, not a safetensors file")
 expect_error(["tune", "--time-budget", "0m", "--out", tmp],
              "attntune: error: --time-budget: '0m' is not a positive duration")
 expect_error(["tune", "--time-budget", "nan", "--out", tmp],

@@ -181,3 +181,19 @@ TEST_CASE("dtype, phase and device ids have one spelling each", "[core][types]")
   CHECK_FALSE(ParseDeviceId("CUDA:0").has_value());
   CHECK_FALSE(ParseDeviceId("").has_value());
 }
+
+TEST_CASE("durations: units, and the refusals with their exact lines", "[core][parse]") {
+  using namespace attntune;
+  CHECK(ParseDuration("90", "--t") == 90.0);
+  CHECK(ParseDuration("1.5m", "--t") == 90.0);
+  CHECK(ParseDuration("2h", "--t") == 7200.0);
+  CHECK_THROWS_WITH(ParseDuration("10x", "--t"), "--t: '10x' is not a duration (e.g. 90s, 10m, 1.5h)");
+  CHECK_THROWS_WITH(ParseDuration("nan", "--t"), "--t: 'nan' is not a duration (e.g. 90s, 10m, 1.5h)");
+  CHECK_THROWS_WITH(ParseDuration("0m", "--t"), "--t: '0m' is not a positive duration");
+  // 1e308 hours is finite as a number of hours and infinite in seconds.
+  CHECK_THROWS_WITH(ParseDuration("1e308h", "--t"),
+                    "--t: '1e308h' is longer than the limit of 1e7 s (116 days)");
+  CHECK_THROWS_WITH(ParseDuration("2778h", "--t"),
+                    "--t: '2778h' is longer than the limit of 1e7 s (116 days)");
+  CHECK(ParseDuration("2777h", "--t") == 2777.0 * 3600);
+}

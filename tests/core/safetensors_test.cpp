@@ -136,3 +136,70 @@ TEST_CASE("WriteSafetensors reports an unwritable path") {
 
 }  // namespace
 }  // namespace attntune
+
+namespace attntune {
+namespace {
+
+// Crafted headers (issue 24): every one is refused in one line, never a crash.
+TEST_CASE("safetensors headers whose sizes overflow are refused") {
+  TempDir dir;
+  const std::string path = dir.File("crafted.safetensors");
+  auto entry = [](const std::string& shape) {
+    return "{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[0,0]}";
+  };
+  // 2^62 * 4 bytes wraps to 0 in 64 bits: the byte check must not pass.
+  WriteBytes(path, RawFile("{\"q\":" + entry("[4611686018427387904,1,1,4]") + "}", ""));
+  CHECK_THROWS_WITH(ReadSafetensors(path),
+                    path + ": not a valid safetensors file (tensor 'q': F32 "
+                           "[4611686018427387904,1,1,4] is larger than 2^63 bytes)");
+  WriteBytes(path, RawFile("{\"q\":" + entry("[2147483648,2147483648,1,1]") + "}", ""));
+  CHECK_THROWS_WITH(ReadSafetensors(path),
+                    path + ": not a valid safetensors file (tensor 'q': F32 "
+                           "[2147483648,2147483648,1,1] is larger than 2^63 bytes)");
+  // 2^63 does not fit a signed extent.
+  WriteBytes(path, RawFile("{\"q\":" + entry("[9223372036854775808,1,1,1]") + "}", ""));
+  CHECK_THROWS_WITH(ReadSafetensors(path),
+                    path + ": not a valid safetensors file (tensor 'q': extent "
+                           "9223372036854775808 is larger than 2^63 - 1)");
+}
+
+TEST_CASE("safetensors headers with overlapping data or duplicate names are refused") {
+  TempDir dir;
+  const std::string path = dir.File("crafted.safetensors");
+  const std::string data(16, '\0');
+  WriteBytes(path, RawFile("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                           data));
+  CHECK_THROWS_WITH(ReadSafetensors(path),
+                    path + ": not a valid safetensors file (tensors 'a' and 'b' overlap: "
+                           "[0,8] and [4,12])");
+  WriteBytes(path, RawFile("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+                           data));
+  CHECK_THROWS_WITH(ReadSafetensors(path),
+                    path + ": not a valid safetensors file (tensor 'a' is named twice)");
+  // A long tensor overlapping one behind an empty one.
+  WriteBytes(path, RawFile("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                           data));
+  CHECK_THROWS_WITH(ReadSafetensors(path),
+                    path + ": not a valid safetensors file (tensors 'a' and 'b' overlap: "
+                           "[0,16] and [8,12])");
+  // Back to back and empty tensors share no byte: accepted.
+  WriteBytes(path, RawFile("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+                           data));
+  CHECK(ReadSafetensors(path).size() == 3);
+}
+
+TEST_CASE("a folder given as a safetensors file is refused in one line") {
+  TempDir dir;
+  const std::string folder = dir.File("sub");
+  fs::create_directories(folder);
+  CHECK_THROWS_WITH(ReadSafetensors(folder), folder + ": is a folder, not a safetensors file");
+}
+
+}  // namespace
+}  // namespace attntune
