@@ -1,10 +1,21 @@
 #include "core/tensor_file.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "core/error.h"
 
 namespace attntune {
 
 namespace {
+
+// "1e+40": a magnitude in one short token.
+std::string FormatMagnitude(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", x);
+  return text;
+}
 
 const StTensor& RequireTensor(const StFile& file, const std::string& name, const std::string& path,
                               size_t rank) {
@@ -89,7 +100,46 @@ ProblemFile ReadProblemFile(const std::string& path, bool causal) {
   t.q = q.AsF32();
   t.k = k.AsF32();
   t.v = v.AsF32();
+  CheckAttentionInputs(t, path);
   return problem;
+}
+
+void CheckAttentionInputs(const Tensors& t, const std::string& what) {
+  const Shape& s = t.shape;
+  const std::pair<const char*, const std::vector<float>*> tensors[] = {
+      {"q", &t.q}, {"k", &t.k}, {"v", &t.v}};
+  for (const auto& [name, x] : tensors) {
+    for (size_t n = 0; n < x->size(); ++n) {
+      if (!std::isfinite((*x)[n])) {
+        throw UserError(what + ": tensor '" + name + "' holds " + std::to_string((*x)[n]) +
+                        " at element " + std::to_string(n) + " (attention needs finite inputs)");
+      }
+    }
+  }
+  // The largest logit |q_i . k_j| / sqrt(d) is at most max|q_i| max|k_j| / sqrt(d)
+  // (Cauchy-Schwarz); above kMaxLogit an fp32 kernel's softmax or P V overflows, and
+  // what it returned would not be attention.
+  auto max_norm = [&](const std::vector<float>& x) {
+    double best = 0;
+    for (size_t row = 0; row + static_cast<size_t>(s.d) <= x.size(); row += static_cast<size_t>(s.d)) {
+      double sum = 0;
+      for (int64_t c = 0; c < s.d; ++c) sum += static_cast<double>(x[row + c]) * x[row + c];
+      best = std::max(best, std::sqrt(sum));
+    }
+    return best;
+  };
+  const double logit = max_norm(t.q) * max_norm(t.k) / std::sqrt(static_cast<double>(s.d));
+  if (logit > kMaxLogit) {
+    throw UserError(what + ": q and k are too large for fp32 attention (logits up to " +
+                    FormatMagnitude(logit) + "; at most 1e30)");
+  }
+  double v_max = 0;
+  for (float x : t.v) v_max = std::max(v_max, static_cast<double>(std::fabs(x)));
+  if (v_max * static_cast<double>(std::max<int64_t>(1, s.Lk)) > kMaxLogit) {
+    throw UserError(what + ": v is too large for fp32 attention (|v| up to " +
+                    FormatMagnitude(v_max) + " over " + std::to_string(s.Lk) +
+                    " keys; |v| times Lk at most 1e30)");
+  }
 }
 
 }  // namespace attntune

@@ -19,9 +19,19 @@ struct ProblemFile {
 };
 
 /// Reads q, k, v of `path` and the shape they give (causal unless `causal` is false);
-/// UserError "<path>: ..." for a missing tensor, a wrong dtype or rank, or shapes that
-/// disagree.
+/// UserError "<path>: ..." for a missing tensor, a wrong dtype or rank, shapes that
+/// disagree, or values CheckAttentionInputs refuses.
 ProblemFile ReadProblemFile(const std::string& path, bool causal);
+
+/// The largest logit, and |v| times Lk, an fp32 kernel is asked to handle: far above any
+/// model's (logits of tens), far below FLT_MAX (3.4e38) so that sums of exponentials and
+/// of P V stay finite.
+constexpr double kMaxLogit = 1e30;
+
+/// UserError "<what>: ..." when q, k or v hold a non-finite value, or are so large that
+/// fp32 attention overflows (logits above kMaxLogit): a refusal instead of an output
+/// that is not attention.
+void CheckAttentionInputs(const Tensors& t, const std::string& what);
 
 /// Reads the optional tensors into `problem->tensors` (proj's last extent is `bits` of
 /// `params` when given); UserError naming the tensor when its dtype or shape is wrong.

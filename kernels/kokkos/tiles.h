@@ -88,9 +88,10 @@ inline float Dot(const float* __restrict q, const float* __restrict k, int64_t d
 // exp(x) for x <= 0 without a libm call, so that loops over it vectorise: Cephes' expf
 // (range reduction by ln 2 in two parts, degree-6 polynomial; about 1 ulp). x < -87
 // (including -inf from the mask) gives 0: e^-87 is below FLT_MIN's neighbourhood and
-// negligible next to the row maximum's e^0 = 1.
+// negligible next to the row maximum's e^0 = 1. NaN gives NaN. The argument is clamped
+// to [-87, 0] before the integer conversion, which NaN or inf would make undefined.
 inline float ExpNonPositive(float x) {
-  const float xc = x < -87.0f ? -87.0f : x;
+  const float xc = x >= -87.0f ? (x <= 0.0f ? x : 0.0f) : -87.0f;
   // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer.
   const float kRound = 12582912.0f;
   const float n = (xc * 1.44269504088896341f + kRound) - kRound;
@@ -106,7 +107,7 @@ inline float ExpNonPositive(float x) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 0]
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  return x < -87.0f ? 0.0f : p * scale;
+  return x != x ? x : x < -87.0f ? 0.0f : p * scale;
 }
 
 // row[0..n) <- exp(row - m) for scores at most m (n a multiple of kLanes); returns their

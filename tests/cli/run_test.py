@@ -145,4 +145,22 @@ p = run("run", "--variant", "dma", "--in", os.path.join(tmp, "bad.safetensors"),
         os.path.join(tmp, "o.safetensors"), "--params", "w=4", check=2)
 expect(p.stderr.strip().endswith("tensor 'a' has shape [3], expected [Hkv] = [2]"),
        f"bad 'a': {p.stderr.strip()}")
+
+# Inputs fp32 attention cannot take are refused in one line, never answered with zeros:
+# a NaN in q, and q, k scaled so that the logits overflow (dense, swa and ks alike).
+q, k, v = qkv(1, 2, 1, 16, 64)
+bad = os.path.join(tmp, "nan.safetensors")
+qn = q.copy()
+qn[0, 1, 3, 5] = np.nan
+save_file({"q": qn, "k": k, "v": v}, bad)
+p = run("run", "--variant", "dense", "--in", bad, "--out", os.path.join(tmp, "o.safetensors"), check=2)
+expect(p.stderr.strip() == f"attntune: error: {bad}: tensor 'q' holds nan at element "
+       f"{(1 * 16 + 3) * 64 + 5} (attention needs finite inputs)", f"NaN in q: {p.stderr.strip()}")
+huge = os.path.join(tmp, "huge.safetensors")
+save_file({"q": q * np.float32(1e20), "k": k * np.float32(1e20), "v": v}, huge)
+for variant, params in (("dense", ""), ("swa", "w=4"), ("ks", "k=4")):
+    args = ["run", "--variant", variant, "--in", huge, "--out", os.path.join(tmp, "o.safetensors")]
+    p = run(*(args + (["--params", params] if params else [])), check=2)
+    expect("q and k are too large for fp32 attention" in p.stderr and p.stderr.count("\n") == 1,
+           f"{variant} on huge q, k: {p.stderr.strip()}")
 finish()

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/kokkos/tiles.h"
 #include "kernels/reference/reference.h"
 #include "kernels/variant.h"
 
@@ -144,3 +145,14 @@ TEST_CASE("Rows see only their keys: a huge value outside the window changes not
 
 }  // namespace
 }  // namespace attntune
+
+TEST_CASE("ExpNonPositive: e^x on (-87, 0], 0 below and at -inf, NaN kept, no undefined cast") {
+  using attntune::tiles::ExpNonPositive;
+  for (float x : {0.0f, -1e-6f, -0.5f, -1.0f, -10.0f, -50.0f, -86.9f}) {
+    INFO(x);
+    CHECK(std::fabs(ExpNonPositive(x) - std::exp(x)) <= 2e-7f * std::exp(x));
+  }
+  CHECK(ExpNonPositive(-87.5f) == 0.0f);
+  CHECK(ExpNonPositive(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isnan(ExpNonPositive(std::numeric_limits<float>::quiet_NaN())));
+}
