@@ -23,6 +23,19 @@ const ModelGeometry kEmbeddedModels[] = {
 
 int64_t PositiveField(const nlohmann::json& j, const char* key, const std::string& source);
 
+// The largest value attntune takes for each geometry field: far above every published
+// model (Llama 3.1 405B: 126 layers, 128 heads, hidden size 16384, head dim 128; Gemma 2:
+// head dim 256), and small enough that nothing sized by them overflows or exhausts memory.
+struct FieldLimit {
+  const char* key;
+  int64_t max;
+};
+constexpr FieldLimit kFieldLimits[] = {
+    {"num_hidden_layers", 1024},   {"num_attention_heads", 1024}, {"num_key_value_heads", 1024},
+    {"head_dim", 1024},            {"hidden_size", 1 << 20},      {"sliding_window", 1 << 24},
+    {"sliding_window_pattern", 1024},
+};
+
 const char kFull[] = "full_attention";
 const char kSliding[] = "sliding_attention";
 
@@ -111,8 +124,16 @@ std::string KnownList() {
 
 int64_t PositiveField(const nlohmann::json& j, const char* key, const std::string& source) {
   const auto& v = j.at(key);
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() == 0 : v.get<int64_t>() <= 0))
     throw UserError(source + ": '" + key + "' must be a positive integer, got " + v.dump());
+  for (const FieldLimit& limit : kFieldLimits) {
+    if (std::string(key) != limit.key) continue;
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(limit.max)
+                               : v.get<int64_t>() > limit.max) {
+      throw UserError(source + ": '" + key + "' is " + v.dump() + ", more than attntune takes (" +
+                      std::to_string(limit.max) + ")");
+    }
+  }
   return v.get<int64_t>();
 }
 
@@ -162,6 +183,9 @@ ModelGeometry ParseHfConfig(const std::string& json_text, const std::string& sou
       throw UserError(source + ": hidden_size " + std::to_string(hidden) +
                       " is not divisible by num_attention_heads " + std::to_string(g.q_heads));
     g.head_dim = hidden / g.q_heads;
+    if (g.head_dim > 1024)  // kFieldLimits' head_dim, for a head dim derived from hidden_size
+      throw UserError(source + ": head dim hidden_size / num_attention_heads = " +
+                      std::to_string(g.head_dim) + ", more than attntune takes (1024)");
   }
   if (g.q_heads % g.kv_heads != 0)
     throw UserError(source + ": num_attention_heads " + std::to_string(g.q_heads) +

@@ -101,6 +101,26 @@ Implementation Damaged(std::function<void(const Shape&, float*)> damage) {
 
 }  // namespace
 
+TEST_CASE("ParseHfConfig bounds the geometry: no model is that large, nothing is sized by it") {
+  auto parse = [](const std::string& text) { return ParseHfConfig(text, "c.json"); };
+  CHECK_THROWS_WITH(
+      parse(R"({"num_hidden_layers":1000000000000,"num_attention_heads":8,"head_dim":64})"),
+      "c.json: 'num_hidden_layers' is 1000000000000, more than attntune takes (1024)");
+  CHECK_THROWS_WITH(
+      parse(R"({"num_hidden_layers":2,"num_attention_heads":8,"hidden_size":4611686018427387904,"head_dim":null})"),
+      "c.json: 'hidden_size' is 4611686018427387904, more than attntune takes (1048576)");
+  CHECK_THROWS_WITH(
+      parse(R"({"num_hidden_layers":2,"num_attention_heads":8,"head_dim":2305843009213693952})"),
+      "c.json: 'head_dim' is 2305843009213693952, more than attntune takes (1024)");
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers":2,"num_attention_heads":1,"hidden_size":1048576})"),
+                    "c.json: head dim hidden_size / num_attention_heads = 1048576, more than "
+                    "attntune takes (1024)");
+  CHECK_THROWS_WITH(
+      parse(R"({"num_hidden_layers":2,"num_attention_heads":8,"head_dim":64,"num_key_value_heads":18446744073709551615})"),
+      "c.json: 'num_key_value_heads' is 18446744073709551615, more than attntune takes (1024)");
+  CHECK(parse(R"({"num_hidden_layers":1024,"num_attention_heads":1024,"head_dim":1024})").layers == 1024);
+}
+
 TEST_CASE("ParseHfConfig reads the geometry of published configs") {
   // Llama 3.1 8B: head_dim from hidden_size / heads.
   auto llama = ParseHfConfig(
