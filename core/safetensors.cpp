@@ -133,9 +133,13 @@ StFile ReadSafetensors(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
-  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw UserError(path + ": cannot read (" + std::strerror(errno) + ")");
+  return ParseSafetensors(bytes, path);
+}
+
+StFile ParseSafetensors(const std::string& bytes, const std::string& path) {
+  const std::vector<uint8_t> file(bytes.begin(), bytes.end());
   const Invalid invalid(path);
   if (file.size() < 8) {
     invalid("file is " + std::to_string(file.size()) +

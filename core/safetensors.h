@@ -24,6 +24,10 @@ using StFile = std::map<std::string, StTensor>;
 /// UserError naming the path.
 StFile ReadSafetensors(const std::string& path);
 
+/// The tensors of a safetensors file held in `bytes` (read from `path`, named in errors);
+/// the same checks as ReadSafetensors.
+StFile ParseSafetensors(const std::string& bytes, const std::string& path);
+
 /// Writes tensors (sorted by name) to `path`; I/O failure -> UserError.
 void WriteSafetensors(const std::string& path, const StFile& tensors);
 

@@ -267,13 +267,15 @@ ReplayCache ParseReplayCache(const std::string& text, const std::string& path) {
   } catch (const json::parse_error& e) {
     NotACache(path, text.empty() ? "empty file"
                                  : "invalid JSON at byte " + std::to_string(e.byte));
+  } catch (const json::exception& e) {  // a number beyond double's range, say
+    NotACache(path, std::string("invalid JSON: ") + e.what());
   }
   if (!doc.is_object()) NotACache(path, "the top level is not a JSON object");
   ReplayCache cache;
   cache.path = path;
-  cache.kernel = doc.value("kernel_name", "");
-  cache.device = doc.value("device_name", "");
   try {
+    cache.kernel = doc.value("kernel_name", "");
+    cache.device = doc.value("device_name", "");
     if (doc.contains("objective") && doc["objective"].is_string()) {
       cache.objective = doc["objective"].get<std::string>();
     } else if (doc.contains("objective") && doc["objective"].is_array() &&

@@ -22,6 +22,8 @@ const ModelGeometry kEmbeddedModels[] = {
 };
 
 int64_t PositiveField(const nlohmann::json& j, const char* key, const std::string& source);
+// The geometry and layout of a parsed config.json object (json exceptions escape).
+ModelGeometry GeometryOf(const nlohmann::json& j, const std::string& source);
 
 // The largest value attntune takes for each geometry field: far above every published
 // model (Llama 3.1 405B: 126 layers, 128 heads, hidden size 16384, head dim 128; Gemma 2:
@@ -157,6 +159,8 @@ ModelGeometry ParseHfConfig(const std::string& json_text, const std::string& sou
     j = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::parse_error& e) {
     throw UserError(source + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::exception& e) {  // a number beyond double's range, say
+    throw UserError(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw UserError(source + ": not a config.json object");
   // Multimodal configs (Gemma 3, ...) keep the language model under text_config.
@@ -166,6 +170,16 @@ ModelGeometry ParseHfConfig(const std::string& json_text, const std::string& sou
   ApplyGemma3TextDefaults(&j);
   for (const char* key : {"num_hidden_layers", "num_attention_heads"})
     if (!j.contains(key)) throw UserError(source + ": missing '" + key + "'");
+  try {
+    return GeometryOf(j, source);
+  } catch (const nlohmann::json::exception& e) {  // a field of an unexpected JSON type
+    throw UserError(source + ": unexpected value (" + e.what() + ")");
+  }
+}
+
+namespace {
+
+ModelGeometry GeometryOf(const nlohmann::json& j, const std::string& source) {
   ModelGeometry g;
   g.name = source;
   g.layers = PositiveField(j, "num_hidden_layers", source);
@@ -193,6 +207,8 @@ ModelGeometry ParseHfConfig(const std::string& json_text, const std::string& sou
   ParseLayout(j, source, &g);
   return g;
 }
+
+}  // namespace
 
 ModelGeometry LoadModel(const std::string& name_or_path, const std::string& what) {
   for (const auto& m : kEmbeddedModels)

@@ -34,6 +34,21 @@ typedef float PanelVec __attribute__((vector_size(kPanel * sizeof(float)), align
 
 typedef int32_t PanelIdx __attribute__((vector_size(kPanel * sizeof(int32_t))));
 
+// GCC's two-source shuffle: lane u of the result is lane idx[u] mod 32 of a:b. Clang has
+// no shuffle with run-time indices; its lane loop serves the fuzz and sanitizer builds.
+inline PanelVec Shuffle2(const PanelVec& a, const PanelVec& b, const PanelIdx& idx) {
+#if defined(__clang__)
+  PanelVec out;
+  for (int u = 0; u < kPanel; ++u) {
+    const int i = idx[u] & (2 * kPanel - 1);
+    out[u] = i < kPanel ? a[i] : b[i - kPanel];
+  }
+  return out;
+#else
+  return __builtin_shuffle(a, b, idx);
+#endif
+}
+
 // Row k of the 16 columns that start `shift` columns into panel kp (shift in [0, 16)):
 // the panel's row k when shift = 0, else lanes shift.. of it and the next panel's.
 // With AVX-512 a two-source permute (vpermt2ps).
@@ -42,7 +57,7 @@ inline PanelVec PanelRow(const float* kp, int64_t k, int64_t pstride, const Pane
   const PanelVec a = *reinterpret_cast<const PanelVec*>(kp + k * kPanel);
   if (!kShifted) return a;
   const PanelVec b = *reinterpret_cast<const PanelVec*>(kp + pstride + k * kPanel);
-  return __builtin_shuffle(a, b, idx);
+  return Shuffle2(a, b, idx);
 }
 
 // s[0..R)[0..16*NP) = q[0..R)[0..d) · the 16*NP columns that start `shift` columns into
@@ -100,7 +115,7 @@ inline PanelVec HalveBlocks(const PanelVec& a, const PanelVec& c) {
     lo[u] = from + nb / 2 * W + u % h;
     hi[u] = lo[u] + h;
   }
-  return __builtin_shuffle(a, c, lo) + __builtin_shuffle(a, c, hi);
+  return Shuffle2(a, c, lo) + Shuffle2(a, c, hi);
 }
 
 // The levels of LaneSums: N vectors of blocks of W lanes down to one vector.

@@ -100,6 +100,16 @@ TEST_CASE("gzip files read, truncated and malformed ones fail clearly", "[search
   std::remove(plain.c_str());
 }
 
+TEST_CASE("inputs the fuzzer found are refused in one line (fuzz/replay_fuzz)", "[search][replay]") {
+  // kernel_name holds an object where a string belongs.
+  CHECK_THROWS_WITH(
+      ParseReplayCache(R"({"kernel_name": {"a": [1]}, "cache": {"1": {"a": 1, "time": 4.0}}})", "x.json"),
+      Catch::StartsWith("x.json: not a Kernel Tuner cache file (unexpected structure: "));
+  // A number beyond double's range.
+  CHECK_THROWS_WITH(ParseReplayCache(R"({"cache": {"1": {"a": 1, "time": 4E6000}}})", "x.json"),
+                    Catch::StartsWith("x.json: not a Kernel Tuner cache file (invalid JSON: "));
+}
+
 TEST_CASE("the T4 format reads too", "[search][replay]") {
   const char* t4 = R"({"schema_version": "1.0.0", "results": [
     {"configuration": {"a": 2, "s": "x"}, "invalidity": "correct", "objectives": ["time"],

@@ -121,6 +121,19 @@ TEST_CASE("ParseHfConfig bounds the geometry: no model is that large, nothing is
   CHECK(parse(R"({"num_hidden_layers":1024,"num_attention_heads":1024,"head_dim":1024})").layers == 1024);
 }
 
+TEST_CASE("ParseHfConfig: inputs the fuzzer found refused in one line (fuzz/hf_config_fuzz)") {
+  auto parse = [](const std::string& text) { return ParseHfConfig(text, "c.json"); };
+  // A number beyond double's range (nlohmann's out_of_range, not a parse error).
+  CHECK_THROWS_AS(parse(R"({"num_hidden_layers":26,"num_attention_heads":8,"vocab_size":25E6000})"),
+                  UserError);
+  CHECK_THROWS_WITH(parse(R"({"num_hidden_layers":26,"num_attention_heads":8,"vocab_size":25E6000})"),
+                    Catch::StartsWith("c.json: not valid JSON ("));
+  // A field of the wrong JSON type where the reader expected a string.
+  CHECK_THROWS_AS(parse(R"({"num_hidden_layers":2,"num_attention_heads":8,"head_dim":64,
+                            "sliding_window":8,"layer_types":["full_attention",{"x":1}]})"),
+                  UserError);
+}
+
 TEST_CASE("ParseHfConfig reads the geometry of published configs") {
   // Llama 3.1 8B: head_dim from hidden_size / heads.
   auto llama = ParseHfConfig(

@@ -1,0 +1,11 @@
+// The safetensors reader, and the design's tensors read from a file.
+#include "core/safetensors.h"
+#include "fuzz/fuzz_main.h"
+
+void FuzzOne(const std::string& input) {
+  const attntune::StFile file = attntune::ParseSafetensors(input, "fuzz.safetensors");
+  for (const auto& [name, t] : file) {
+    if (t.dtype == "F32") (void)t.AsF32();
+    if (t.dtype == "I32") (void)t.AsI32();
+  }
+}
