@@ -32,17 +32,25 @@ Tensors SliceHeads(const Tensors& t, int64_t first, int64_t count) {
   return s;
 }
 
+// The variant table's pair count of one query head, `rows` causal query rows over `keys`
+// keys: the swa row's (window 0: the dense row's).
+int64_t HeadPairs(int64_t rows, int64_t keys, int64_t window, int64_t sink) {
+  Shape one;  // B = Hq = Hkv = 1
+  one.Lq = rows;
+  one.Lk = keys;
+  if (window <= 0) return FindVariant("dense", "internal").pairs(one, {});
+  return FindVariant("swa", "internal")
+      .pairs(one, {{"w", std::to_string(window)}, {"sink", std::to_string(sink)}});
+}
+
 }  // namespace
 
 int64_t HeadPrefillPairs(int64_t length, int64_t window, int64_t sink) {
-  int64_t pairs = 0;
-  for (int64_t p = 0; p < length; ++p) pairs += HeadDecodePairs(p + 1, window, sink);
-  return pairs;
+  return HeadPairs(length, length, window, sink);
 }
 
 int64_t HeadDecodePairs(int64_t context, int64_t window, int64_t sink) {
-  if (window <= 0 || window >= context) return context;
-  return window + std::max<int64_t>(0, std::min(sink, context - window));
+  return HeadPairs(1, context, window, sink);
 }
 
 int64_t KvCacheBytes(const ModelGeometry& m, const Allocation& a, const CostOptions& o) {
