@@ -1,13 +1,8 @@
 #include "cli/allocate_command.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -15,9 +10,11 @@
 #include "cli/commands.h"
 #include "kernels/kokkos/runtime.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "profiler/device.h"
 #include "profiler/timer.h"
 #include "reports/allocation.h"
+#include "reports/reports.h"
 #include "tuner/allocation/allocate.h"
 #include "tuner/allocation/io.h"
 #include "tuner/evaluate.h"
@@ -28,20 +25,9 @@ namespace {
 struct AllocateArgs {
   AllocateOptions options;
   std::string granularity = "head";
-  std::string out = "attntune-out";
+  std::string out = "attntune_out";
   bool no_measure = false;
 };
-
-void MakeDir(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    throw UserError("--out: cannot create '" + dir + "': " + std::strerror(errno));
-}
-
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw UserError("--out: cannot write '" + path + "'");
-}
 
 AllocationRecord Record(const AllocateResult& r, const AllocateOptions& o,
                         const std::string& device) {
@@ -151,17 +137,21 @@ void RegisterAllocate(CLI::App& app, int* rc) {
     options.cost.policy.max_reps =
         std::max(options.cost.policy.max_reps, options.cost.policy.min_reps);
     if (options.window < 0) throw UserError("--window: must be a positive integer");
-    MakeDir(args->out);
+    CreateOutputFolder(args->out);
     const DeviceInfo device = CpuDevice();
     CpuTimer timer;
     const AllocateResult r = RunAllocate(options, timer);
     const AllocationRecord rec = Record(r, options, device.name);
     const std::string dir = args->out + "/";
-    WriteText(dir + "attntune_config.json", RenderAllocationJson(rec));
-    WriteText(dir + "attntune_allocation.h", RenderAllocationHeader(rec));
-    WriteText(dir + "full_attention_heads.tsv", FormatDuoAttentionTsv(r.chosen));
-    WriteText(dir + "allocation_mask.json", FormatConsaMask(r.chosen));
-    WriteText(dir + "allocation.html", RenderAllocationHtml(rec));
+    ReportInput input;
+    input.tool_version = rec.tool_version;
+    input.generated_at = rec.generated_at;
+    input.allocations = {rec};
+    WriteFileAtomic(dir + "attntune_config.json", RenderConfigJson(input));
+    WriteFileAtomic(dir + "attntune_allocation.h", RenderAllocationHeader(rec));
+    WriteFileAtomic(dir + "full_attention_heads.tsv", FormatDuoAttentionTsv(r.chosen));
+    WriteFileAtomic(dir + "allocation_mask.json", FormatConsaMask(r.chosen));
+    WriteFileAtomic(dir + "allocation.html", RenderAllocationHtml(rec));
     std::printf(
         "attntune: %s, %s, %s: %lld of %lld KV heads SWA (rho %.4g, target %.4g), window %lld\n",
         r.model.name.c_str(), GranularityName(options.granularity).c_str(),

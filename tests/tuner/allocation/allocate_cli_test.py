@@ -59,6 +59,27 @@ with open(os.path.join(out2, "full_attention_heads.tsv")) as f1, \
         open(os.path.join(out3, "full_attention_heads.tsv")) as f2:
     expect(f1.read() == f2.read(), "import of an exported TSV reproduces it")
 
+# The JSON has tune's schema (attntune_config.json of `tune`), the allocation in "allocations".
+with open(os.path.join(out2, "attntune_config.json")) as f:
+    doc = json.load(f)
+expect(doc["schema"] == 1 and doc["tool"] == "attntune" and isinstance(doc["entries"], list)
+       and isinstance(doc["devices"], list) and len(doc["allocations"]) == 1,
+       f"attntune_config.json: tune's schema with one allocation ({sorted(doc)})")
+expect(b["transformers"]["sliding_window"] == 32
+       and b["transformers"]["layer_types"] == ["full_attention", "full_attention"],
+       "the allocation in transformers' form: sliding_window and layer_types")
+
+# Without --out, allocate writes into attntune_out, the folder `tune` uses.
+default_cwd = os.path.join(tmp, "cwd")
+os.makedirs(default_cwd)
+os.chdir(default_cwd)
+run("allocate", "--model", tiny, "--rho", "0.5", "--context", "256", "--window", "32",
+    "--calib-len", "64", "--no-measure", check=0)
+expect(sorted(os.listdir(default_cwd)) == ["attntune_out"]
+       and os.path.exists(os.path.join(default_cwd, "attntune_out", "attntune_config.json")),
+       f"the default output folder is attntune_out ({os.listdir(default_cwd)})")
+os.chdir(tmp)
+
 
 def expect_error(args, line):
     p = run(*args)
