@@ -24,7 +24,7 @@ struct AllocationRecord {
   int64_t window = 0, sink = 0, context = 0, br = 0, bc = 0;
   std::string calib_source;
   int64_t calib_length = 0, calib_window = 0;
-  std::string cost_method;              // hybrid | windowed-per-group
+  std::string cost_method;              // hybrid (one launch per layer)
   std::vector<std::vector<int>> swa;    // [layer][kv_head]: 1 = sliding window
   std::vector<std::string> head_class;  // [layer * kv_heads + head] range class
   std::vector<double> head_mass_kept, head_swa_rel_err;
