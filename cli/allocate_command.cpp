@@ -1,26 +1,22 @@
 #include "cli/allocate_command.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include "build_info.h"
 #include "cli/commands.h"
-#include "kernels/kokkos/runtime.h"
 #include "core/error.h"
+#include "core/files.h"
+#include "db/database.h"
+#include "kernels/kokkos/runtime.h"
 #include "profiler/device.h"
 #include "profiler/timer.h"
-#include "reports/allocation.h"
 #include "tuner/allocation/allocate.h"
-#include "tuner/allocation/io.h"
-#include "tuner/evaluate.h"
+#include "tuner/allocation/emit.h"
 
 namespace attntune {
 namespace {
@@ -28,78 +24,10 @@ namespace {
 struct AllocateArgs {
   AllocateOptions options;
   std::string granularity = "head";
-  std::string out = "attntune-out";
+  std::string out = "attntune_out";
+  std::string db;  // empty: <out>/attntune.db
   bool no_measure = false;
 };
-
-void MakeDir(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    throw UserError("--out: cannot create '" + dir + "': " + std::strerror(errno));
-}
-
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw UserError("--out: cannot write '" + path + "'");
-}
-
-AllocationRecord Record(const AllocateResult& r, const AllocateOptions& o,
-                        const std::string& device) {
-  AllocationRecord rec;
-  rec.tool_version = ATTNTUNE_VERSION;
-  rec.generated_at = UtcNow();
-  rec.device = device;
-  rec.model = r.model.name;
-  rec.model_type = r.model.model_type;
-  rec.layers = r.model.layers;
-  rec.q_heads = r.model.q_heads;
-  rec.kv_heads = r.model.kv_heads;
-  rec.head_dim = r.model.head_dim;
-  rec.granularity = GranularityName(o.granularity);
-  rec.strategy = o.strategy;
-  rec.budget = r.budget;
-  rec.rho_target = r.rho_target;
-  rec.rho = r.chosen.SwaFraction();
-  rec.window = r.window;
-  rec.sink = o.sink;
-  rec.context = o.context;
-  rec.br = o.cost.br;
-  rec.bc = o.cost.bc;
-  rec.calib_source = r.stats.source;
-  rec.calib_length = r.stats.length;
-  rec.calib_window = r.calib_window;
-  rec.cost_method = r.cost_method;
-  for (int64_t l = 0; l < r.chosen.layers; ++l) {
-    rec.swa.emplace_back();
-    for (int64_t h = 0; h < r.chosen.kv_heads; ++h)
-      rec.swa.back().push_back(r.chosen.Swa(l, h) ? 1 : 0);
-  }
-  for (const HeadStats& h : r.stats.heads) {
-    rec.head_class.push_back(RangeClassName(h.range_class));
-    rec.head_mass_kept.push_back(h.mass_kept);
-    rec.head_swa_rel_err.push_back(h.swa_rel_err);
-  }
-  rec.quality_loss = r.quality_loss;
-  rec.prefill_ms = r.cost.prefill_ms;
-  rec.decode_ms = r.cost.decode_ms;
-  rec.kv_bytes = r.cost.kv_bytes;
-  rec.prefill_pairs = r.cost.prefill_pairs;
-  rec.decode_pairs = r.cost.decode_pairs;
-  rec.tuned.tuned = r.tuned.tuned;
-  rec.tuned.br = r.tuned.br;
-  rec.tuned.bc = r.tuned.bc;
-  rec.tuned.window = r.tuned.window;
-  rec.tuned.layer_swa_heads = r.tuned.layer_swa_heads;
-  rec.tuned.evaluations = r.tuned.evaluations;
-  rec.tuned.budget = o.tune_budget;
-  rec.tuned.prefill_ms = r.tuned.prefill_ms;
-  rec.tuned.default_prefill_ms = r.tuned.default_prefill_ms;
-  rec.tuned.quality_loss = r.quality_loss;  // w is not searched: the chosen one's loss
-  for (const SweepPoint& p : r.sweep)
-    rec.sweep.push_back({p.rho, p.quality_loss, p.cost.prefill_ms, p.cost.decode_ms,
-                         p.cost.kv_bytes, p.cost.prefill_pairs, p.on_front});
-  return rec;
-}
 
 }  // namespace
 
@@ -140,6 +68,8 @@ void RegisterAllocate(CLI::App& app, int* rc) {
       ->capture_default_str();
   cmd->add_flag("--no-measure", args->no_measure, "Skip timing (pairs and KV bytes only)");
   cmd->add_option("--out", args->out, "Output folder")->capture_default_str();
+  cmd->add_option("--db", args->db,
+                  "SQLite database of the measurements (default: <out>/attntune.db)");
   cmd->callback([args, rc, rho] {
     AllocateOptions options = args->options;
     if (rho->count() > 0) TargetSwaUnits(options.rho, 1, "--rho");  // a negative rho is not "unset"
@@ -151,17 +81,31 @@ void RegisterAllocate(CLI::App& app, int* rc) {
     options.cost.policy.max_reps =
         std::max(options.cost.policy.max_reps, options.cost.policy.min_reps);
     if (options.window < 0) throw UserError("--window: must be a positive integer");
-    MakeDir(args->out);
+    options.args_json = nlohmann::json{{"command", "allocate"},
+                                       {"model", options.model},
+                                       {"granularity", args->granularity},
+                                       {"strategy", options.strategy},
+                                       {"rho", options.rho},
+                                       {"latency_ms", options.latency_ms},
+                                       {"kv_bytes", options.kv_bytes},
+                                       {"calib", options.calib},
+                                       {"window", options.window},
+                                       {"sink", options.sink},
+                                       {"context", options.context},
+                                       {"tune_budget", options.tune_budget},
+                                       {"seed", options.seed}}
+                            .dump();
+    ValidateAllocate(options);  // before the folder and the database are made
+    CreateOutputFolder(args->out);
+    const std::string db_path = args->db.empty()
+                                    ? (std::filesystem::path(args->out) / "attntune.db").string()
+                                    : args->db;
+    const std::unique_ptr<Database> db = Database::Open(db_path);
     const DeviceInfo device = CpuDevice();
     CpuTimer timer;
-    const AllocateResult r = RunAllocate(options, timer);
-    const AllocationRecord rec = Record(r, options, device.name);
-    const std::string dir = args->out + "/";
-    WriteText(dir + "attntune_config.json", RenderAllocationJson(rec));
-    WriteText(dir + "attntune_allocation.h", RenderAllocationHeader(rec));
-    WriteText(dir + "full_attention_heads.tsv", FormatDuoAttentionTsv(r.chosen));
-    WriteText(dir + "allocation_mask.json", FormatConsaMask(r.chosen));
-    WriteText(dir + "allocation.html", RenderAllocationHtml(rec));
+    const AllocateResult r = RunAllocate(options, *db, device, timer);
+    const AllocationOutputs out =
+        EmitAllocation(*db, MakeAllocationRecord(r, options, device.name), r.chosen, args->out);
     std::printf(
         "attntune: %s, %s, %s: %lld of %lld KV heads SWA (rho %.4g, target %.4g), window %lld\n",
         r.model.name.c_str(), GranularityName(options.granularity).c_str(),
@@ -197,10 +141,15 @@ void RegisterAllocate(CLI::App& app, int* rc) {
       std::printf("   %s %.4f %.5f %10.3f %8.4f %lld\n", p.on_front ? "*" : " ", p.rho,
                   p.quality_loss, p.cost.prefill_ms, p.cost.decode_ms,
                   static_cast<long long>(p.cost.kv_bytes));
-    std::printf(
-        "  json: %sattntune_config.json\n  header: %sattntune_allocation.h\n"
-        "  tsv: %sfull_attention_heads.tsv\n  report: %sallocation.html\n",
-        dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
+    if (options.measure)
+      std::printf("  %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
+                  static_cast<long long>(r.trials.evaluations),
+                  static_cast<long long>(r.trials.measured),
+                  static_cast<long long>(r.trials.reused),
+                  static_cast<long long>(r.trials.failed));
+    std::printf("  database: %s\n  json: %s\n  header: %s\n  tsv: %s\n  report: %s\n",
+                db_path.c_str(), out.json.c_str(), out.header.c_str(), out.tsv.c_str(),
+                out.report.c_str());
     *rc = 0;
   });
 }

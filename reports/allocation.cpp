@@ -1,15 +1,16 @@
-// RenderAllocationJson, RenderAllocationHeader: the outputs of `attntune allocate`.
+// AllocationJson (an entry of attntune_config.json), RenderAllocationHtml and
+// RenderAllocationHeader: the outputs of `attntune allocate`.
 #include "reports/allocation.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "reports/report_util.h"
+
 namespace attntune {
 
 namespace {
-
-constexpr int kAllocationJsonSchema = 1;
 
 bool MixedLayers(const AllocationRecord& r) {
   for (const auto& layer : r.swa)
@@ -24,7 +25,7 @@ std::string CommentValue(const std::string& text) {  // JSON-quoted, ASCII, one 
 
 }  // namespace
 
-std::string RenderAllocationJson(const AllocationRecord& r) {
+nlohmann::ordered_json report_util::AllocationJson(const AllocationRecord& r) {
   using J = nlohmann::ordered_json;
   J layer_types = J::array(), windows = J::array(), share = J::array();
   for (const auto& layer : r.swa) {
@@ -95,14 +96,7 @@ std::string RenderAllocationJson(const AllocationRecord& r) {
                   {"timed", "prefill of one layer"}};
   else
     a["tuned"] = nullptr;
-  J doc;
-  doc["schema"] = kAllocationJsonSchema;
-  doc["tool"] = "attntune";
-  doc["tool_version"] = r.tool_version;
-  doc["generated_at"] = r.generated_at;
-  doc["entries"] = J::array();
-  doc["allocations"] = J::array({a});
-  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return a;
 }
 
 std::string RenderAllocationHtml(const AllocationRecord& r) {

@@ -1,5 +1,5 @@
-// Renderers of an FA/SWA allocation (attntune allocate): attntune_config.json with the
-// allocation in the form transformers configs use, and a self-contained C++ header.
+// Renderers of an FA/SWA allocation (attntune allocate): its page and a self-contained
+// C++ header; attntune_config.json carries it in "allocations" (ReportInput::allocations).
 // Plain records in, text out; reports does not depend on the tuner.
 #pragma once
 
@@ -24,7 +24,7 @@ struct AllocationRecord {
   int64_t window = 0, sink = 0, context = 0, br = 0, bc = 0;
   std::string calib_source;
   int64_t calib_length = 0, calib_window = 0;
-  std::string cost_method;              // hybrid | windowed-per-group
+  std::string cost_method;              // hybrid (one launch per layer)
   std::vector<std::vector<int>> swa;    // [layer][kv_head]: 1 = sliding window
   std::vector<std::string> head_class;  // [layer * kv_heads + head] range class
   std::vector<double> head_mass_kept, head_swa_rel_err;
@@ -45,13 +45,6 @@ struct AllocationRecord {
     double quality_loss = 0;                        // of the allocation at `window`
   } tuned;
 };
-
-/// attntune_config.json: schema 1, "allocations": [ the allocation ], where each entry
-/// has "transformers": {"sliding_window", "layer_types"} (a layer is
-/// "sliding_attention" iff all its KV heads are), "kv_head_windows" [layer][head]
-/// (0 = full) when any layer is mixed, the per-layer SWA share, costs and the front, and
-/// "tuned": {"Br", "Bc", "w", "prefill_ms", ...} (null when tile tuning was skipped).
-std::string RenderAllocationJson(const AllocationRecord& r);
 
 /// allocation.html: self-contained page with the layers x KV heads heatmap (SWA or
 /// full, shaded by the head's swa_rel_err), the per-layer SWA share and the front.

@@ -40,7 +40,10 @@ std::string RenderConfigJson(const ReportInput& input) {
   doc["trials"] = input.trials.size();
   doc["devices"] = devices;
   doc["entries"] = entries;
-  doc["allocations"] = nlohmann::ordered_json::array();  // FA/SWA allocations: a later issue
+  nlohmann::ordered_json allocations = nlohmann::ordered_json::array();
+  for (const AllocationRecord& a : input.allocations)
+    allocations.push_back(report_util::AllocationJson(a));
+  doc["allocations"] = allocations;
   // Invalid UTF-8 (a device name, say) becomes U+FFFD instead of throwing.
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -35,5 +35,13 @@ std::vector<DeviceRecord> ReportDevices(const ReportInput& input);
 /// JSON (an empty fingerprint is an empty object).
 nlohmann::json FingerprintValue(const std::string& fingerprint_json);
 
+/// One entry of attntune_config.json's "allocations" (reports/allocation.cpp): the
+/// allocation in the form transformers configs use, "transformers": {"sliding_window",
+/// "layer_types"} (a layer is "sliding_attention" iff all its KV heads are),
+/// "kv_head_windows" [layer][head] (0 = full) when any layer is mixed, the per-layer SWA
+/// share, costs and the front, and "tuned": {"Br", "Bc", "w", "prefill_ms", ...} (null
+/// when tile tuning was skipped).
+nlohmann::ordered_json AllocationJson(const AllocationRecord& r);
+
 }  // namespace report_util
 }  // namespace attntune

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "db/records.h"
+#include "reports/allocation.h"
 
 namespace attntune {
 
@@ -15,6 +16,7 @@ struct ReportInput {
   std::string db_path;
   std::vector<DeviceRecord> devices;
   std::vector<TrialRow> trials;  // every status; reporters pick what they need
+  std::vector<AllocationRecord> allocations;  // FA/SWA allocations (attntune allocate)
 };
 
 // Params keys that start with an uppercase letter (Br, Bc, ...) are tunables; others: variant's.

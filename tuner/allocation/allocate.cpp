@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -41,6 +42,13 @@ std::vector<double> SweepRhos(Granularity g, const ModelGeometry& m) {
   return rhos;
 }
 
+// The SWA window: --window, else the model's sliding_window below the context, else a
+// quarter of the context.
+int64_t AllocationWindow(const AllocateOptions& o, const ModelGeometry& m) {
+  if (o.window > 0) return o.window;
+  return m.sliding_window > 0 && m.sliding_window < o.context ? m.sliding_window : o.context / 4;
+}
+
 std::string Num(double x) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", x);
@@ -71,10 +79,8 @@ Allocation AllocateWith(const std::string& strategy, Granularity g, const CalibS
                   "' is not a strategy (expected rule, greedy, consa or import)");
 }
 
-AllocateResult RunAllocate(const AllocateOptions& o, Timer& timer) {
-  AllocateResult r;
-  r.model = LoadModel(o.model, "--model");
-  const ModelGeometry& m = r.model;
+void ValidateAllocate(const AllocateOptions& o) {
+  const ModelGeometry m = LoadModel(o.model, "--model");
   if (o.strategy != "rule" && o.strategy != "greedy" && o.strategy != "consa" &&
       o.strategy != "import")
     throw UserError("--strategy: '" + o.strategy +
@@ -88,13 +94,24 @@ AllocateResult RunAllocate(const AllocateOptions& o, Timer& timer) {
     throw UserError("--latency-ms: needs measured times (drop --no-measure)");
   if (o.context <= 0) throw UserError("--context: must be a positive integer");
   if (o.tune_budget < 0) throw UserError("--tune-budget: must be a non-negative integer");
-  r.window = o.window > 0                                           ? o.window
-             : m.sliding_window > 0 && m.sliding_window < o.context ? m.sliding_window
-                                                                    : o.context / 4;
-  if (r.window >= o.context)
-    throw UserError("--window: " + std::to_string(r.window) + " must be below --context " +
+  const int64_t window = AllocationWindow(o, m);
+  if (window >= o.context)
+    throw UserError("--window: " + std::to_string(window) + " must be below --context " +
                     std::to_string(o.context) +
                     " (a window that covers the context is full attention)");
+  if (o.measure) {  // each measured layer is checked against its fp64 reference
+    const Shape prefill{1, m.q_heads, m.kv_heads, o.context, o.context, m.head_dim, true};
+    CheckProblemFitsHost(prefill, true, "--context");
+  }
+}
+
+AllocateResult RunAllocate(const AllocateOptions& o, Database& db, const DeviceInfo& device,
+                           Timer& timer) {
+  ValidateAllocate(o);
+  AllocateResult r;
+  r.model = LoadModel(o.model, "--model");
+  const ModelGeometry& m = r.model;
+  r.window = AllocationWindow(o, m);
 
   // Statistics on calibration inputs.
   if (o.calib.empty()) {
@@ -135,7 +152,13 @@ AllocateResult RunAllocate(const AllocateOptions& o, Timer& timer) {
   co.window = r.window;
   co.sink = o.sink;
   co.measure = o.measure;
-  CostMeter meter(m, co, timer);
+  std::optional<MeasureRun> run;
+  if (o.measure) {
+    EvaluateOptions evaluate;
+    evaluate.policy = o.cost.policy;
+    run = BeginMeasureRun(db, device, timer, evaluate, o.args_json);
+  }
+  CostMeter meter(m, co, run ? &*run : nullptr);
   r.cost_method = meter.Method();
 
   for (double rho : SweepRhos(o.granularity, m)) {
@@ -197,6 +220,8 @@ AllocateResult RunAllocate(const AllocateOptions& o, Timer& timer) {
   r.quality_loss = QualityLoss(r.chosen, r.stats);
   r.cost = meter.Cost(r.chosen);
   r.tuned = meter.TuneTiles(r.chosen, o.tune_budget, o.seed);
+  r.trials = meter.Counts();
+  if (run) FinishMeasureRun(*run);
   return r;
 }
 

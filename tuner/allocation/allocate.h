@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "db/database.h"
+#include "profiler/device.h"
 #include "profiler/timer.h"
 #include "tuner/allocation/allocation.h"
 #include "tuner/allocation/calibration.h"
@@ -33,6 +35,7 @@ struct AllocateOptions {
   bool measure = true;  // false: pairs and bytes only
   int64_t tune_budget = 6;  // timed points of the chosen allocation's tile search; 0: skip
   CostOptions cost;     // br, bc, kv_elem_bytes, policy (context/window set here)
+  std::string args_json;  // the command line, stored with the run
 };
 
 struct SweepPoint {
@@ -56,6 +59,7 @@ struct AllocateResult {
   std::string cost_method;
   TunedTiles tuned;  // the chosen allocation's hybrid tiles (tuned.tuned false: skipped)
   std::vector<SweepPoint> sweep;
+  MeasureCounts trials;  // the measurements' trials (none without measuring)
 };
 
 /// Quality loss of an allocation: the mean over all KV heads of swa_rel_err^2 of its
@@ -66,7 +70,14 @@ double QualityLoss(const Allocation& a, const CalibStats& stats);
 Allocation AllocateWith(const std::string& strategy, Granularity g, const CalibStats& stats,
                         const HeadScores* scores, double rho, uint64_t seed);
 
-/// Runs the whole allocation. Bad options -> UserError naming the flag.
-AllocateResult RunAllocate(const AllocateOptions& options, Timer& timer);
+/// Checks the options without reading calibration data or measuring: UserError naming the
+/// flag (RunAllocate checks them first too).
+void ValidateAllocate(const AllocateOptions& options);
+
+/// Runs the whole allocation. Bad options -> UserError naming the flag. When measuring,
+/// every cost and tile measurement is a trial of one run of `db` on `device`, and trials
+/// already stored for this build are reused.
+AllocateResult RunAllocate(const AllocateOptions& options, Database& db, const DeviceInfo& device,
+                           Timer& timer);
 
 }  // namespace attntune

@@ -1,48 +1,34 @@
 #include "tuner/allocation/cost.h"
 
 #include <algorithm>
-#include <vector>
+#include <stdexcept>
 
-#include "kernels/kokkos/windowed.h"
 #include "core/check.h"
 #include "kernels/variant.h"
-#include "search/space.h"
-#include "search/strategy.h"
 
 namespace attntune {
 
 namespace {
 
-const Variant* FindHybrid() {
-  for (const Variant& v : Variants())
-    if (v.id == "hybrid") return &v;
-  return nullptr;
-}
-
-// Q, K, V of the KV heads [first, first + count) of `t`, as a problem of their own.
-Tensors SliceHeads(const Tensors& t, int64_t first, int64_t count) {
-  Tensors s;
-  s.shape = t.shape;
-  s.shape.Hkv = count;
-  s.shape.Hq = count * t.shape.Group();
-  const int64_t qh = t.shape.Lq * t.shape.d, kh = t.shape.Lk * t.shape.d, g = t.shape.Group();
-  s.q.assign(t.q.begin() + first * g * qh, t.q.begin() + (first + count) * g * qh);
-  s.k.assign(t.k.begin() + first * kh, t.k.begin() + (first + count) * kh);
-  s.v.assign(t.v.begin() + first * kh, t.v.begin() + (first + count) * kh);
-  return s;
+// The variant table's pair count of one query head, `rows` causal query rows over `keys`
+// keys: the swa row's (window 0: the dense row's).
+int64_t HeadPairs(int64_t rows, int64_t keys, int64_t window, int64_t sink) {
+  Shape one;  // B = Hq = Hkv = 1
+  one.Lq = rows;
+  one.Lk = keys;
+  if (window <= 0) return FindVariant("dense", "internal").pairs(one, {});
+  return FindVariant("swa", "internal")
+      .pairs(one, {{"w", std::to_string(window)}, {"sink", std::to_string(sink)}});
 }
 
 }  // namespace
 
 int64_t HeadPrefillPairs(int64_t length, int64_t window, int64_t sink) {
-  int64_t pairs = 0;
-  for (int64_t p = 0; p < length; ++p) pairs += HeadDecodePairs(p + 1, window, sink);
-  return pairs;
+  return HeadPairs(length, length, window, sink);
 }
 
 int64_t HeadDecodePairs(int64_t context, int64_t window, int64_t sink) {
-  if (window <= 0 || window >= context) return context;
-  return window + std::max<int64_t>(0, std::min(sink, context - window));
+  return HeadPairs(1, context, window, sink);
 }
 
 int64_t KvCacheBytes(const ModelGeometry& m, const Allocation& a, const CostOptions& o) {
@@ -55,73 +41,69 @@ int64_t KvCacheBytes(const ModelGeometry& m, const Allocation& a, const CostOpti
   return bytes;
 }
 
-CostMeter::CostMeter(const ModelGeometry& model, const CostOptions& options, Timer& timer)
-    : model_(model), options_(options), timer_(timer) {
-  method_ = FindHybrid() != nullptr ? "hybrid" : "windowed-per-group";
+CostMeter::CostMeter(const ModelGeometry& model, const CostOptions& options, MeasureRun* run)
+    : model_(model), options_(options), run_(run) {
   if (!options_.measure) return;
+  ATTNTUNE_CHECK(run_ != nullptr);
   const Shape prefill{
       1, model.q_heads, model.kv_heads, options.context, options.context, model.head_dim, true};
   Shape decode = prefill;
   decode.Lq = 1;
-  prefill_ = GaussianTensors(prefill, 11);
-  decode_ = GaussianTensors(decode, 12);
+  // Inputs and references are made on first use: a re-run answered by stored trials
+  // makes none. Seeds 11 and 12: the prefill's and the decode step's own inputs.
+  prefill_ = std::make_unique<ProblemContext>(prefill, 11);
+  decode_ = std::make_unique<ProblemContext>(decode, 12);
 }
 
-double CostMeter::Time(const Tensors& t, int64_t swa_heads) {
-  return Time(t, swa_heads, options_.br, options_.bc);
+Variant CostMeter::Pinned(int64_t swa_heads, const Params& more) const {
+  Params fixed = {{"w", std::to_string(options_.window)},
+                  {"full", std::to_string(model_.kv_heads - swa_heads)},
+                  {"sink", std::to_string(options_.sink)}};
+  fixed.insert(more.begin(), more.end());
+  return PinParams(FindVariant("hybrid", "allocation cost"), fixed);
 }
 
-double CostMeter::Time(const Tensors& t, int64_t swa_heads, int64_t br, int64_t bc) {
-  const int64_t full = t.shape.Hkv - swa_heads;
-  std::vector<float> out(static_cast<size_t>(t.shape.QElems()));
-  if (const Variant* hybrid = FindHybrid()) {
-    const Implementation* impl = hybrid->FindImplementation("tiled");
-    ATTNTUNE_CHECK(impl != nullptr);
-    const Params given = {{"w", std::to_string(options_.window)},
-                          {"full", std::to_string(full)},
-                          {"sink", std::to_string(options_.sink)},
-                          {"Br", std::to_string(br)},
-                          {"Bc", std::to_string(bc)}};
-    const Params p = ResolveParams(*hybrid, impl, t.shape, given, "allocation cost");
-    return Measure(
-               timer_, [&] { impl->run(t, p, out.data()); }, options_.policy)
-        .median_ms;
-  }
-  const Tensors full_t = SliceHeads(t, 0, full), swa_t = SliceHeads(t, full, swa_heads);
-  WindowedArgs fa;
-  fa.window = 0;
-  fa.sink = 0;
-  fa.br = br;
-  fa.bc = bc;
-  WindowedArgs sa = fa;
-  sa.window = options_.window;
-  sa.sink = options_.sink;
-  return Measure(
-             timer_,
-             [&] {
-               if (full > 0) RunWindowedKokkos(full_t, fa, out.data());
-               if (swa_heads > 0) RunWindowedKokkos(swa_t, sa, out.data());
-             },
-             options_.policy)
-      .median_ms;
+ProblemMeasurement CostMeter::Search(ProblemContext& problem, Phase phase, const Variant& pinned,
+                                     const ProblemSearch& search) {
+  const Implementation* tiled = pinned.FindImplementation("tiled");
+  ATTNTUNE_CHECK(tiled != nullptr);
+  ProblemMeasurement m = MeasureProblem(*run_, problem, phase, pinned, {tiled}, search);
+  counts_.evaluations += m.evaluations;
+  counts_.measured += m.measured;
+  counts_.reused += m.reused;
+  counts_.failed += m.failed;
+  return m;
 }
 
 std::pair<double, double> CostMeter::LayerMs(int64_t swa_heads) {
   auto it = memo_.find(swa_heads);
   if (it != memo_.end()) return it->second;
-  const std::pair<double, double> ms = {Time(prefill_, swa_heads), Time(decode_, swa_heads)};
-  memo_[swa_heads] = ms;
-  return ms;
+  // Every parameter and tile pinned: a space of one point.
+  const Variant pinned = Pinned(
+      swa_heads, {{"Br", std::to_string(options_.br)}, {"Bc", std::to_string(options_.bc)}});
+  const ProblemSearch one{"exhaustive", 1, 1};
+  double ms[2] = {0, 0};
+  ProblemContext* problems[2] = {prefill_.get(), decode_.get()};
+  const Phase phases[2] = {Phase::kPrefill, Phase::kDecode};
+  for (int i = 0; i < 2; ++i) {
+    const ProblemMeasurement m = Search(*problems[i], phases[i], pinned, one);
+    if (!m.found) {  // the kernel failed its check: no time to build a cost from
+      throw std::runtime_error("allocation cost: hybrid tiled with " +
+                               std::to_string(swa_heads) + " SWA KV heads on " +
+                               problems[i]->GetShape().ToString() + " (" + ToString(phases[i]) +
+                               ") has no ok trial; see the database for its status");
+    }
+    ms[i] = m.result.median_ms;
+  }
+  return memo_[swa_heads] = {ms[0], ms[1]};
 }
 
-TunedTiles CostMeter::TuneTiles(const Allocation& a, int64_t budget, uint64_t seed) {
+TunedTiles CostMeter::TuneTiles(const Allocation& a, int64_t budget, uint64_t seed,
+                                const std::string& strategy) {
   ATTNTUNE_CHECK(a.layers == model_.layers && a.kv_heads == model_.kv_heads);
   TunedTiles tuned;
   tuned.window = options_.window;
-  const Variant* hybrid = FindHybrid();
-  if (budget <= 0 || !options_.measure || hybrid == nullptr) return tuned;
-  const Implementation* impl = hybrid->FindImplementation("tiled");
-  ATTNTUNE_CHECK(impl != nullptr);
+  if (budget <= 0 || !options_.measure) return tuned;
   // The layer pattern most layers share (ties: fewer SWA heads).
   std::map<int64_t, int64_t> layers_with;
   for (int64_t l = 0; l < a.layers; ++l) ++layers_with[a.SwaHeadsInLayer(l)];
@@ -130,42 +112,18 @@ TunedTiles CostMeter::TuneTiles(const Allocation& a, int64_t budget, uint64_t se
     if (layers > most) n_swa = count, most = layers;
   tuned.layer_swa_heads = n_swa;
 
-  Space space;
-  for (const char* name : {"Br", "Bc"})
-    for (const ParamDecl& d : impl->tunables)
-      if (d.name == name) space.AddDimension(d.name, d.grid);
-  ATTNTUNE_CHECK(space.Dimensions().size() == 2);
-  const Shape shape = prefill_.shape;
-  const Params fixed = {{"w", std::to_string(options_.window)},
-                        {"full", std::to_string(model_.kv_heads - n_swa)},
-                        {"sink", std::to_string(options_.sink)}};
-  space.AddConstraint([&](const std::map<std::string, std::string>& values) {
-    Params p = fixed;
-    for (const auto& [k, v] : values) p[k] = v;
-    return CheckParams(*hybrid, *impl, shape, p);
-  });
-
   tuned.br = options_.br;
   tuned.bc = options_.bc;
   tuned.default_prefill_ms = LayerMs(n_swa).first;
   tuned.prefill_ms = tuned.default_prefill_ms;
-  auto strategy = MakeStrategy("random", space, seed, "tile search");
-  const std::vector<Evaluation> evals = RunSearch(*strategy, budget, [&](const Point& point) {
-    const auto values = space.Values(point);
-    Evaluation e;
-    e.point = point;
-    e.objective = Time(prefill_, n_swa, std::stoll(values.at("Br")), std::stoll(values.at("Bc")));
-    e.ok = true;
-    return e;
-  });
-  for (const Evaluation& e : evals) {
-    if (!e.ok || e.objective >= tuned.prefill_ms) continue;
-    const auto values = space.Values(e.point);
-    tuned.br = std::stoll(values.at("Br"));
-    tuned.bc = std::stoll(values.at("Bc"));
-    tuned.prefill_ms = e.objective;
+  const ProblemMeasurement m =
+      Search(*prefill_, Phase::kPrefill, Pinned(n_swa, {}), {strategy, budget, seed});
+  if (m.found && m.result.median_ms < tuned.prefill_ms) {
+    tuned.br = std::stoll(m.params.at("Br"));
+    tuned.bc = std::stoll(m.params.at("Bc"));
+    tuned.prefill_ms = m.result.median_ms;
   }
-  tuned.evaluations = static_cast<int64_t>(evals.size());
+  tuned.evaluations = m.evaluations;
   tuned.tuned = true;
   return tuned;
 }

@@ -1,6 +1,7 @@
 """attntune allocate end to end: outputs, exact rho, import round trip, one-line errors."""
 import json
 import os
+import sqlite3
 import tempfile
 
 from clitest import run, expect, finish, FIXTURES
@@ -13,6 +14,12 @@ gemma3 = os.path.join(FIXTURES, "models/gemma-3-1b-it/config.json")
 def load(out):
     with open(os.path.join(out, "attntune_config.json")) as f:
         return json.load(f)["allocations"][0]
+
+
+def trials(db):
+    """(status, count) of every trial status stored in `db`."""
+    with sqlite3.connect(db) as c:
+        return sorted(c.execute("SELECT status, COUNT(*) FROM trial GROUP BY status").fetchall())
 
 
 # A config.json with its own layout; consa, head-wise, measured at a small context.
@@ -30,6 +37,21 @@ expect(t is not None and t["Br"] in (16, 32, 64, 128) and t["Bc"] in (32, 64, 12
        and t["w"] == 512 and t["prefill_ms"] > 0 and t["evaluations"] == 6,
        f"the default --tune-budget 6 tunes the hybrid tiles from the grid ({t})")
 expect("tuned tiles: Br" in p.stdout, "the summary names the tuned tiles")
+# Its measurements are trials in <out>/attntune.db: two layer patterns (0 or 1 SWA KV head)
+# at the prefill and at a decode step, and the tile search's 6 points (the defaults' trial,
+# should the search draw them, answered from the database); a re-run reuses them all.
+db = os.path.join(out, "attntune.db")
+stored = trials(db)
+expect(len(stored) == 1 and stored[0][0] == "ok" and 4 <= stored[0][1] <= 4 + 6
+       and f"({stored[0][1]} measured, {10 - stored[0][1]} from the database, 0 failed)" in p.stdout,
+       f"the measurements are stored as ok trials ({stored}; {p.stdout!r})")
+p2 = run("allocate", "--model", gemma3, "--rho", "0.5", "--granularity", "layer", "--strategy",
+         "consa", "--context", "1024", "--calib-len", "64", "--max-seconds", "0.2", "--out", out,
+         check=0)
+t2 = load(out)["tuned"]
+expect(trials(db) == stored and "(0 measured, 10 from the database, 0 failed)" in p2.stdout
+       and (t2["Br"], t2["Bc"], t2["prefill_ms"]) == (t["Br"], t["Bc"], t["prefill_ms"]),
+       f"a re-run measures nothing and chooses the same tiles ({p2.stdout!r})")
 with open(os.path.join(out, "full_attention_heads.tsv")) as f:
     rows = [r.split("\t") for r in f.read().splitlines()]
 expect(len(rows) == 26 and all(len(r) == 1 for r in rows), "TSV: one row per layer, one column per KV head")
@@ -58,6 +80,36 @@ run("allocate", "--model", tiny, "--strategy", "import", "--import",
 with open(os.path.join(out2, "full_attention_heads.tsv")) as f1, \
         open(os.path.join(out3, "full_attention_heads.tsv")) as f2:
     expect(f1.read() == f2.read(), "import of an exported TSV reproduces it")
+
+# The JSON has tune's schema (attntune_config.json of `tune`), the allocation in "allocations".
+with open(os.path.join(out2, "attntune_config.json")) as f:
+    doc = json.load(f)
+expect(doc["schema"] == 1 and doc["tool"] == "attntune" and isinstance(doc["entries"], list)
+       and isinstance(doc["devices"], list) and len(doc["allocations"]) == 1,
+       f"attntune_config.json: tune's schema with one allocation ({sorted(doc)})")
+expect(b["transformers"]["sliding_window"] == 32
+       and b["transformers"]["layer_types"] == ["full_attention", "full_attention"],
+       "the allocation in transformers' form: sliding_window and layer_types")
+
+# --db puts the trials elsewhere.
+out4 = os.path.join(tmp, "db")
+custom = os.path.join(tmp, "custom.db")
+run("allocate", "--model", tiny, "--rho", "0.5", "--context", "256", "--window", "32",
+    "--calib-len", "64", "--max-seconds", "0.1", "--tune-budget", "0", "--db", custom,
+    "--out", out4, check=0)
+expect(trials(custom) == [("ok", 6)] and not os.path.exists(os.path.join(out4, "attntune.db")),
+       f"--db FILE holds the trials ({trials(custom)}, {os.listdir(out4)})")
+
+# Without --out, allocate writes into attntune_out, the folder `tune` uses.
+default_cwd = os.path.join(tmp, "cwd")
+os.makedirs(default_cwd)
+os.chdir(default_cwd)
+run("allocate", "--model", tiny, "--rho", "0.5", "--context", "256", "--window", "32",
+    "--calib-len", "64", "--no-measure", check=0)
+expect(sorted(os.listdir(default_cwd)) == ["attntune_out"]
+       and os.path.exists(os.path.join(default_cwd, "attntune_out", "attntune_config.json")),
+       f"the default output folder is attntune_out ({os.listdir(default_cwd)})")
+os.chdir(tmp)
 
 
 def expect_error(args, line):

@@ -8,10 +8,23 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
+#include "db/database.h"
 #include "kernels/variant.h"
 #include "tuner/allocation/allocate.h"
 
 namespace attntune {
+
+namespace {
+
+// An in-memory database and the CPU: where RunAllocate stores its trials.
+struct Store {
+  std::unique_ptr<Database> db = Database::Open(":memory:");
+  DeviceInfo device = CpuDevice();
+  CpuTimer timer;
+  AllocateResult Run(const AllocateOptions& o) { return RunAllocate(o, *db, device, timer); }
+};
+
+}  // namespace
 
 TEST_CASE("pair and KV-byte counts follow the window definition") {
   CHECK(HeadPrefillPairs(5, 0, 0) == 15);
@@ -36,8 +49,11 @@ TEST_CASE("measured time and KV bytes of an allocation fall as rho grows") {
   o.context = 768;
   o.window = 64;
   o.policy = {1, 3, 10, 0.5, 0.05};
-  CpuTimer timer;
-  CostMeter meter(m, o, timer);
+  Store store;
+  EvaluateOptions evaluate;
+  evaluate.policy = o.policy;
+  MeasureRun run = BeginMeasureRun(*store.db, store.device, store.timer, evaluate, "{}");
+  CostMeter meter(m, o, &run);
   AllocationCost prev;
   for (double rho : {0.0, 0.5, 1.0}) {
     const AllocationCost c = meter.Cost(AllocateRule(Granularity::kHeadGlobal, 2, 2, rho));
@@ -67,9 +83,9 @@ TEST_CASE("RunAllocate: budgets pick the smallest rho that fits; bad options are
   o.window = 128;
   o.calib_len = 64;
   o.measure = false;
-  CpuTimer timer;
+  Store store;
   o.rho = 0.5;
-  const AllocateResult r = RunAllocate(o, timer);
+  const AllocateResult r = store.Run(o);
   CHECK(r.chosen.SwaHeads() == 24);
   CHECK(r.sweep.size() == 25);
   CHECK(r.sweep.front().on_front);
@@ -77,19 +93,19 @@ TEST_CASE("RunAllocate: budgets pick the smallest rho that fits; bad options are
   o.rho = -1;
   const int64_t per_layer_full = 2 * 2 * 64 * 2 * 1024, per_layer_swa = 2 * 2 * 64 * 2 * 128;
   o.kv_bytes = 11 * per_layer_full + 13 * per_layer_swa;
-  const AllocateResult kv = RunAllocate(o, timer);
+  const AllocateResult kv = store.Run(o);
   CHECK(kv.chosen.SwaHeads() == 13 * 2);
   CHECK(kv.cost.kv_bytes <= o.kv_bytes);
   o.kv_bytes = 1;
-  CHECK_THROWS_WITH(RunAllocate(o, timer),
+  CHECK_THROWS_WITH(store.Run(o),
                     "--kv-bytes: 1 is below the smallest KV cache, 1572864 bytes at rho=1");
   o.kv_bytes = -1;
-  CHECK_THROWS_WITH(RunAllocate(o, timer),
+  CHECK_THROWS_WITH(store.Run(o),
                     "--rho: missing (give --rho R, --latency-ms T or --kv-bytes N)");
   o.rho = 0.5;
   o.strategy = "best";
   CHECK_THROWS_WITH(
-      RunAllocate(o, timer),
+      store.Run(o),
       "--strategy: 'best' is not a strategy (expected rule, greedy, consa or import)");
 }
 
@@ -101,15 +117,15 @@ TEST_CASE("RunAllocate: a latency budget keeps the least-loss allocation that is
   o.window = 32;
   o.calib_len = 64;
   o.cost.policy = {1, 3, 5, 0.2, 0.05};
-  CpuTimer timer;
+  Store store;
   o.latency_ms = 1e9;  // everything fits: dense attention loses nothing
-  const AllocateResult r = RunAllocate(o, timer);
+  const AllocateResult r = store.Run(o);
   CHECK(r.chosen.SwaHeads() == 0);
   CHECK(r.rho_target == 0.0);
   CHECK(r.cost.prefill_ms > 0);
   o.latency_ms = 1e-9;
   try {
-    RunAllocate(o, timer);
+    store.Run(o);
     FAIL("expected a UserError");
   } catch (const UserError& e) {
     CHECK(std::string(e.what()).rfind("--latency-ms: no allocation reaches 1e-09 ms (fastest: ",
@@ -144,8 +160,8 @@ TEST_CASE("tile tuning: the tuned tiles come from the hybrid grid; budget 0 skip
   o.rho = 0.5;
   o.cost.policy = {1, 3, 5, 0.2, 0.05};
   o.tune_budget = 3;
-  CpuTimer timer;
-  const AllocateResult r = RunAllocate(o, timer);
+  Store store;
+  const AllocateResult r = store.Run(o);
   REQUIRE(r.tuned.tuned);
   CHECK(r.tuned.evaluations == 3);
   CHECK(br.count(r.tuned.br) == 1);
@@ -156,12 +172,12 @@ TEST_CASE("tile tuning: the tuned tiles come from the hybrid grid; budget 0 skip
   CHECK(r.tuned.prefill_ms <= r.tuned.default_prefill_ms);  // the defaults are a candidate
 
   o.tune_budget = 0;
-  CHECK_FALSE(RunAllocate(o, timer).tuned.tuned);
+  CHECK_FALSE(store.Run(o).tuned.tuned);
   o.tune_budget = 3;
   o.measure = false;  // nothing is timed without measuring
-  CHECK_FALSE(RunAllocate(o, timer).tuned.tuned);
+  CHECK_FALSE(store.Run(o).tuned.tuned);
   o.tune_budget = -1;
-  CHECK_THROWS_WITH(RunAllocate(o, timer), "--tune-budget: must be a non-negative integer");
+  CHECK_THROWS_WITH(store.Run(o), "--tune-budget: must be a non-negative integer");
 }
 
 }  // namespace attntune
