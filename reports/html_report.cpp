@@ -5,7 +5,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "reports/assets.h"
+#include "reports/html_page.h"
 #include "reports/report_util.h"
 #include "reports/reports.h"
 
@@ -14,74 +14,6 @@ namespace attntune {
 namespace {
 
 using nlohmann::json;
-
-std::string HtmlEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// JSON for a <script type="application/json"> block. '<' appears only inside JSON
-// strings, where \u003c means the same; without any '<' the block cannot hold "</script"
-// nor "<!--" (which would put the HTML parser into its script-escape states).
-std::string JsonForScript(const json& value) {
-  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    if (c == '<')
-      out += "\\u003c";
-    else
-      out += c;
-  }
-  return out;
-}
-
-bool StartsWithNoCase(const std::string& text, size_t pos, const char* prefix) {
-  for (size_t i = 0; prefix[i] != '\0'; ++i, ++pos) {
-    if (pos >= text.size()) return false;
-    const char c = text[pos];
-    const char lower = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-    if (lower != prefix[i]) return false;
-  }
-  return true;
-}
-
-// JavaScript source for an inline <script>: "</script" and "<!--" would end the element
-// or confuse the HTML parser; "<\/script" and "<\!--" mean the same in JS strings,
-// regexes and comments, the only places where they can occur.
-std::string ScriptSafe(const std::string& js) {
-  std::string out;
-  out.reserve(js.size());
-  for (size_t i = 0; i < js.size(); ++i) {
-    out += js[i];
-    if (js[i] == '<' &&
-        (StartsWithNoCase(js, i + 1, "/script") || StartsWithNoCase(js, i + 1, "!--")))
-      out += '\\';
-  }
-  return out;
-}
 
 std::string Num(double v, const char* format = "%.4g") {
   char buf[64];
@@ -476,17 +408,9 @@ std::string RenderHtmlReport(const ReportInput& input) {
   const json data = {{"scaling", ScalingData(best)},
                      {"pareto", ParetoData(input.trials)},
                      {"roofline", RooflineData(input.trials)}};
-  const std::string chartjs(reinterpret_cast<const char*>(report_assets::kChartJs),
-                            report_assets::kChartJsSize);
 
   std::ostringstream out;
-  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      << "<title>attntune report " << HtmlEscape(input.generated_at) << "</title>\n"
-      << "<style>" << kStyle << "</style>\n"
-      << "<script>" << kErrorHandlers << "</script>\n"
-      << "<script>\n"
-      << ScriptSafe(chartjs) << "\n</script>\n</head>\n<body>\n"
-      << "<h1>attntune performance report</h1>\n"
+  out << "<h1>attntune performance report</h1>\n"
       << "<p class=\"muted\">attntune " << HtmlEscape(input.tool_version) << ", generated "
       << HtmlEscape(input.generated_at) << ". Times hold only for the device that measured "
       << "them.</p>\n<div id=\"js-errors\"></div>\n";
@@ -510,9 +434,16 @@ std::string RenderHtmlReport(const ReportInput& input) {
       << "not measure a device's peak rates.</p>\n"
       << "<div class=\"charts\" id=\"roofline-charts\"></div></section>\n";
   WriteTrialTable(out, input.trials);
-  out << "<script type=\"application/json\" id=\"attntune-data\">" << JsonForScript(data)
-      << "</script>\n<script>" << kChartCode << "</script>\n</body>\n</html>\n";
-  return out.str();
+  out << "<script type=\"application/json\" id=\"attntune-data\">"
+      << JsonForScript(data.dump(-1, ' ', false, json::error_handler_t::replace))
+      << "</script>\n<script>" << kChartCode << "</script>\n";
+  HtmlPage page;
+  page.title = "attntune report " + input.generated_at;
+  page.style = kStyle;
+  page.head_script = kErrorHandlers;
+  page.chartjs = true;
+  page.body = out.str();
+  return RenderHtmlPage(page);
 }
 
 }  // namespace attntune
