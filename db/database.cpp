@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -282,12 +284,30 @@ JOIN config c ON c.id = t.config_id
 JOIN build b ON b.id = t.build_id
 )sql";
 
-TrialRow ReadTrialRow(const Stmt& s) {
+// A row that breaks the rules this code writes by comes from a damaged file (or another
+// program's writes): one line naming the file and the row, never an abort.
+[[noreturn]] void Damaged(const std::string& path, const std::string& what) {
+  throw UserError(path + ": " + what + " (the database is damaged)");
+}
+
+// The value of a config column that must hold a JSON object.
+void CheckJsonObject(const std::string& path, int64_t config_id, const char* column,
+                     const std::string& text) {
+  if (!nlohmann::json::parse(text, nullptr, false).is_object())
+    Damaged(path, "config " + std::to_string(config_id) + " has " + column + " '" + text +
+                      "', not a JSON object");
+}
+
+TrialRow ReadTrialRow(const Stmt& s, const std::string& path) {
   TrialRow row;
   row.id = s.Int(0);
   row.run_id = s.Int(1);
   TrialResult& r = row.result;
-  r.status = TrialStatusFromString(s.Text(2));
+  const std::string status = s.Text(2);
+  const std::optional<TrialStatus> parsed_status = TrialStatusFromString(status);
+  if (!parsed_status)
+    Damaged(path, "trial " + std::to_string(row.id) + " has unknown status '" + status + "'");
+  r.status = *parsed_status;
   r.message = s.Text(3);
   r.started_at = s.Text(4);
   r.finished_at = s.Text(5);
@@ -308,9 +328,17 @@ TrialRow ReadTrialRow(const Stmt& s) {
   p.shape.Lq = s.Int(20);
   p.shape.Lk = s.Int(21);
   p.shape.causal = s.Int(22) != 0;
-  p.dtype = s.Text(23);
-  p.phase = s.Text(24);
+  const std::string dtype = s.Text(23), phase = s.Text(24);
+  const std::optional<Dtype> parsed_dtype = DtypeFromString(dtype);
+  if (!parsed_dtype)
+    Damaged(path, "problem " + std::to_string(p.id) + " has unknown dtype '" + dtype + "'");
+  const std::optional<Phase> parsed_phase = PhaseFromString(phase);
+  if (!parsed_phase)
+    Damaged(path, "problem " + std::to_string(p.id) + " has unknown phase '" + phase + "'");
+  p.dtype = *parsed_dtype;
+  p.phase = *parsed_phase;
   row.config = {s.Int(25), s.Text(26), s.Text(27), s.Text(28)};
+  CheckJsonObject(path, row.config.id, "params_json", row.config.params_json);
   row.build = {s.Int(29), s.Text(30), s.Text(31)};
   return row;
 }
@@ -379,7 +407,9 @@ int64_t Database::PutProblem(const ProblemRecord& problem) {
   for (Stmt* s : {&insert, &select}) {
     const Shape& sh = problem.shape;
     s->Bind(1, sh.B).Bind(2, sh.Hq).Bind(3, sh.Hkv).Bind(4, sh.d).Bind(5, sh.Lq).Bind(6, sh.Lk);
-    s->Bind(7, int64_t{sh.causal ? 1 : 0}).Bind(8, problem.dtype).Bind(9, problem.phase);
+    s->Bind(7, int64_t{sh.causal ? 1 : 0});
+    s->Bind(8, std::string(ToString(problem.dtype)));
+    s->Bind(9, std::string(ToString(problem.phase)));
   }
   insert.Run();
   ATTNTUNE_CHECK(select.Step());
@@ -433,7 +463,7 @@ std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t proble
   Stmt stmt(db_, path_, sql.c_str());
   stmt.Bind(1, device_id).Bind(2, problem_id).Bind(3, config_id).Bind(4, build_id);
   if (!stmt.Step()) return std::nullopt;
-  std::vector<TrialRow> rows{ReadTrialRow(stmt)};
+  std::vector<TrialRow> rows{ReadTrialRow(stmt, path_)};
   LoadMetrics(db_, path_, rows);
   return std::move(rows.front());
 }
@@ -482,7 +512,7 @@ std::vector<TrialRow> Database::Trials(const TrialFilter& filter) const {
   stmt.Bind(1, filter.device_id).Bind(2, filter.variant);
   stmt.Bind(3, int64_t{filter.ok_only ? 1 : 0});
   std::vector<TrialRow> rows;
-  while (stmt.Step()) rows.push_back(ReadTrialRow(stmt));
+  while (stmt.Step()) rows.push_back(ReadTrialRow(stmt, path_));
   LoadMetrics(db_, path_, rows);
   return rows;
 }

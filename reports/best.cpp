@@ -11,8 +11,7 @@ namespace attntune {
 namespace {
 
 // (device, variant, phase, variant params, d, Lk): prefill and decode winners never mix.
-using BucketKey =
-    std::tuple<std::string, std::string, std::string, std::string, int64_t, int64_t>;
+using BucketKey = std::tuple<std::string, std::string, Phase, std::string, int64_t, int64_t>;
 
 struct Candidate {
   const TrialRow* trial;
@@ -47,10 +46,9 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
   std::sort(winners.begin(), winners.end(), [](const Candidate& a, const Candidate& b) {
     const TrialRow& x = *a.trial;
     const TrialRow& y = *b.trial;
-    const bool x_later = x.problem.phase != "prefill", y_later = y.problem.phase != "prefill";
-    return std::tie(x.device.name, x.config.variant, x_later, x.problem.phase, x.problem.shape.d,
+    return std::tie(x.device.name, x.config.variant, x.problem.phase, x.problem.shape.d,
                     x.problem.shape.Lk, a.variant_params, x.config.params_json) <
-           std::tie(y.device.name, y.config.variant, y_later, y.problem.phase, y.problem.shape.d,
+           std::tie(y.device.name, y.config.variant, y.problem.phase, y.problem.shape.d,
                     y.problem.shape.Lk, b.variant_params, y.config.params_json);
   });
 

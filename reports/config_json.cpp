@@ -21,7 +21,7 @@ std::string RenderConfigJson(const ReportInput& input) {
     const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
     entries.push_back({{"device", e.device_name},
                        {"variant", e.variant},
-                       {"phase", e.phase},
+                       {"phase", ToString(e.phase)},
                        {"implementation", e.implementation},
                        {"params", split.variant},
                        {"tunables", split.tunables},

@@ -53,8 +53,8 @@ std::string ConfigText(const std::string& params_json) {
 // ---- data for the charts ------------------------------------------------------------
 
 // " decode" for a decode problem, "" for prefill (the labels of prefill-only runs stay).
-std::string PhaseSuffix(const std::string& phase) {
-  return phase == "prefill" ? "" : " " + phase;
+std::string PhaseSuffix(Phase phase) {
+  return phase == Phase::kPrefill ? "" : std::string(" ") + ToString(phase);
 }
 
 // Per variant: one series per (device, phase, variant params, d) of the best median per Lk.
@@ -223,8 +223,9 @@ bool AnyCounters(const std::vector<TrialRow>& trials) {
 
 auto TrialOrder(const TrialRow& t) {
   const Shape& s = t.problem.shape;
-  return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq, t.problem.phase, s.Hq,
-                         s.Hkv, s.B, t.result.status != TrialStatus::kOk, t.result.median_ms);
+  return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq,
+                         std::string(ToString(t.problem.phase)), s.Hq, s.Hkv, s.B,
+                         t.result.status != TrialStatus::kOk, t.result.median_ms);
 }
 
 void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
@@ -255,7 +256,7 @@ void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
         << HtmlEscape(t->config.implementation) << "</td><td>"
         << HtmlEscape(ConfigText(t->config.params_json)) << "</td><td>"
         << HtmlEscape(t->problem.shape.ToString()) << "</td><td>"
-        << HtmlEscape(t->problem.phase) << "</td><td class=\"status-"
+        << ToString(t->problem.phase) << "</td><td class=\"status-"
         << ToString(r.status) << "\">" << ToString(r.status) << "</td><td>" << HtmlEscape(r.message)
         << "</td>";
     for (const double v : {r.median_ms, r.p10_ms, r.p90_ms})

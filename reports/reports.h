@@ -24,7 +24,7 @@ struct ReportInput {
 struct BestEntry {
   std::string device_name;
   std::string variant;
-  std::string phase = "prefill";  // the problem's: "prefill" or "decode" (Lq = 1, Lk = L)
+  Phase phase = Phase::kPrefill;  // the problem's (decode: Lq = 1, Lk = L)
   std::string implementation;
   std::string params_json;  // full canonical params (variant params and tunables)
   int64_t head_dim = 0;

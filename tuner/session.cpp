@@ -386,6 +386,10 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
   const int64_t device_id = db->PutDevice({0, device.kind, device.name, device.fingerprint_json});
   const int64_t build_id = db->PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
   const int64_t run_id = db->BeginRun(options.args_json, device_id, UtcNow());
+  // TuneOptions still carries dtype and phase as text, checked by cli and PlanTune.
+  const std::optional<Dtype> dtype = DtypeFromString(options.dtype);
+  const std::optional<Phase> phase = PhaseFromString(options.phase);
+  ATTNTUNE_CHECK_MSG(dtype && phase, "dtype '" + options.dtype + "', phase '" + options.phase + "'");
 
   const int64_t problem_count =
       static_cast<int64_t>(variants.size() * options.seq_lens.size());
@@ -402,7 +406,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
     for (size_t v = 0; v < variants.size(); ++v) {
       const Variant* variant = variants[v];
       const Shape shape = TuneShape(options, model, *variant, L);
-      const int64_t problem_id = db->PutProblem({0, shape, options.dtype, options.phase});
+      const int64_t problem_id = db->PutProblem({0, shape, *dtype, *phase});
       std::unique_ptr<ProblemContext>& slot = contexts[shape.Lq];
       const uint64_t seed = options.seed ^ static_cast<uint64_t>(L);
       if (!slot) slot = std::make_unique<ProblemContext>(shape, seed);
@@ -426,7 +430,7 @@ TuneSummary RunTune(TunePlan& plan, const DeviceInfo& device, Timer& timer,
       auto strategy = MakeStrategy(options.strategy, search.space, options.seed, "--strategy");
       if (options.warm_start) {
         WarmStart(*strategy, WarmStartPoints(*db, device_id, *variant, search,
-                                             {problem_id, shape, options.dtype, options.phase},
+                                             {problem_id, shape, *dtype, *phase},
                                              kWarmStartPoints));
       }
       int64_t eval_index = 0;

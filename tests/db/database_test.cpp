@@ -209,9 +209,9 @@ TEST_CASE("upserts return the existing row for an equal key", "[db]") {
   ProblemRecord non_causal = Problem();
   non_causal.shape.causal = false;
   ProblemRecord decode = Problem();
-  decode.phase = "decode";
+  decode.phase = Phase::kDecode;
   ProblemRecord bf16 = Problem();
-  bf16.dtype = "bf16";
+  bf16.dtype = Dtype::kBf16;
   std::vector<int64_t> ids = {problem, db->PutProblem(Problem(2048)), db->PutProblem(non_causal),
                               db->PutProblem(decode), db->PutProblem(bf16)};
   std::sort(ids.begin(), ids.end());
@@ -276,8 +276,8 @@ TEST_CASE("a trial round-trips through InsertTrial, Trials and Samples", "[db]")
   CHECK(row.device.fingerprint_json == Cpu().fingerprint_json);
   CHECK(row.problem.id == ids.problem);
   CHECK(row.problem.shape == Problem().shape);
-  CHECK(row.problem.dtype == "fp32");
-  CHECK(row.problem.phase == "prefill");
+  CHECK(row.problem.dtype == Dtype::kF32);
+  CHECK(row.problem.phase == Phase::kPrefill);
   CHECK(row.config.id == ids.config);
   CHECK(row.config.variant == "swa");
   CHECK(row.config.implementation == "kokkos_windowed");
@@ -512,6 +512,57 @@ TEST_CASE("a database garbled after opening is reported as a UserError", "[db]")
   CHECK_THROWS_MATCHES(db->Info(), UserError,
                        Catch::Message(path + ": not an attntune database (database disk image "
                                              "is malformed)"));
+}
+
+TEST_CASE("a damaged row is a UserError naming the file and the row, never an abort", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("d.db");
+  Ids ids;
+  int64_t trial = 0;
+  {
+    auto db = Database::Open(path);
+    ids = Seed(*db);
+    trial = Insert(*db, ids, Ok());
+  }
+  // Both readers of trial rows: Trials (reports) and FindReusable (a re-run), which never
+  // selects a trial of an unknown status.
+  auto errors = [&](bool reusable = true) {
+    std::vector<std::string> texts;
+    auto db = Database::Open(path);
+    for (int i = 0; i < (reusable ? 2 : 1); ++i) {
+      try {
+        if (i == 0) db->Trials({});
+        else db->FindReusable(ids.device, ids.problem, ids.config, ids.build);
+        texts.push_back("(no error)");
+      } catch (const UserError& e) {
+        texts.push_back(e.what());
+      }
+    }
+    REQUIRE(texts.front() == texts.back());
+    return texts.front();
+  };
+  const std::string damaged = " (the database is damaged)";
+  CHECK(errors() == "(no error)");
+  // The schema's CHECK keeps attntune from writing it; another program need not.
+  RawExec(path, "PRAGMA ignore_check_constraints = ON; UPDATE trial SET status = 'bogus'");
+  CHECK(errors(false) == path + ": trial " + std::to_string(trial) +
+                             " has unknown status 'bogus'" + damaged);
+  RawExec(path, "PRAGMA ignore_check_constraints = ON; UPDATE trial SET status = 'ok'");
+  RawExec(path, "UPDATE problem SET dtype = 'fp8'");
+  CHECK(errors() == path + ": problem " + std::to_string(ids.problem) +
+                        " has unknown dtype 'fp8'" + damaged);
+  RawExec(path, "UPDATE problem SET dtype = 'fp32', phase = 'Prefill'");
+  CHECK(errors() == path + ": problem " + std::to_string(ids.problem) +
+                        " has unknown phase 'Prefill'" + damaged);
+  RawExec(path, "UPDATE problem SET phase = 'prefill'");
+  RawExec(path, "UPDATE config SET params_json = '[4,256]'");
+  CHECK(errors() == path + ": config " + std::to_string(ids.config) +
+                        " has params_json '[4,256]', not a JSON object" + damaged);
+  RawExec(path, "UPDATE config SET params_json = '{\"w\":'");
+  CHECK(errors() == path + ": config " + std::to_string(ids.config) +
+                        " has params_json '{\"w\":', not a JSON object" + damaged);
+  RawExec(path, "UPDATE config SET params_json = '{}'");
+  CHECK(errors() == "(no error)");
 }
 
 TEST_CASE("a database from a newer attntune is refused", "[db]") {

@@ -108,7 +108,7 @@ ReportInput MakeFixtureInputWithDecode() {
     TrialRow t = MakeTrial(++id, "dense", params, 64, L, ms, 1.0);
     t.problem.id += 1000000;  // another problem than the prefill one of the same L
     t.problem.shape.Lq = 1;
-    t.problem.phase = "decode";
+    t.problem.phase = Phase::kDecode;
     t.result.metrics["pairs"] = 8.0 * static_cast<double>(L);  // Hq = 8 rows of L keys
     t.result.metrics["useful_flops"] = 4.0 * 64 * t.result.metrics["pairs"];
     in.trials.push_back(std::move(t));

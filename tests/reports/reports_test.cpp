@@ -88,7 +88,7 @@ TEST_CASE("BestEntries keeps the fastest ok trial per device, variant, params, d
   CHECK(best[4].rel_err == Approx(0.1));
   CHECK(best[4].implementation == "kokkos_windowed");
   CHECK(best[4].device_name == "Test CPU");
-  for (const BestEntry& e : best) CHECK(e.phase == "prefill");
+  for (const BestEntry& e : best) CHECK(e.phase == Phase::kPrefill);
   CHECK(best[5].seq_len == 1024);
   CHECK(best[5].params_json == R"({"Bc":64,"Br":32,"sink":4,"w":1024})");
   CHECK(best[5].mass_recall == 0.99);
@@ -281,13 +281,13 @@ TEST_CASE("BestEntries keeps prefill and decode winners of the same variant, d a
   const std::vector<BestEntry> best = BestEntries(MakeFixtureInputWithDecode());
   REQUIRE(best.size() == 9);
   // Prefill first within a variant: dense prefill (4), dense decode (2), swa (3).
-  for (size_t i : {0, 1, 2, 3, 6, 7, 8}) CHECK(best[i].phase == "prefill");
-  REQUIRE(best[4].phase == "decode");
+  for (size_t i : {0, 1, 2, 3, 6, 7, 8}) CHECK(best[i].phase == Phase::kPrefill);
+  REQUIRE(best[4].phase == Phase::kDecode);
   CHECK(best[4].variant == "dense");
   CHECK(best[4].seq_len == 1024);
   CHECK(best[4].params_json == R"({"Bc":32,"Br":16})");
   CHECK(best[4].median_ms == 0.05);
-  CHECK(best[5].phase == "decode");
+  CHECK(best[5].phase == Phase::kDecode);
   CHECK(best[5].seq_len == 4096);
   // The prefill winner at the same (dense, d=64, L=1024) is still there.
   CHECK(best[1].seq_len == 1024);
