@@ -513,7 +513,8 @@ void RegisterBench(CLI::App& app, int* rc) {
     j["schema"] = 1;
     j["variant"] = variant.id;
     j["implementation"] = impl->id;
-    j["params"] = nlohmann::json::parse(CanonicalParamsJson(variant, *impl, params));
+    j["params"] = nlohmann::json::parse(CanonicalVariantParamsJson(variant, params));
+    j["params"].update(nlohmann::json::parse(CanonicalTunablesJson(*impl, params)));
     j["shape"] = shape.ToString();
     j["device"] = cuda_index < 0 ? CpuDevice().name : CudaDevice(cuda_index).name;
     j["dtype"] = dtype;

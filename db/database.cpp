@@ -25,11 +25,25 @@ constexpr int32_t kApplicationId = 0x41544E54;
 // short) before giving up with SQLITE_BUSY.
 constexpr int kBusyTimeoutMs = 10000;
 
-// Migration i brings schema version i to i + 1. Append only: a step, once released, is
-// never edited, since files in the wild already carry its result.
-const char* const kMigrations[] = {
+// A row that breaks the rules this code writes by comes from a damaged file (or another
+// program's writes): one line naming the file and the row, never an abort.
+[[noreturn]] void Damaged(const std::string& path, const std::string& what) {
+  throw UserError(path + ": " + what + " (the database is damaged)");
+}
+
+void SplitV1Params(sqlite3* db, const std::string& path);
+
+// Migration i brings schema version i to i + 1: its SQL, then its C++ step (if any), in
+// one transaction with foreign keys off (so that a table can be rebuilt under the rows
+// that reference it). Append only: a step, once released, is never edited, since files
+// in the wild already carry its result.
+struct Migration {
+  const char* sql;
+  void (*step)(sqlite3* db, const std::string& path);
+};
+const Migration kMigrations[] = {
     // 0 -> 1: the data model of DESIGN.md s4. Pareto membership is derived, never stored.
-    R"sql(
+    {R"sql(
 CREATE TABLE meta(
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL);
@@ -91,6 +105,20 @@ CREATE TABLE metric(
   value REAL,
   PRIMARY KEY(trial_id, name)) WITHOUT ROWID;
 )sql",
+     nullptr},
+    // 1 -> 2: a config's variant parameters and its implementation's tunables as two JSON
+    // objects, both in the unique key; SplitV1Params fills the new table and replaces the
+    // old one (ids kept, so trials keep their configs).
+    {R"sql(
+CREATE TABLE config_v2(
+  id INTEGER PRIMARY KEY,
+  variant TEXT NOT NULL,
+  implementation TEXT NOT NULL,
+  params_json TEXT NOT NULL,
+  tunables_json TEXT NOT NULL,
+  UNIQUE(variant, implementation, params_json, tunables_json));
+)sql",
+     SplitV1Params},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration step per schema version");
@@ -246,14 +274,60 @@ void EnableWal(sqlite3* db, const std::string& path) {
   }
 }
 
+// The v1 convention: a schema-1 file's params_json holds the variant's parameters and the
+// implementation's tunables in one object, and every tunable the releases that wrote v1
+// files declared (Br, Bc, Tile, Split, Chunk) begins with an upper-case letter while no
+// variant parameter does. Only the migration of v1 files relies on it; schema 2 stores
+// the two apart.
+bool IsV1TunableName(const std::string& name) {
+  return !name.empty() && name[0] >= 'A' && name[0] <= 'Z';
+}
+
+// 1 -> 2: copies every config into config_v2 with its params_json split by the v1
+// convention, then puts config_v2 in the place of config.
+void SplitV1Params(sqlite3* db, const std::string& path) {
+  {  // the statements end before the table they read is dropped
+    Stmt select(db, path, "SELECT id, variant, implementation, params_json FROM config");
+    Stmt insert(db, path,
+                "INSERT INTO config_v2(id, variant, implementation, params_json, tunables_json) "
+                "VALUES (?1, ?2, ?3, ?4, ?5)");
+    while (select.Step()) {
+      const int64_t id = select.Int(0);
+      const std::string text = select.Text(3);
+      const nlohmann::json merged = nlohmann::json::parse(text, nullptr, false);
+      if (!merged.is_object())
+        Damaged(path, "config " + std::to_string(id) + " has params_json '" + text +
+                          "', not a JSON object");
+      nlohmann::json params = nlohmann::json::object(), tunables = nlohmann::json::object();
+      for (const auto& [key, value] : merged.items())
+        (IsV1TunableName(key) ? tunables : params)[key] = value;
+      // dump() writes the canonical form that kernels' Canonical*Json functions write.
+      insert.Bind(1, id).Bind(2, select.Text(1)).Bind(3, select.Text(2));
+      insert.Bind(4, params.dump()).Bind(5, tunables.dump()).Run();
+    }
+  }
+  Exec(db, path, "DROP TABLE config; ALTER TABLE config_v2 RENAME TO config;");
+}
+
 void Migrate(sqlite3* db, const std::string& path) {
   // An up-to-date file takes no write lock, so that opening never waits for a writer.
+  if (QueryInt(db, path, "PRAGMA user_version") >= kSchemaVersion) return;
+  // Outside any transaction (inside one SQLite ignores it); back on below.
+  Exec(db, path, "PRAGMA foreign_keys = OFF");
   while (QueryInt(db, path, "PRAGMA user_version") < kSchemaVersion) {
     Transaction txn(db, path);
     // Read again under the write lock: another process may have migrated the file.
     int64_t version = QueryInt(db, path, "PRAGMA user_version");
     if (version >= kSchemaVersion) break;
-    Exec(db, path, kMigrations[static_cast<size_t>(version)]);
+    const Migration& step = kMigrations[static_cast<size_t>(version)];
+    Exec(db, path, step.sql);
+    if (step.step) step.step(db, path);
+    {  // a rebuilt table must leave every reference intact
+      Stmt fk_check(db, path, "PRAGMA foreign_key_check");
+      if (fk_check.Step())
+        Damaged(path, "table " + fk_check.Text(0) + " row " + std::to_string(fk_check.Int(1)) +
+                          " refers to a missing " + fk_check.Text(2) + " row");
+    }
     if (version == 0) {
       Stmt meta(db, path,
                 "INSERT INTO meta(key, value) VALUES ('created_by', ?1), "
@@ -265,6 +339,7 @@ void Migrate(sqlite3* db, const std::string& path) {
     Exec(db, path, ("PRAGMA user_version = " + std::to_string(version + 1)).c_str());
     txn.Commit();
   }
+  Exec(db, path, "PRAGMA foreign_keys = ON");
 }
 
 // Columns of a trial joined with its device, problem, config and build; ReadTrialRow
@@ -275,7 +350,7 @@ SELECT t.id, t.run_id, t.status, t.message, t.started_at, t.finished_at,
        (SELECT count(*) FROM sample s WHERE s.trial_id = t.id),
        d.id, d.kind, d.name, d.fingerprint_json,
        p.id, p.B, p.Hq, p.Hkv, p.d, p.Lq, p.Lk, p.causal, p.dtype, p.phase,
-       c.id, c.variant, c.implementation, c.params_json,
+       c.id, c.variant, c.implementation, c.params_json, c.tunables_json,
        b.id, b.version, b.kernel_hash
 FROM trial t
 JOIN device d ON d.id = t.device_id
@@ -283,12 +358,6 @@ JOIN problem p ON p.id = t.problem_id
 JOIN config c ON c.id = t.config_id
 JOIN build b ON b.id = t.build_id
 )sql";
-
-// A row that breaks the rules this code writes by comes from a damaged file (or another
-// program's writes): one line naming the file and the row, never an abort.
-[[noreturn]] void Damaged(const std::string& path, const std::string& what) {
-  throw UserError(path + ": " + what + " (the database is damaged)");
-}
 
 // The value of a config column that must hold a JSON object.
 void CheckJsonObject(const std::string& path, int64_t config_id, const char* column,
@@ -337,9 +406,10 @@ TrialRow ReadTrialRow(const Stmt& s, const std::string& path) {
     Damaged(path, "problem " + std::to_string(p.id) + " has unknown phase '" + phase + "'");
   p.dtype = *parsed_dtype;
   p.phase = *parsed_phase;
-  row.config = {s.Int(25), s.Text(26), s.Text(27), s.Text(28)};
+  row.config = {s.Int(25), s.Text(26), s.Text(27), s.Text(28), s.Text(29)};
   CheckJsonObject(path, row.config.id, "params_json", row.config.params_json);
-  row.build = {s.Int(29), s.Text(30), s.Text(31)};
+  CheckJsonObject(path, row.config.id, "tunables_json", row.config.tunables_json);
+  row.build = {s.Int(30), s.Text(31), s.Text(32)};
   return row;
 }
 
@@ -418,13 +488,16 @@ int64_t Database::PutProblem(const ProblemRecord& problem) {
 
 int64_t Database::PutConfig(const ConfigRecord& config) {
   Stmt insert(db_, path_,
-              "INSERT INTO config(variant, implementation, params_json) VALUES (?1, ?2, ?3) "
-              "ON CONFLICT DO NOTHING");
-  insert.Bind(1, config.variant).Bind(2, config.implementation).Bind(3, config.params_json).Run();
+              "INSERT INTO config(variant, implementation, params_json, tunables_json) "
+              "VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING");
   Stmt select(db_, path_,
               "SELECT id FROM config WHERE variant = ?1 AND implementation = ?2 AND "
-              "params_json = ?3");
-  select.Bind(1, config.variant).Bind(2, config.implementation).Bind(3, config.params_json);
+              "params_json = ?3 AND tunables_json = ?4");
+  for (Stmt* s : {&insert, &select}) {
+    s->Bind(1, config.variant).Bind(2, config.implementation);
+    s->Bind(3, config.params_json).Bind(4, config.tunables_json);
+  }
+  insert.Run();
   ATTNTUNE_CHECK(select.Step());
   return select.Int(0);
 }

@@ -37,7 +37,8 @@ struct ConfigRecord {
   int64_t id = 0;
   std::string variant;
   std::string implementation;
-  std::string params_json;  // canonical JSON (kernels' CanonicalParamsJson)
+  std::string params_json = "{}";    // the variant's own parameters, canonical JSON object
+  std::string tunables_json = "{}";  // the implementation's tunables, canonical JSON object
 };
 
 struct BuildRecord {

@@ -41,8 +41,10 @@ std::string GflopsCell(const TrialResult& r) {
   return Num(UsefulGflops(r));
 }
 
-std::string ConfigText(const std::string& params_json) {
-  const report_util::SplitParams split = report_util::SplitParamsJson(params_json);
+// "sink=4,w=1024 | Bc=64,Br=32": the variant's parameters, then the tunables.
+std::string ConfigText(const ConfigRecord& config) {
+  const report_util::SplitParams split =
+      report_util::ParseConfigParams(config.params_json, config.tunables_json);
   const std::string variant = report_util::ParamsText(split.variant);
   const std::string tunables = report_util::ParamsText(split.tunables);
   if (variant.empty()) return tunables;
@@ -61,7 +63,7 @@ std::string PhaseSuffix(Phase phase) {
 json ScalingData(const std::vector<BestEntry>& best) {
   std::map<std::string, std::map<std::string, json>> series;  // variant -> label -> points
   for (const BestEntry& e : best) {
-    const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
+    const report_util::SplitParams split = report_util::ParseConfigParams(e.params_json, e.tunables_json);
     std::string label = e.device_name + PhaseSuffix(e.phase) + " d=" + std::to_string(e.head_dim);
     const std::string params = report_util::ParamsText(split.variant);
     if (!params.empty()) label += " " + params;
@@ -115,7 +117,7 @@ json ParetoData(const std::vector<TrialRow>& trials) {
         const json point = {
             {"x", t->result.median_ms},
             {"y", q},
-            {"label", t->config.implementation + " " + ConfigText(t->config.params_json)}};
+            {"label", t->config.implementation + " " + ConfigText(t->config)}};
         points.push_back(point);
         if (!have_front || (higher_better ? q > best_quality : q < best_quality)) {
           front.push_back(point);
@@ -196,7 +198,7 @@ json RooflineData(const std::vector<TrialRow>& trials) {
     const TrialResult& r = t.result;
     if (r.status != TrialStatus::kOk) continue;
     const std::string label = t.problem.shape.ToString() + " " + t.config.implementation + " " +
-                              ConfigText(t.config.params_json);
+                              ConfigText(t.config);
     auto at = [&](const char* key) {
       const auto it = r.metrics.find(key);
       return it == r.metrics.end() ? 0.0 : it->second;
@@ -254,7 +256,7 @@ void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
     if (many_devices) out << "<td>" << HtmlEscape(t->device.name) << "</td>";
     out << "<td>" << HtmlEscape(t->config.variant) << "</td><td>"
         << HtmlEscape(t->config.implementation) << "</td><td>"
-        << HtmlEscape(ConfigText(t->config.params_json)) << "</td><td>"
+        << HtmlEscape(ConfigText(t->config)) << "</td><td>"
         << HtmlEscape(t->problem.shape.ToString()) << "</td><td>"
         << ToString(t->problem.phase) << "</td><td class=\"status-"
         << ToString(r.status) << "\">" << ToString(r.status) << "</td><td>" << HtmlEscape(r.message)

@@ -17,8 +17,6 @@ struct ReportInput {
   std::vector<TrialRow> trials;  // every status; reporters pick what they need
 };
 
-// Params keys that start with an uppercase letter (Br, Bc, ...) are tunables; others: variant's.
-
 /// One tuned entry: the fastest ok config of a (device, variant, phase, variant params,
 /// d, L).
 struct BestEntry {
@@ -26,7 +24,8 @@ struct BestEntry {
   std::string variant;
   Phase phase = Phase::kPrefill;  // the problem's (decode: Lq = 1, Lk = L)
   std::string implementation;
-  std::string params_json;  // full canonical params (variant params and tunables)
+  std::string params_json = "{}";    // the variant's own parameters (canonical JSON object)
+  std::string tunables_json = "{}";  // the implementation's tunables (canonical JSON object)
   int64_t head_dim = 0;
   int64_t seq_len = 0;  // Lk
   double median_ms = 0;

@@ -511,7 +511,8 @@ TEST_CASE("The implementation is a search dimension; each configuration is one v
     CHECK_FALSE(params.count("impl"));
     CHECK(params.count("Chunk") == (impl.id == own.id ? 1u : 0u));  // only union's tunable
     generic_points += impl.id == generic.id ? 1 : 0;
-    configs.insert(impl.id + " " + CanonicalParamsJson(hax, impl, params));
+    configs.insert(impl.id + " " + CanonicalVariantParamsJson(hax, params) +
+                   CanonicalTunablesJson(impl, params));
     CHECK(search.Describe(p).rfind(impl.id + " ", 0) == 0);
   }
   CHECK(valid == variant_points * (grid_size(own.tunables) + grid_size(generic.tunables)));
@@ -537,8 +538,9 @@ TEST_CASE("A decode step searches one Br of those that give the same blocks; pre
     std::set<std::string> br, configs;
     for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
       if (ToString(row.problem.phase) != phase || row.problem.shape.Lk != L) continue;
-      configs.insert(row.config.implementation + " " + row.config.params_json);
-      br.insert(nlohmann::json::parse(row.config.params_json).at("Br").dump());
+      configs.insert(row.config.implementation + " " + row.config.params_json +
+                     row.config.tunables_json);
+      br.insert(nlohmann::json::parse(row.config.tunables_json).at("Br").dump());
     }
     CHECK(s.evaluations == static_cast<int64_t>(configs.size()));
     return std::make_pair(br, configs.size());
