@@ -115,7 +115,8 @@ void RegisterBench(CLI::App& app, int* rc) {
     j["schema"] = 1;
     j["variant"] = variant.id;
     j["implementation"] = impl->id;
-    j["params"] = nlohmann::json::parse(CanonicalParamsJson(variant, *impl, params));
+    j["params"] = nlohmann::json::parse(CanonicalVariantParamsJson(variant, params));
+    j["params"].update(nlohmann::json::parse(CanonicalTunablesJson(*impl, params)));
     j["shape"] = shape.ToString();
     j["device"] = backend->Device().name;
     j["dtype"] = ToString(dtype);

@@ -1,7 +1,6 @@
 #include "cli/replay_command.h"
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/files.h"
 #include "core/shape.h"
 #include "reports/replay_report.h"
 #include "search/replay.h"
@@ -133,10 +133,7 @@ void RegisterReplay(CLI::App& app, int* rc) {
     }
     if (a.json) std::printf("%s\n", (strategies.size() == 1 ? json_out[0] : json_out).dump(2).c_str());
     if (!a.report.empty()) {
-      std::ofstream out(a.report);
-      if (!out) throw UserError("--report: cannot write '" + a.report + "'");
-      out << RenderReplayReport(strategies, all, a.repeats, a.seed);
-      if (!out) throw UserError("--report: cannot write '" + a.report + "'");
+      WriteFileAtomic(a.report, RenderReplayReport(strategies, all, a.repeats, a.seed));
     }
     *rc = 0;
   });

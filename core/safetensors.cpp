@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/files.h"
 
 // The format stores little-endian data; attntune's hosts (x86-64, aarch64) are
 // little-endian, so bytes are copied as they are.
@@ -214,16 +215,13 @@ void WriteSafetensors(const std::string& path, const StFile& tensors) {
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
 
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& [name, t] : tensors) {
-    out.write(reinterpret_cast<const char*>(t.bytes.data()),
-              static_cast<std::streamsize>(t.bytes.size()));
-  }
-  out.close();
-  if (!out) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
+  // Assembled in memory and written in one step, so that an existing file is replaced
+  // whole or kept (never truncated by a failed write).
+  std::string bytes(reinterpret_cast<const char*>(len), 8);
+  bytes += text;
+  for (const auto& [name, t] : tensors)
+    bytes.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  WriteFileAtomic(path, bytes);
 }
 
 StTensor MakeF32(const std::vector<int64_t>& shape, const std::vector<float>& data) {

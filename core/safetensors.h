@@ -28,7 +28,8 @@ StFile ReadSafetensors(const std::string& path);
 /// the same checks as ReadSafetensors.
 StFile ParseSafetensors(const std::string& bytes, const std::string& path);
 
-/// Writes tensors (sorted by name) to `path`; I/O failure -> UserError.
+/// Writes tensors (sorted by name) to `path` atomically (WriteFileAtomic: a failed write
+/// keeps the old file); I/O failure -> UserError "<path>: cannot write (<reason>)".
 void WriteSafetensors(const std::string& path, const StFile& tensors);
 
 StTensor MakeF32(const std::vector<int64_t>& shape, const std::vector<float>& data);

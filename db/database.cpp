@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -23,11 +25,25 @@ constexpr int32_t kApplicationId = 0x41544E54;
 // short) before giving up with SQLITE_BUSY.
 constexpr int kBusyTimeoutMs = 10000;
 
-// Migration i brings schema version i to i + 1. Append only: a step, once released, is
-// never edited, since files in the wild already carry its result.
-const char* const kMigrations[] = {
+// A row that breaks the rules this code writes by comes from a damaged file (or another
+// program's writes): one line naming the file and the row, never an abort.
+[[noreturn]] void Damaged(const std::string& path, const std::string& what) {
+  throw UserError(path + ": " + what + " (the database is damaged)");
+}
+
+void SplitV1Params(sqlite3* db, const std::string& path);
+
+// Migration i brings schema version i to i + 1: its SQL, then its C++ step (if any), in
+// one transaction with foreign keys off (so that a table can be rebuilt under the rows
+// that reference it). Append only: a step, once released, is never edited, since files
+// in the wild already carry its result.
+struct Migration {
+  const char* sql;
+  void (*step)(sqlite3* db, const std::string& path);
+};
+const Migration kMigrations[] = {
     // 0 -> 1: the data model of DESIGN.md s4. Pareto membership is derived, never stored.
-    R"sql(
+    {R"sql(
 CREATE TABLE meta(
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL);
@@ -89,6 +105,20 @@ CREATE TABLE metric(
   value REAL,
   PRIMARY KEY(trial_id, name)) WITHOUT ROWID;
 )sql",
+     nullptr},
+    // 1 -> 2: a config's variant parameters and its implementation's tunables as two JSON
+    // objects, both in the unique key; SplitV1Params fills the new table and replaces the
+    // old one (ids kept, so trials keep their configs).
+    {R"sql(
+CREATE TABLE config_v2(
+  id INTEGER PRIMARY KEY,
+  variant TEXT NOT NULL,
+  implementation TEXT NOT NULL,
+  params_json TEXT NOT NULL,
+  tunables_json TEXT NOT NULL,
+  UNIQUE(variant, implementation, params_json, tunables_json));
+)sql",
+     SplitV1Params},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration step per schema version");
@@ -244,14 +274,60 @@ void EnableWal(sqlite3* db, const std::string& path) {
   }
 }
 
+// The v1 convention: a schema-1 file's params_json holds the variant's parameters and the
+// implementation's tunables in one object, and every tunable the releases that wrote v1
+// files declared (Br, Bc, Tile, Split, Chunk) begins with an upper-case letter while no
+// variant parameter does. Only the migration of v1 files relies on it; schema 2 stores
+// the two apart.
+bool IsV1TunableName(const std::string& name) {
+  return !name.empty() && name[0] >= 'A' && name[0] <= 'Z';
+}
+
+// 1 -> 2: copies every config into config_v2 with its params_json split by the v1
+// convention, then puts config_v2 in the place of config.
+void SplitV1Params(sqlite3* db, const std::string& path) {
+  {  // the statements end before the table they read is dropped
+    Stmt select(db, path, "SELECT id, variant, implementation, params_json FROM config");
+    Stmt insert(db, path,
+                "INSERT INTO config_v2(id, variant, implementation, params_json, tunables_json) "
+                "VALUES (?1, ?2, ?3, ?4, ?5)");
+    while (select.Step()) {
+      const int64_t id = select.Int(0);
+      const std::string text = select.Text(3);
+      const nlohmann::json merged = nlohmann::json::parse(text, nullptr, false);
+      if (!merged.is_object())
+        Damaged(path, "config " + std::to_string(id) + " has params_json '" + text +
+                          "', not a JSON object");
+      nlohmann::json params = nlohmann::json::object(), tunables = nlohmann::json::object();
+      for (const auto& [key, value] : merged.items())
+        (IsV1TunableName(key) ? tunables : params)[key] = value;
+      // dump() writes the canonical form that kernels' Canonical*Json functions write.
+      insert.Bind(1, id).Bind(2, select.Text(1)).Bind(3, select.Text(2));
+      insert.Bind(4, params.dump()).Bind(5, tunables.dump()).Run();
+    }
+  }
+  Exec(db, path, "DROP TABLE config; ALTER TABLE config_v2 RENAME TO config;");
+}
+
 void Migrate(sqlite3* db, const std::string& path) {
   // An up-to-date file takes no write lock, so that opening never waits for a writer.
+  if (QueryInt(db, path, "PRAGMA user_version") >= kSchemaVersion) return;
+  // Outside any transaction (inside one SQLite ignores it); back on below.
+  Exec(db, path, "PRAGMA foreign_keys = OFF");
   while (QueryInt(db, path, "PRAGMA user_version") < kSchemaVersion) {
     Transaction txn(db, path);
     // Read again under the write lock: another process may have migrated the file.
     int64_t version = QueryInt(db, path, "PRAGMA user_version");
     if (version >= kSchemaVersion) break;
-    Exec(db, path, kMigrations[static_cast<size_t>(version)]);
+    const Migration& step = kMigrations[static_cast<size_t>(version)];
+    Exec(db, path, step.sql);
+    if (step.step) step.step(db, path);
+    {  // a rebuilt table must leave every reference intact
+      Stmt fk_check(db, path, "PRAGMA foreign_key_check");
+      if (fk_check.Step())
+        Damaged(path, "table " + fk_check.Text(0) + " row " + std::to_string(fk_check.Int(1)) +
+                          " refers to a missing " + fk_check.Text(2) + " row");
+    }
     if (version == 0) {
       Stmt meta(db, path,
                 "INSERT INTO meta(key, value) VALUES ('created_by', ?1), "
@@ -263,6 +339,7 @@ void Migrate(sqlite3* db, const std::string& path) {
     Exec(db, path, ("PRAGMA user_version = " + std::to_string(version + 1)).c_str());
     txn.Commit();
   }
+  Exec(db, path, "PRAGMA foreign_keys = ON");
 }
 
 // Columns of a trial joined with its device, problem, config and build; ReadTrialRow
@@ -273,7 +350,7 @@ SELECT t.id, t.run_id, t.status, t.message, t.started_at, t.finished_at,
        (SELECT count(*) FROM sample s WHERE s.trial_id = t.id),
        d.id, d.kind, d.name, d.fingerprint_json,
        p.id, p.B, p.Hq, p.Hkv, p.d, p.Lq, p.Lk, p.causal, p.dtype, p.phase,
-       c.id, c.variant, c.implementation, c.params_json,
+       c.id, c.variant, c.implementation, c.params_json, c.tunables_json,
        b.id, b.version, b.kernel_hash
 FROM trial t
 JOIN device d ON d.id = t.device_id
@@ -282,12 +359,24 @@ JOIN config c ON c.id = t.config_id
 JOIN build b ON b.id = t.build_id
 )sql";
 
-TrialRow ReadTrialRow(const Stmt& s) {
+// The value of a config column that must hold a JSON object.
+void CheckJsonObject(const std::string& path, int64_t config_id, const char* column,
+                     const std::string& text) {
+  if (!nlohmann::json::parse(text, nullptr, false).is_object())
+    Damaged(path, "config " + std::to_string(config_id) + " has " + column + " '" + text +
+                      "', not a JSON object");
+}
+
+TrialRow ReadTrialRow(const Stmt& s, const std::string& path) {
   TrialRow row;
   row.id = s.Int(0);
   row.run_id = s.Int(1);
   TrialResult& r = row.result;
-  r.status = TrialStatusFromString(s.Text(2));
+  const std::string status = s.Text(2);
+  const std::optional<TrialStatus> parsed_status = TrialStatusFromString(status);
+  if (!parsed_status)
+    Damaged(path, "trial " + std::to_string(row.id) + " has unknown status '" + status + "'");
+  r.status = *parsed_status;
   r.message = s.Text(3);
   r.started_at = s.Text(4);
   r.finished_at = s.Text(5);
@@ -308,10 +397,19 @@ TrialRow ReadTrialRow(const Stmt& s) {
   p.shape.Lq = s.Int(20);
   p.shape.Lk = s.Int(21);
   p.shape.causal = s.Int(22) != 0;
-  p.dtype = s.Text(23);
-  p.phase = s.Text(24);
-  row.config = {s.Int(25), s.Text(26), s.Text(27), s.Text(28)};
-  row.build = {s.Int(29), s.Text(30), s.Text(31)};
+  const std::string dtype = s.Text(23), phase = s.Text(24);
+  const std::optional<Dtype> parsed_dtype = DtypeFromString(dtype);
+  if (!parsed_dtype)
+    Damaged(path, "problem " + std::to_string(p.id) + " has unknown dtype '" + dtype + "'");
+  const std::optional<Phase> parsed_phase = PhaseFromString(phase);
+  if (!parsed_phase)
+    Damaged(path, "problem " + std::to_string(p.id) + " has unknown phase '" + phase + "'");
+  p.dtype = *parsed_dtype;
+  p.phase = *parsed_phase;
+  row.config = {s.Int(25), s.Text(26), s.Text(27), s.Text(28), s.Text(29)};
+  CheckJsonObject(path, row.config.id, "params_json", row.config.params_json);
+  CheckJsonObject(path, row.config.id, "tunables_json", row.config.tunables_json);
+  row.build = {s.Int(30), s.Text(31), s.Text(32)};
   return row;
 }
 
@@ -379,7 +477,9 @@ int64_t Database::PutProblem(const ProblemRecord& problem) {
   for (Stmt* s : {&insert, &select}) {
     const Shape& sh = problem.shape;
     s->Bind(1, sh.B).Bind(2, sh.Hq).Bind(3, sh.Hkv).Bind(4, sh.d).Bind(5, sh.Lq).Bind(6, sh.Lk);
-    s->Bind(7, int64_t{sh.causal ? 1 : 0}).Bind(8, problem.dtype).Bind(9, problem.phase);
+    s->Bind(7, int64_t{sh.causal ? 1 : 0});
+    s->Bind(8, std::string(ToString(problem.dtype)));
+    s->Bind(9, std::string(ToString(problem.phase)));
   }
   insert.Run();
   ATTNTUNE_CHECK(select.Step());
@@ -388,13 +488,16 @@ int64_t Database::PutProblem(const ProblemRecord& problem) {
 
 int64_t Database::PutConfig(const ConfigRecord& config) {
   Stmt insert(db_, path_,
-              "INSERT INTO config(variant, implementation, params_json) VALUES (?1, ?2, ?3) "
-              "ON CONFLICT DO NOTHING");
-  insert.Bind(1, config.variant).Bind(2, config.implementation).Bind(3, config.params_json).Run();
+              "INSERT INTO config(variant, implementation, params_json, tunables_json) "
+              "VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING");
   Stmt select(db_, path_,
               "SELECT id FROM config WHERE variant = ?1 AND implementation = ?2 AND "
-              "params_json = ?3");
-  select.Bind(1, config.variant).Bind(2, config.implementation).Bind(3, config.params_json);
+              "params_json = ?3 AND tunables_json = ?4");
+  for (Stmt* s : {&insert, &select}) {
+    s->Bind(1, config.variant).Bind(2, config.implementation);
+    s->Bind(3, config.params_json).Bind(4, config.tunables_json);
+  }
+  insert.Run();
   ATTNTUNE_CHECK(select.Step());
   return select.Int(0);
 }
@@ -433,7 +536,7 @@ std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t proble
   Stmt stmt(db_, path_, sql.c_str());
   stmt.Bind(1, device_id).Bind(2, problem_id).Bind(3, config_id).Bind(4, build_id);
   if (!stmt.Step()) return std::nullopt;
-  std::vector<TrialRow> rows{ReadTrialRow(stmt)};
+  std::vector<TrialRow> rows{ReadTrialRow(stmt, path_)};
   LoadMetrics(db_, path_, rows);
   return std::move(rows.front());
 }
@@ -482,7 +585,7 @@ std::vector<TrialRow> Database::Trials(const TrialFilter& filter) const {
   stmt.Bind(1, filter.device_id).Bind(2, filter.variant);
   stmt.Bind(3, int64_t{filter.ok_only ? 1 : 0});
   std::vector<TrialRow> rows;
-  while (stmt.Step()) rows.push_back(ReadTrialRow(stmt));
+  while (stmt.Step()) rows.push_back(ReadTrialRow(stmt, path_));
   LoadMetrics(db_, path_, rows);
   return rows;
 }

@@ -16,7 +16,7 @@ struct sqlite3;
 namespace attntune {
 
 /// The schema version this build writes (migrations bring older files up to it).
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 struct DbInfo {
   std::string path;
@@ -44,7 +44,7 @@ class Database {
   // Upserts return the row id of the existing or new row (unique keys per table).
   int64_t PutDevice(const DeviceRecord& device);    // key: fingerprint_json
   int64_t PutProblem(const ProblemRecord& problem);  // key: every field
-  int64_t PutConfig(const ConfigRecord& config);    // key: variant, implementation, params
+  int64_t PutConfig(const ConfigRecord& config);    // key: every field but the id
   int64_t PutBuild(const BuildRecord& build);       // key: version, kernel_hash
 
   int64_t BeginRun(const std::string& args_json, int64_t device_id, const std::string& now);

@@ -25,10 +25,10 @@ const char* ToString(TrialStatus status) {
   ATTNTUNE_CHECK_MSG(false, "unknown TrialStatus");
 }
 
-TrialStatus TrialStatusFromString(const std::string& text) {
+std::optional<TrialStatus> TrialStatusFromString(const std::string& text) {
   for (const auto& s : kStatusNames)
     if (text == s.name) return s.status;
-  ATTNTUNE_CHECK_MSG(false, "unknown trial status '" + text + "'");
+  return std::nullopt;
 }
 
 }  // namespace attntune

@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/shape.h"
+#include "core/types.h"
 
 namespace attntune {
 
@@ -14,8 +16,8 @@ enum class TrialStatus { kOk, kInvalid, kCompileFailed, kLaunchFailed, kWrongRes
 
 /// "ok", "invalid", "compile_failed", "launch_failed", "wrong_result", "timeout".
 const char* ToString(TrialStatus status);
-/// Inverse of ToString; CHECKs on unknown text.
-TrialStatus TrialStatusFromString(const std::string& text);
+/// Inverse of ToString; nullopt for any other text.
+std::optional<TrialStatus> TrialStatusFromString(const std::string& text);
 
 struct DeviceRecord {
   int64_t id = 0;
@@ -27,15 +29,16 @@ struct DeviceRecord {
 struct ProblemRecord {
   int64_t id = 0;
   Shape shape;
-  std::string dtype = "fp32";
-  std::string phase = "prefill";
+  Dtype dtype = Dtype::kF32;
+  Phase phase = Phase::kPrefill;
 };
 
 struct ConfigRecord {
   int64_t id = 0;
   std::string variant;
   std::string implementation;
-  std::string params_json;  // canonical JSON (kernels' CanonicalParamsJson)
+  std::string params_json = "{}";    // the variant's own parameters, canonical JSON object
+  std::string tunables_json = "{}";  // the implementation's tunables, canonical JSON object
 };
 
 struct BuildRecord {

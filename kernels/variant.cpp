@@ -166,12 +166,13 @@ std::string CheckParams(const Variant& variant, const Implementation& impl, cons
   return Resolve(variant, &impl, shape, params, &out);
 }
 
-std::string CanonicalParamsJson(const Variant& variant, const Implementation& impl,
-                                const Params& params) {
+namespace {
+// The declared parameters present in `params` as one JSON object.
+std::string CanonicalJson(const std::vector<ParamDecl>& decls, const Params& params) {
   nlohmann::json j = nlohmann::json::object();
-  auto add = [&](const ParamDecl& p) {
+  for (const ParamDecl& p : decls) {
     const auto it = params.find(p.name);
-    if (it == params.end()) return;
+    if (it == params.end()) continue;
     if (p.kind == ParamKind::kInt) {
       int64_t v = 0;
       ATTNTUNE_CHECK_MSG(ParseInt(it->second, &v), p.name + "='" + it->second + "'");
@@ -179,10 +180,17 @@ std::string CanonicalParamsJson(const Variant& variant, const Implementation& im
     } else {
       j[p.name] = it->second;
     }
-  };
-  for (const ParamDecl& p : variant.params) add(p);
-  for (const ParamDecl& p : impl.tunables) add(p);
+  }
   return j.dump();  // nlohmann::json objects keep their keys sorted
+}
+}  // namespace
+
+std::string CanonicalVariantParamsJson(const Variant& variant, const Params& params) {
+  return CanonicalJson(variant.params, params);
+}
+
+std::string CanonicalTunablesJson(const Implementation& impl, const Params& params) {
+  return CanonicalJson(impl.tunables, params);
 }
 
 int64_t AttendedPairs(const Variant& variant, const Tensors& tensors, const Params& params) {

@@ -146,9 +146,13 @@ Params ResolveParams(const Variant& variant, const Implementation* impl, const S
 std::string CheckParams(const Variant& variant, const Implementation& impl, const Shape& shape,
                         const Params& params);
 
-/// Canonical JSON of params, typed by the declarations: {"Bc":64,"Br":32,"w":256}.
-std::string CanonicalParamsJson(const Variant& variant, const Implementation& impl,
-                                const Params& params);
+/// Canonical JSON of the variant's own parameters in `params` (those `variant` declares),
+/// typed by the declarations, keys sorted: {"sink":0,"w":256}.
+std::string CanonicalVariantParamsJson(const Variant& variant, const Params& params);
+
+/// Canonical JSON of the implementation's tunables in `params` (those `impl` declares),
+/// typed by the declarations, keys sorted: {"Bc":64,"Br":32}.
+std::string CanonicalTunablesJson(const Implementation& impl, const Params& params);
 
 /// Attended pairs (closed form if the row has one, else counted from key sets).
 int64_t AttendedPairs(const Variant& variant, const Tensors& tensors, const Params& params);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "reports/html_page.h"
 #include "reports/report_util.h"
 
 namespace attntune {
@@ -100,32 +101,12 @@ nlohmann::ordered_json report_util::AllocationJson(const AllocationRecord& r) {
 }
 
 std::string RenderAllocationHtml(const AllocationRecord& r) {
-  auto esc = [](const std::string& t) {
-    std::string o;
-    for (char c : t) {
-      if (c == '<')
-        o += "&lt;";
-      else if (c == '>')
-        o += "&gt;";
-      else if (c == '&')
-        o += "&amp;";
-      else if (c == '"')
-        o += "&quot;";
-      else
-        o += c;
-    }
-    return o;
-  };
   char buf[256];
-  std::string h =
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>attntune allocation</title>"
-      "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-      "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px;text-align:right}"
-      "td.c{width:18px;height:14px;padding:0}</style></head><body>\n";
-  h += "<h1>FA/SWA allocation: " + esc(r.model) + "</h1>\n<p>" + esc(r.granularity) + ", " +
-       esc(r.strategy) + ", " + esc(r.budget) + "; window " + std::to_string(r.window) +
-       ", context " + std::to_string(r.context) + "; measured on " + esc(r.device) + " (" +
-       esc(r.cost_method) + ")</p>\n";
+  std::string h = "<h1>FA/SWA allocation: " + HtmlEscape(r.model) + "</h1>\n<p>" +
+                  HtmlEscape(r.granularity) + ", " + HtmlEscape(r.strategy) + ", " +
+                  HtmlEscape(r.budget) + "; window " + std::to_string(r.window) + ", context " +
+                  std::to_string(r.context) + "; measured on " + HtmlEscape(r.device) + " (" +
+                  HtmlEscape(r.cost_method) + ")</p>\n";
   if (r.tuned.tuned) {
     std::snprintf(buf, sizeof buf,
                   "<p>tuned tiles: Br %lld, Bc %lld at w %lld: %.3f ms per layer with %lld SWA "
@@ -162,8 +143,8 @@ std::string RenderAllocationHtml(const AllocationRecord& r) {
                                     std::to_string(r.head_mass_kept[i]) + ", swa_rel_err " +
                                     std::to_string(r.head_swa_rel_err[i])
                               : "";
-      h += "<td class=\"c\" style=\"background:" + std::string(buf) + "\" title=\"" + esc(title) +
-           "\"></td>";
+      h += "<td class=\"c\" style=\"background:" + std::string(buf) + "\" title=\"" +
+           HtmlEscape(title) + "\"></td>";
     }
     std::snprintf(buf, sizeof buf, "%.2f",
                   r.swa[l].empty() ? 0.0 : static_cast<double>(n) / r.swa[l].size());
@@ -180,7 +161,14 @@ std::string RenderAllocationHtml(const AllocationRecord& r) {
         p.on_front ? "*" : "");
     h += buf;
   }
-  return h + "</table>\n</body></html>\n";
+  HtmlPage page;
+  page.title = "attntune allocation: " + r.model;
+  page.style =
+      "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+      "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px;text-align:right}"
+      "td.c{width:18px;height:14px;padding:0}";
+  page.body = h + "</table>\n";
+  return RenderHtmlPage(page);
 }
 
 std::string RenderAllocationHeader(const AllocationRecord& r) {

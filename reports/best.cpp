@@ -11,8 +11,7 @@ namespace attntune {
 namespace {
 
 // (device, variant, phase, variant params, d, Lk): prefill and decode winners never mix.
-using BucketKey =
-    std::tuple<std::string, std::string, std::string, std::string, int64_t, int64_t>;
+using BucketKey = std::tuple<std::string, std::string, Phase, std::string, int64_t, int64_t>;
 
 struct Candidate {
   const TrialRow* trial;
@@ -31,7 +30,7 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
   std::map<BucketKey, Candidate> best;
   for (const TrialRow& t : input.trials) {
     if (t.result.status != TrialStatus::kOk) continue;
-    std::string variant_params = report_util::SplitParamsJson(t.config.params_json).variant.dump();
+    std::string variant_params = t.config.params_json;
     const BucketKey key{t.device.name,  t.config.variant,   t.problem.phase,
                         variant_params, t.problem.shape.d, t.problem.shape.Lk};
     auto it = best.find(key);
@@ -47,11 +46,10 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
   std::sort(winners.begin(), winners.end(), [](const Candidate& a, const Candidate& b) {
     const TrialRow& x = *a.trial;
     const TrialRow& y = *b.trial;
-    const bool x_later = x.problem.phase != "prefill", y_later = y.problem.phase != "prefill";
-    return std::tie(x.device.name, x.config.variant, x_later, x.problem.phase, x.problem.shape.d,
-                    x.problem.shape.Lk, a.variant_params, x.config.params_json) <
-           std::tie(y.device.name, y.config.variant, y_later, y.problem.phase, y.problem.shape.d,
-                    y.problem.shape.Lk, b.variant_params, y.config.params_json);
+    return std::tie(x.device.name, x.config.variant, x.problem.phase, x.problem.shape.d,
+                    x.problem.shape.Lk, a.variant_params, x.config.tunables_json) <
+           std::tie(y.device.name, y.config.variant, y.problem.phase, y.problem.shape.d,
+                    y.problem.shape.Lk, b.variant_params, y.config.tunables_json);
   });
 
   std::vector<BestEntry> entries;
@@ -64,6 +62,7 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
     e.phase = t.problem.phase;
     e.implementation = t.config.implementation;
     e.params_json = t.config.params_json;
+    e.tunables_json = t.config.tunables_json;
     e.head_dim = t.problem.shape.d;
     e.seq_len = t.problem.shape.Lk;
     e.median_ms = t.result.median_ms;

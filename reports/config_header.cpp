@@ -179,9 +179,9 @@ std::string RenderConfigHeader(const ReportInput& input) {
       << "};\n\n"
       << "inline constexpr std::array<Entry, " << entries.size() << "> kEntries{{\n";
   for (const BestEntry& e : entries) {
-    const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
+    const report_util::SplitParams split = report_util::ParseConfigParams(e.params_json, e.tunables_json);
     out << "    {" << CppString(e.device_name) << ", " << CppString(e.variant) << ", "
-        << CppString(e.phase) << ", "
+        << CppString(ToString(e.phase)) << ", "
         << CppString(report_util::ParamsText(split.variant)) << ", " << CppString(e.implementation)
         << ", " << TunableInt(split.tunables, "Br") << ", " << TunableInt(split.tunables, "Bc")
         << ", " << CppString(report_util::ParamsText(split.tunables)) << ", " << e.head_dim << ", "

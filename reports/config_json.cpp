@@ -18,10 +18,10 @@ std::string RenderConfigJson(const ReportInput& input) {
   }
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const BestEntry& e : BestEntries(input)) {
-    const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
+    const report_util::SplitParams split = report_util::ParseConfigParams(e.params_json, e.tunables_json);
     entries.push_back({{"device", e.device_name},
                        {"variant", e.variant},
-                       {"phase", e.phase},
+                       {"phase", ToString(e.phase)},
                        {"implementation", e.implementation},
                        {"params", split.variant},
                        {"tunables", split.tunables},

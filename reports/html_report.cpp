@@ -5,7 +5,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "reports/assets.h"
+#include "reports/html_page.h"
 #include "reports/report_util.h"
 #include "reports/reports.h"
 
@@ -14,74 +14,6 @@ namespace attntune {
 namespace {
 
 using nlohmann::json;
-
-std::string HtmlEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// JSON for a <script type="application/json"> block. '<' appears only inside JSON
-// strings, where \u003c means the same; without any '<' the block cannot hold "</script"
-// nor "<!--" (which would put the HTML parser into its script-escape states).
-std::string JsonForScript(const json& value) {
-  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    if (c == '<')
-      out += "\\u003c";
-    else
-      out += c;
-  }
-  return out;
-}
-
-bool StartsWithNoCase(const std::string& text, size_t pos, const char* prefix) {
-  for (size_t i = 0; prefix[i] != '\0'; ++i, ++pos) {
-    if (pos >= text.size()) return false;
-    const char c = text[pos];
-    const char lower = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-    if (lower != prefix[i]) return false;
-  }
-  return true;
-}
-
-// JavaScript source for an inline <script>: "</script" and "<!--" would end the element
-// or confuse the HTML parser; "<\/script" and "<\!--" mean the same in JS strings,
-// regexes and comments, the only places where they can occur.
-std::string ScriptSafe(const std::string& js) {
-  std::string out;
-  out.reserve(js.size());
-  for (size_t i = 0; i < js.size(); ++i) {
-    out += js[i];
-    if (js[i] == '<' &&
-        (StartsWithNoCase(js, i + 1, "/script") || StartsWithNoCase(js, i + 1, "!--")))
-      out += '\\';
-  }
-  return out;
-}
 
 std::string Num(double v, const char* format = "%.4g") {
   char buf[64];
@@ -109,8 +41,10 @@ std::string GflopsCell(const TrialResult& r) {
   return Num(UsefulGflops(r));
 }
 
-std::string ConfigText(const std::string& params_json) {
-  const report_util::SplitParams split = report_util::SplitParamsJson(params_json);
+// "sink=4,w=1024 | Bc=64,Br=32": the variant's parameters, then the tunables.
+std::string ConfigText(const ConfigRecord& config) {
+  const report_util::SplitParams split =
+      report_util::ParseConfigParams(config.params_json, config.tunables_json);
   const std::string variant = report_util::ParamsText(split.variant);
   const std::string tunables = report_util::ParamsText(split.tunables);
   if (variant.empty()) return tunables;
@@ -121,15 +55,15 @@ std::string ConfigText(const std::string& params_json) {
 // ---- data for the charts ------------------------------------------------------------
 
 // " decode" for a decode problem, "" for prefill (the labels of prefill-only runs stay).
-std::string PhaseSuffix(const std::string& phase) {
-  return phase == "prefill" ? "" : " " + phase;
+std::string PhaseSuffix(Phase phase) {
+  return phase == Phase::kPrefill ? "" : std::string(" ") + ToString(phase);
 }
 
 // Per variant: one series per (device, phase, variant params, d) of the best median per Lk.
 json ScalingData(const std::vector<BestEntry>& best) {
   std::map<std::string, std::map<std::string, json>> series;  // variant -> label -> points
   for (const BestEntry& e : best) {
-    const report_util::SplitParams split = report_util::SplitParamsJson(e.params_json);
+    const report_util::SplitParams split = report_util::ParseConfigParams(e.params_json, e.tunables_json);
     std::string label = e.device_name + PhaseSuffix(e.phase) + " d=" + std::to_string(e.head_dim);
     const std::string params = report_util::ParamsText(split.variant);
     if (!params.empty()) label += " " + params;
@@ -183,7 +117,7 @@ json ParetoData(const std::vector<TrialRow>& trials) {
         const json point = {
             {"x", t->result.median_ms},
             {"y", q},
-            {"label", t->config.implementation + " " + ConfigText(t->config.params_json)}};
+            {"label", t->config.implementation + " " + ConfigText(t->config)}};
         points.push_back(point);
         if (!have_front || (higher_better ? q > best_quality : q < best_quality)) {
           front.push_back(point);
@@ -264,7 +198,7 @@ json RooflineData(const std::vector<TrialRow>& trials) {
     const TrialResult& r = t.result;
     if (r.status != TrialStatus::kOk) continue;
     const std::string label = t.problem.shape.ToString() + " " + t.config.implementation + " " +
-                              ConfigText(t.config.params_json);
+                              ConfigText(t.config);
     auto at = [&](const char* key) {
       const auto it = r.metrics.find(key);
       return it == r.metrics.end() ? 0.0 : it->second;
@@ -291,8 +225,9 @@ bool AnyCounters(const std::vector<TrialRow>& trials) {
 
 auto TrialOrder(const TrialRow& t) {
   const Shape& s = t.problem.shape;
-  return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq, t.problem.phase, s.Hq,
-                         s.Hkv, s.B, t.result.status != TrialStatus::kOk, t.result.median_ms);
+  return std::make_tuple(t.config.variant, t.device.name, s.d, s.Lk, s.Lq,
+                         std::string(ToString(t.problem.phase)), s.Hq, s.Hkv, s.B,
+                         t.result.status != TrialStatus::kOk, t.result.median_ms);
 }
 
 void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
@@ -321,9 +256,9 @@ void WriteTrialTable(std::ostream& out, const std::vector<TrialRow>& trials) {
     if (many_devices) out << "<td>" << HtmlEscape(t->device.name) << "</td>";
     out << "<td>" << HtmlEscape(t->config.variant) << "</td><td>"
         << HtmlEscape(t->config.implementation) << "</td><td>"
-        << HtmlEscape(ConfigText(t->config.params_json)) << "</td><td>"
+        << HtmlEscape(ConfigText(t->config)) << "</td><td>"
         << HtmlEscape(t->problem.shape.ToString()) << "</td><td>"
-        << HtmlEscape(t->problem.phase) << "</td><td class=\"status-"
+        << ToString(t->problem.phase) << "</td><td class=\"status-"
         << ToString(r.status) << "\">" << ToString(r.status) << "</td><td>" << HtmlEscape(r.message)
         << "</td>";
     for (const double v : {r.median_ms, r.p10_ms, r.p90_ms})
@@ -476,17 +411,9 @@ std::string RenderHtmlReport(const ReportInput& input) {
   const json data = {{"scaling", ScalingData(best)},
                      {"pareto", ParetoData(input.trials)},
                      {"roofline", RooflineData(input.trials)}};
-  const std::string chartjs(reinterpret_cast<const char*>(report_assets::kChartJs),
-                            report_assets::kChartJsSize);
 
   std::ostringstream out;
-  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      << "<title>attntune report " << HtmlEscape(input.generated_at) << "</title>\n"
-      << "<style>" << kStyle << "</style>\n"
-      << "<script>" << kErrorHandlers << "</script>\n"
-      << "<script>\n"
-      << ScriptSafe(chartjs) << "\n</script>\n</head>\n<body>\n"
-      << "<h1>attntune performance report</h1>\n"
+  out << "<h1>attntune performance report</h1>\n"
       << "<p class=\"muted\">attntune " << HtmlEscape(input.tool_version) << ", generated "
       << HtmlEscape(input.generated_at) << ". Times hold only for the device that measured "
       << "them.</p>\n<div id=\"js-errors\"></div>\n";
@@ -510,9 +437,16 @@ std::string RenderHtmlReport(const ReportInput& input) {
       << "not measure a device's peak rates.</p>\n"
       << "<div class=\"charts\" id=\"roofline-charts\"></div></section>\n";
   WriteTrialTable(out, input.trials);
-  out << "<script type=\"application/json\" id=\"attntune-data\">" << JsonForScript(data)
-      << "</script>\n<script>" << kChartCode << "</script>\n</body>\n</html>\n";
-  return out.str();
+  out << "<script type=\"application/json\" id=\"attntune-data\">"
+      << JsonForScript(data.dump(-1, ' ', false, json::error_handler_t::replace))
+      << "</script>\n<script>" << kChartCode << "</script>\n";
+  HtmlPage page;
+  page.title = "attntune report " + input.generated_at;
+  page.style = kStyle;
+  page.head_script = kErrorHandlers;
+  page.chartjs = true;
+  page.body = out.str();
+  return RenderHtmlPage(page);
 }
 
 }  // namespace attntune

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "reports/assets.h"
+#include "reports/html_page.h"
 
 namespace attntune {
 namespace {
@@ -44,16 +44,13 @@ std::string RenderReplayReport(const std::vector<std::string>& strategies,
                                     std::to_string(first.size) + " configurations)"},
                       {"n", first.curve_mean.size()}, {"datasets", datasets}, {"scores", scores}});
   }
-  std::ostringstream html;
-  html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>attntune replay</title>\n"
-       << "<style>body{font-family:sans-serif;max-width:960px;margin:auto}"
-          "canvas{margin-bottom:2em}</style>\n<script>"
-       << reinterpret_cast<const char*>(report_assets::kChartJs) << "</script></head><body>\n"
-       << "<h1>Replay: best-so-far fraction of optimum</h1>\n<p>" << repeats
-       << " repeats, seed " << seed
+  std::ostringstream body;
+  body << "<h1>Replay: best-so-far fraction of optimum</h1>\n<p>" << repeats << " repeats, seed "
+       << seed
        << "; bands: 10th to 90th percentile over repeats; dashed: random search's analytic "
           "expectation.</p>\n<div id=\"charts\"></div>\n<script>\nconst charts = "
-       << charts.dump() << ";\n"
+       << JsonForScript(charts.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+       << ";\n"
        << "for (const c of charts) {\n"
           "  const h = document.createElement('h2'); h.textContent = c.title;\n"
           "  const p = document.createElement('p');\n"
@@ -66,9 +63,13 @@ std::string RenderReplayReport(const std::vector<std::string>& strategies,
           "    options: {animation: false, scales: {x: {title: {display: true, text: "
           "'evaluations'}}, y: {title: {display: true, text: 'fraction of optimum'}, max: 1}},\n"
           "      plugins: {legend: {labels: {filter: (item) => !/ p[19]0$/.test(item.text)}}}}});\n"
-          "}\n</script></body></html>\n";
-  return html.str();
+          "}\n</script>\n";
+  HtmlPage page;
+  page.title = "attntune replay";
+  page.style = "body{font-family:sans-serif;max-width:960px;margin:auto}canvas{margin-bottom:2em}";
+  page.chartjs = true;
+  page.body = body.str();
+  return RenderHtmlPage(page);
 }
-
 
 }  // namespace attntune

@@ -7,18 +7,17 @@
 namespace attntune {
 namespace report_util {
 
-bool IsTunableName(const std::string& key) {
-  return !key.empty() && key[0] >= 'A' && key[0] <= 'Z';
+namespace {
+nlohmann::json ParseObject(const std::string& text) {
+  if (text.empty()) return nlohmann::json::object();
+  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+  ATTNTUNE_CHECK_MSG(parsed.is_object(), "config params are not a JSON object: " + text);
+  return parsed;
 }
+}  // namespace
 
-SplitParams SplitParamsJson(const std::string& params_json) {
-  SplitParams split;
-  if (params_json.empty()) return split;
-  const nlohmann::json parsed = nlohmann::json::parse(params_json, nullptr, false);
-  ATTNTUNE_CHECK_MSG(parsed.is_object(), "config params are not a JSON object: " + params_json);
-  for (const auto& [key, value] : parsed.items())
-    (IsTunableName(key) ? split.tunables : split.variant)[key] = value;
-  return split;
+SplitParams ParseConfigParams(const std::string& params_json, const std::string& tunables_json) {
+  return {ParseObject(params_json), ParseObject(tunables_json)};
 }
 
 std::string ParamsText(const nlohmann::json& object) {

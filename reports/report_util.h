@@ -10,17 +10,15 @@
 namespace attntune {
 namespace report_util {
 
-/// A config's params split by the naming convention of reports.h: tunables (keys that
-/// start with an uppercase letter) and the variant's own parameters (all other keys).
+/// A config's variant parameters and tunables, parsed.
 struct SplitParams {
   nlohmann::json variant = nlohmann::json::object();
   nlohmann::json tunables = nlohmann::json::object();
 };
 
-bool IsTunableName(const std::string& key);
-
-/// CHECKs that `params_json` is a JSON object (the database stores canonical JSON).
-SplitParams SplitParamsJson(const std::string& params_json);
+/// Parses a config's two objects; CHECKs that each is a JSON object (the database
+/// refuses rows where they are not).
+SplitParams ParseConfigParams(const std::string& params_json, const std::string& tunables_json);
 
 /// "sink=0,w=256": keys in JSON (sorted) order, strings unquoted, other values as JSON.
 std::string ParamsText(const nlohmann::json& object);

@@ -19,16 +19,15 @@ struct ReportInput {
   std::vector<AllocationRecord> allocations;  // FA/SWA allocations (attntune allocate)
 };
 
-// Params keys that start with an uppercase letter (Br, Bc, ...) are tunables; others: variant's.
-
 /// One tuned entry: the fastest ok config of a (device, variant, phase, variant params,
 /// d, L).
 struct BestEntry {
   std::string device_name;
   std::string variant;
-  std::string phase = "prefill";  // the problem's: "prefill" or "decode" (Lq = 1, Lk = L)
+  Phase phase = Phase::kPrefill;  // the problem's (decode: Lq = 1, Lk = L)
   std::string implementation;
-  std::string params_json;  // full canonical params (variant params and tunables)
+  std::string params_json = "{}";    // the variant's own parameters (canonical JSON object)
+  std::string tunables_json = "{}";  // the implementation's tunables (canonical JSON object)
   int64_t head_dim = 0;
   int64_t seq_len = 0;  // Lk
   double median_ms = 0;

@@ -119,7 +119,7 @@ void SearchProblem(RunState& run, size_t v, int64_t L, int64_t problem_index,
   const Variant& variant = *run.plan.variants[v];
   Database& db = run.store.Db();
   const Shape& shape = context.GetShape();
-  const ProblemRecord record{0, shape, ToString(options.dtype), ToString(options.phase)};
+  const ProblemRecord record{0, shape, options.dtype, options.phase};
   const int64_t problem_id = db.PutProblem(record);
   const std::string problem_name = variant.id +
                                    (options.phase == Phase::kDecode ? " decode" : "") +

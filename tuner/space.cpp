@@ -172,7 +172,8 @@ std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const 
   std::map<std::string, size_t> seen;
   for (const TrialRow& row : rows) {
     if (row.problem.shape.Lk != nearest) continue;
-    const std::string key = row.config.implementation + "|" + row.config.params_json;
+    const std::string key = row.config.implementation + "|" + row.config.params_json + "|" +
+                            row.config.tunables_json;
     auto it = seen.find(key);
     if (it == seen.end()) {
       seen.emplace(key, configs.size());
@@ -188,7 +189,9 @@ std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const 
     Point p = space.FromIndex(i);
     if (!space.Violation(p).empty()) continue;
     const Implementation& impl = search.ImplOf(p);
-    points.emplace(impl.id + "|" + CanonicalParamsJson(variant, impl, search.ParamsOf(p)),
+    const Params params = search.ParamsOf(p);
+    points.emplace(impl.id + "|" + CanonicalVariantParamsJson(variant, params) + "|" +
+                       CanonicalTunablesJson(impl, params),
                    std::move(p));
   }
   std::vector<Point> out;

@@ -18,8 +18,9 @@ TrialStore::Trial TrialStore::EvaluateOrReuse(int64_t problem_id, const Variant&
                                               ProblemContext& context, Timer& timer,
                                               const EvaluateOptions& options,
                                               const std::function<void()>& before_evaluate) {
-  const int64_t config_id =
-      db_.PutConfig({0, variant.id, impl.id, CanonicalParamsJson(variant, impl, params)});
+  const int64_t config_id = db_.PutConfig({0, variant.id, impl.id,
+                                           CanonicalVariantParamsJson(variant, params),
+                                           CanonicalTunablesJson(impl, params)});
   Trial trial;
   if (auto stored = db_.FindReusable(device_id_, problem_id, config_id, build_id_)) {
     trial.id = stored->id;

@@ -103,7 +103,15 @@ TEST_CASE("ResolveParams fills defaults and names every kind of bad value") {
   const Implementation* tiled = swa.FindImplementation("tiled");
   const Params full = ResolveParams(swa, tiled, shape, ParseParams("w=0064", "x"), "--params");
   CHECK(ParamsToString(full) == "Bc=64,Br=32,sink=0,w=64");
-  CHECK(CanonicalParamsJson(swa, *tiled, full) == R"({"Bc":64,"Br":32,"sink":0,"w":64})");
+  CHECK(CanonicalVariantParamsJson(swa, full) == R"({"sink":0,"w":64})");
+  CHECK(CanonicalTunablesJson(*tiled, full) == R"({"Bc":64,"Br":32})");
+  // Split by the declarations, not by spelling: an undeclared name is in neither.
+  Params odd = full;
+  odd["Extra"] = "1";
+  odd["extra"] = "2";
+  CHECK(CanonicalVariantParamsJson(swa, odd) == R"({"sink":0,"w":64})");
+  CHECK(CanonicalTunablesJson(*tiled, odd) == R"({"Bc":64,"Br":32})");
+  CHECK(CanonicalTunablesJson(*tiled, {}) == "{}");
   const Params variant_only = ResolveParams(swa, nullptr, shape, {{"w", "8"}}, "x");
   CHECK(ParamsToString(variant_only) == "sink=0,w=8");
 

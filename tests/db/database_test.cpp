@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,8 @@ ProblemRecord Problem(int64_t L = 1024) {
 }
 
 ConfigRecord Swa(int w = 256) {
-  return {0, "swa", "kokkos_windowed", R"({"sink":4,"w":)" + std::to_string(w) + "}"};
+  return {0, "swa", "kokkos_windowed", R"({"sink":4,"w":)" + std::to_string(w) + "}",
+          R"({"Bc":64,"Br":32})"};
 }
 
 Ids Seed(Database& db) {
@@ -145,12 +147,12 @@ void MakeFileDb(const std::string& path, int trials) {
   for (int i = 0; i < trials; ++i) Insert(*db, ids, r);
 }
 
-TEST_CASE("a new database has schema version 1 and no rows", "[db]") {
+TEST_CASE("a new database has schema version 2 and no rows", "[db]") {
   auto db = Database::Open(":memory:");
   DbInfo info = db->Info();
   CHECK(info.path == ":memory:");
   CHECK(info.schema_version == kSchemaVersion);
-  CHECK(info.schema_version == 1);
+  CHECK(info.schema_version == 2);
   CHECK(info.devices + info.problems + info.configs + info.builds + info.runs + info.trials +
             info.samples + info.metrics ==
         0);
@@ -167,7 +169,7 @@ TEST_CASE("a file database has every table, WAL mode and our application id", "[
                  "WHERE type = 'table' ORDER BY name)") ==
         "build,config,device,meta,metric,problem,run,sample,trial");
   CHECK(RawQuery(path, "PRAGMA journal_mode") == "wal");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "1");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "2");
   CHECK(RawQuery(path, "PRAGMA application_id") == std::to_string(0x41544E54));
   CHECK(RawQuery(path, "SELECT value FROM meta WHERE key = 'created_by'").rfind("attntune ", 0) ==
         0);
@@ -186,7 +188,7 @@ TEST_CASE("reopening a database keeps its rows and changes nothing", "[db]") {
   for (int i = 0; i < 2; ++i) {
     auto db = Database::Open(path);
     DbInfo info = db->Info();
-    CHECK(info.schema_version == 1);
+    CHECK(info.schema_version == 2);
     CHECK(info.trials == 1);
     CHECK(info.samples == 4);
     CHECK(db->PutDevice(Cpu()) == ids.device);
@@ -209,9 +211,9 @@ TEST_CASE("upserts return the existing row for an equal key", "[db]") {
   ProblemRecord non_causal = Problem();
   non_causal.shape.causal = false;
   ProblemRecord decode = Problem();
-  decode.phase = "decode";
+  decode.phase = Phase::kDecode;
   ProblemRecord bf16 = Problem();
-  bf16.dtype = "bf16";
+  bf16.dtype = Dtype::kBf16;
   std::vector<int64_t> ids = {problem, db->PutProblem(Problem(2048)), db->PutProblem(non_causal),
                               db->PutProblem(decode), db->PutProblem(bf16)};
   std::sort(ids.begin(), ids.end());
@@ -223,6 +225,12 @@ TEST_CASE("upserts return the existing row for an equal key", "[db]") {
   ConfigRecord generic = Swa();
   generic.implementation = "kokkos_block_sparse";
   CHECK(db->PutConfig(generic) != config);
+  // The same variant parameters with other tunables are another config.
+  ConfigRecord tiles = Swa();
+  tiles.tunables_json = R"({"Bc":32,"Br":32})";
+  const int64_t other_tiles = db->PutConfig(tiles);
+  CHECK(other_tiles != config);
+  CHECK(db->PutConfig(tiles) == other_tiles);
 
   int64_t build = db->PutBuild({0, "0.1.0", "aaaa"});
   CHECK(db->PutBuild({0, "0.1.0", "aaaa"}) == build);
@@ -231,7 +239,7 @@ TEST_CASE("upserts return the existing row for an equal key", "[db]") {
   DbInfo info = db->Info();
   CHECK(info.devices == 2);
   CHECK(info.problems == 5);
-  CHECK(info.configs == 3);
+  CHECK(info.configs == 4);
   CHECK(info.builds == 2);
 }
 
@@ -276,12 +284,13 @@ TEST_CASE("a trial round-trips through InsertTrial, Trials and Samples", "[db]")
   CHECK(row.device.fingerprint_json == Cpu().fingerprint_json);
   CHECK(row.problem.id == ids.problem);
   CHECK(row.problem.shape == Problem().shape);
-  CHECK(row.problem.dtype == "fp32");
-  CHECK(row.problem.phase == "prefill");
+  CHECK(row.problem.dtype == Dtype::kF32);
+  CHECK(row.problem.phase == Phase::kPrefill);
   CHECK(row.config.id == ids.config);
   CHECK(row.config.variant == "swa");
   CHECK(row.config.implementation == "kokkos_windowed");
   CHECK(row.config.params_json == Swa().params_json);
+  CHECK(row.config.tunables_json == Swa().tunables_json);
   CHECK(row.build.id == ids.build);
   CHECK(row.build.version == "0.1.0");
   CHECK(row.build.kernel_hash == "abcdef0123456789");
@@ -514,14 +523,119 @@ TEST_CASE("a database garbled after opening is reported as a UserError", "[db]")
                                              "is malformed)"));
 }
 
+TEST_CASE("a damaged row is a UserError naming the file and the row, never an abort", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("d.db");
+  Ids ids;
+  int64_t trial = 0;
+  {
+    auto db = Database::Open(path);
+    ids = Seed(*db);
+    trial = Insert(*db, ids, Ok());
+  }
+  // Both readers of trial rows: Trials (reports) and FindReusable (a re-run), which never
+  // selects a trial of an unknown status.
+  auto errors = [&](bool reusable = true) {
+    std::vector<std::string> texts;
+    auto db = Database::Open(path);
+    for (int i = 0; i < (reusable ? 2 : 1); ++i) {
+      try {
+        if (i == 0) db->Trials({});
+        else db->FindReusable(ids.device, ids.problem, ids.config, ids.build);
+        texts.push_back("(no error)");
+      } catch (const UserError& e) {
+        texts.push_back(e.what());
+      }
+    }
+    REQUIRE(texts.front() == texts.back());
+    return texts.front();
+  };
+  const std::string damaged = " (the database is damaged)";
+  CHECK(errors() == "(no error)");
+  // The schema's CHECK keeps attntune from writing it; another program need not.
+  RawExec(path, "PRAGMA ignore_check_constraints = ON; UPDATE trial SET status = 'bogus'");
+  CHECK(errors(false) == path + ": trial " + std::to_string(trial) +
+                             " has unknown status 'bogus'" + damaged);
+  RawExec(path, "PRAGMA ignore_check_constraints = ON; UPDATE trial SET status = 'ok'");
+  RawExec(path, "UPDATE problem SET dtype = 'fp8'");
+  CHECK(errors() == path + ": problem " + std::to_string(ids.problem) +
+                        " has unknown dtype 'fp8'" + damaged);
+  RawExec(path, "UPDATE problem SET dtype = 'fp32', phase = 'Prefill'");
+  CHECK(errors() == path + ": problem " + std::to_string(ids.problem) +
+                        " has unknown phase 'Prefill'" + damaged);
+  RawExec(path, "UPDATE problem SET phase = 'prefill'");
+  RawExec(path, "UPDATE config SET params_json = '[4,256]'");
+  CHECK(errors() == path + ": config " + std::to_string(ids.config) +
+                        " has params_json '[4,256]', not a JSON object" + damaged);
+  RawExec(path, "UPDATE config SET params_json = '{\"w\":'");
+  CHECK(errors() == path + ": config " + std::to_string(ids.config) +
+                        " has params_json '{\"w\":', not a JSON object" + damaged);
+  RawExec(path, "UPDATE config SET params_json = '{}'");
+  CHECK(errors() == "(no error)");
+}
+
+// tests/fixtures/db/v1.db: a schema-1 file with 22 trials (README.md there).
+std::string CopyOfV1(const TempDir& dir) {
+  const std::string path = dir.File("v1.db");
+  fs::copy_file(ATTNTUNE_FIXTURES_DIR "/db/v1.db", path);
+  return path;
+}
+
+TEST_CASE("a schema-1 file is upgraded in place, its configs split by the v1 rule", "[db]") {
+  TempDir dir;
+  const std::string path = CopyOfV1(dir);
+  REQUIRE(RawQuery(path, "PRAGMA user_version") == "1");
+  DbInfo first;
+  {
+    auto db = Database::Open(path);
+    first = db->Info();
+    CHECK(first.schema_version == 2);
+    CHECK(first.trials == 22);
+    CHECK(first.samples == 242);
+    CHECK(first.metrics == 176);
+    CHECK(first.configs == 12);
+    std::map<int64_t, ConfigRecord> configs;
+    for (const TrialRow& row : db->Trials({})) configs[row.config.id] = row.config;
+    REQUIRE(configs.size() == 12);
+    CHECK(configs[4].variant == "swa");
+    CHECK(configs[4].params_json == R"({"sink":0,"w":512})");
+    CHECK(configs[4].tunables_json == R"({"Bc":32,"Br":32})");
+    CHECK(configs[1].params_json == "{}");
+    CHECK(configs[1].tunables_json == R"({"Bc":128,"Br":16})");
+    CHECK(configs[11].params_json == R"({"bias":0,"r":128,"seed":0,"w_kv":1024,"w_q":32})");
+    CHECK(configs[11].tunables_json == R"({"Bc":32,"Br":16})");
+    // A config written now with the same values is the migrated row.
+    CHECK(db->PutConfig(configs[4]) == 4);
+  }
+  CHECK(RawQuery(path, "PRAGMA foreign_key_check") == "");
+  auto again = Database::Open(path);
+  const DbInfo second = again->Info();
+  CHECK(second.schema_version == 2);
+  CHECK(second.configs == first.configs);
+  CHECK(second.trials == first.trials);
+  CHECK(second.samples == first.samples);
+  CHECK(second.metrics == first.metrics);
+  CHECK(RawQuery(path, "SELECT count(*) FROM meta") == "2");
+}
+
+TEST_CASE("a schema-1 file with a damaged config is refused and left as it was", "[db]") {
+  TempDir dir;
+  const std::string path = CopyOfV1(dir);
+  RawExec(path, "UPDATE config SET params_json = '[32,32]' WHERE id = 7");
+  CHECK(OpenError(path) ==
+        path + ": config 7 has params_json '[32,32]', not a JSON object (the database is damaged)");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "1");
+  CHECK(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'config_v2'") == "0");
+}
+
 TEST_CASE("a database from a newer attntune is refused", "[db]") {
   TempDir dir;
   std::string path = dir.File("n.db");
   MakeFileDb(path, 1);
-  RawExec(path, "PRAGMA user_version = 2");
+  RawExec(path, "PRAGMA user_version = 3");
   CHECK(OpenError(path) ==
-        path + ": schema version 2 is newer than this attntune (supports 1); upgrade attntune");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "2");
+        path + ": schema version 3 is newer than this attntune (supports 2); upgrade attntune");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "3");
 }
 
 TEST_CASE("another program's SQLite database is refused", "[db]") {
@@ -540,7 +654,7 @@ TEST_CASE("an empty file becomes a new database", "[db]") {
   std::string path = dir.File("empty.db");
   std::ofstream{path};
   REQUIRE(fs::file_size(path) == 0);
-  CHECK(Database::Open(path)->Info().schema_version == 1);
+  CHECK(Database::Open(path)->Info().schema_version == 2);
 }
 
 TEST_CASE("a database in a missing directory is refused by name", "[db]") {

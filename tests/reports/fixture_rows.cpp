@@ -1,5 +1,7 @@
 #include "tests/reports/fixture_rows.h"
 
+#include <nlohmann/json.hpp>
+
 namespace attntune {
 namespace test {
 
@@ -30,7 +32,13 @@ TrialRow MakeTrial(int64_t id, const std::string& variant, const std::string& pa
   t.problem.shape.Lk = L;
   t.config.variant = variant;
   t.config.implementation = "kokkos_windowed";
-  t.config.params_json = params_json;
+  // The fixture's implementation declares the tunables Br and Bc.
+  const nlohmann::json all = nlohmann::json::parse(params_json);
+  nlohmann::json params = nlohmann::json::object(), tunables = nlohmann::json::object();
+  for (const auto& [key, value] : all.items())
+    (key == "Br" || key == "Bc" ? tunables : params)[key] = value;
+  t.config.params_json = params.dump();
+  t.config.tunables_json = tunables.dump();
   t.build.version = "0.1.0";
   t.build.kernel_hash = "0123456789abcdef";
   t.result.status = status;
@@ -108,7 +116,7 @@ ReportInput MakeFixtureInputWithDecode() {
     TrialRow t = MakeTrial(++id, "dense", params, 64, L, ms, 1.0);
     t.problem.id += 1000000;  // another problem than the prefill one of the same L
     t.problem.shape.Lq = 1;
-    t.problem.phase = "decode";
+    t.problem.phase = Phase::kDecode;
     t.result.metrics["pairs"] = 8.0 * static_cast<double>(L);  // Hq = 8 rows of L keys
     t.result.metrics["useful_flops"] = 4.0 * 64 * t.result.metrics["pairs"];
     in.trials.push_back(std::move(t));

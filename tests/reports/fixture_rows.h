@@ -8,7 +8,8 @@
 namespace attntune {
 namespace test {
 
-/// One ok or failed trial; `params_json` canonical, metrics as given.
+/// One ok or failed trial; `params_json` canonical, holding the variant's parameters and
+/// the tunables Br and Bc (stored apart), metrics as given.
 TrialRow MakeTrial(int64_t id, const std::string& variant, const std::string& params_json,
                    int64_t d, int64_t L, double median_ms, double mass_recall,
                    TrialStatus status = TrialStatus::kOk, const std::string& message = "");

@@ -70,11 +70,13 @@ TEST_CASE("BestEntries keeps the fastest ok trial per device, variant, params, d
   REQUIRE(best[0].variant == "dense");
   CHECK(best[0].head_dim == 64);
   CHECK(best[0].seq_len == 512);
-  CHECK(best[0].params_json == R"({"Bc":64,"Br":64})");
+  CHECK(best[0].params_json == R"({})");
+  CHECK(best[0].tunables_json == R"({"Bc":64,"Br":64})");
   CHECK(best[0].median_ms == 0.25);
   // At L=1024 a wrong_result trial (0.01 ms) is faster than every ok one: ignored.
   CHECK(best[1].seq_len == 1024);
-  CHECK(best[1].params_json == R"({"Bc":64,"Br":32})");
+  CHECK(best[1].params_json == R"({})");
+  CHECK(best[1].tunables_json == R"({"Bc":64,"Br":32})");
   CHECK(best[1].median_ms == 0.90);
   CHECK(best[2].seq_len == 4096);
   CHECK(best[2].median_ms == 12.0);
@@ -83,14 +85,16 @@ TEST_CASE("BestEntries keeps the fastest ok trial per device, variant, params, d
   // swa: the variant params ({"sink":0,"w":256} < {"sink":4,"w":1024}) order one length.
   REQUIRE(best[4].variant == "swa");
   CHECK(best[4].seq_len == 1024);
-  CHECK(best[4].params_json == R"({"Bc":64,"Br":32,"sink":0,"w":256})");
+  CHECK(best[4].params_json == R"({"sink":0,"w":256})");
+  CHECK(best[4].tunables_json == R"({"Bc":64,"Br":32})");
   CHECK(best[4].median_ms == 0.40);
   CHECK(best[4].rel_err == Approx(0.1));
   CHECK(best[4].implementation == "kokkos_windowed");
   CHECK(best[4].device_name == "Test CPU");
-  for (const BestEntry& e : best) CHECK(e.phase == "prefill");
+  for (const BestEntry& e : best) CHECK(e.phase == Phase::kPrefill);
   CHECK(best[5].seq_len == 1024);
-  CHECK(best[5].params_json == R"({"Bc":64,"Br":32,"sink":4,"w":1024})");
+  CHECK(best[5].params_json == R"({"sink":4,"w":1024})");
+  CHECK(best[5].tunables_json == R"({"Bc":64,"Br":32})");
   CHECK(best[5].mass_recall == 0.99);
   CHECK(best[6].seq_len == 4096);
   CHECK(best[6].median_ms == 1.6);
@@ -106,7 +110,8 @@ TEST_CASE("BestEntries is empty without ok trials, and ties go to the older tria
   in.trials.push_back(MakeTrial(2, "dense", "{\"Br\":64}", 64, 128, 2.0, 1.0));
   const std::vector<BestEntry> best = BestEntries(in);
   REQUIRE(best.size() == 1);
-  CHECK(best[0].params_json == "{\"Br\":64}");
+  CHECK(best[0].params_json == R"({})");
+  CHECK(best[0].tunables_json == R"({"Br":64})");
 }
 
 // The lookup checks run inside a program that includes the generated header; a failed
@@ -281,17 +286,19 @@ TEST_CASE("BestEntries keeps prefill and decode winners of the same variant, d a
   const std::vector<BestEntry> best = BestEntries(MakeFixtureInputWithDecode());
   REQUIRE(best.size() == 9);
   // Prefill first within a variant: dense prefill (4), dense decode (2), swa (3).
-  for (size_t i : {0, 1, 2, 3, 6, 7, 8}) CHECK(best[i].phase == "prefill");
-  REQUIRE(best[4].phase == "decode");
+  for (size_t i : {0, 1, 2, 3, 6, 7, 8}) CHECK(best[i].phase == Phase::kPrefill);
+  REQUIRE(best[4].phase == Phase::kDecode);
   CHECK(best[4].variant == "dense");
   CHECK(best[4].seq_len == 1024);
-  CHECK(best[4].params_json == R"({"Bc":32,"Br":16})");
+  CHECK(best[4].params_json == R"({})");
+  CHECK(best[4].tunables_json == R"({"Bc":32,"Br":16})");
   CHECK(best[4].median_ms == 0.05);
-  CHECK(best[5].phase == "decode");
+  CHECK(best[5].phase == Phase::kDecode);
   CHECK(best[5].seq_len == 4096);
   // The prefill winner at the same (dense, d=64, L=1024) is still there.
   CHECK(best[1].seq_len == 1024);
-  CHECK(best[1].params_json == R"({"Bc":64,"Br":32})");
+  CHECK(best[1].params_json == R"({})");
+  CHECK(best[1].tunables_json == R"({"Bc":64,"Br":32})");
   CHECK(best[1].median_ms == 0.90);
 }
 

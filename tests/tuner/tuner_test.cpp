@@ -552,7 +552,7 @@ TEST_CASE("A decode tune stores one query row per head (dma_decode: every step) 
       INFO(variant << " " << row.problem.shape.ToString() << ": " << row.result.message);
       // Every variant runs a decode step correctly: no wrong_result, no invalid.
       CHECK(row.result.status == TrialStatus::kOk);
-      CHECK(row.problem.phase == "decode");
+      CHECK(row.problem.phase == Phase::kDecode);
       CHECK(row.problem.shape.Lq == (variant == "dma_decode" ? row.problem.shape.Lk : 1));
       CHECK((row.problem.shape.Lk == 40 || row.problem.shape.Lk == 72));
     }
@@ -590,7 +590,8 @@ TEST_CASE("The implementation is a search dimension; each configuration is one v
     CHECK_FALSE(params.count("impl"));
     CHECK(params.count("Chunk") == (impl.id == own.id ? 1u : 0u));  // only union's tunable
     generic_points += impl.id == generic.id ? 1 : 0;
-    configs.insert(impl.id + " " + CanonicalParamsJson(hax, impl, params));
+    configs.insert(impl.id + " " + CanonicalVariantParamsJson(hax, params) +
+                   CanonicalTunablesJson(impl, params));
     CHECK(search.Describe(p).rfind(impl.id + " ", 0) == 0);
   }
   CHECK(valid == variant_points * (grid_size(own.tunables) + grid_size(generic.tunables)));
@@ -615,9 +616,10 @@ TEST_CASE("A decode step searches one Br of those that give the same blocks; pre
     const TuneSummary s = RunTune(plan, timer, nullptr);
     std::set<std::string> br, configs;
     for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
-      if (row.problem.phase != phase || row.problem.shape.Lk != L) continue;
-      configs.insert(row.config.implementation + " " + row.config.params_json);
-      br.insert(nlohmann::json::parse(row.config.params_json).at("Br").dump());
+      if (ToString(row.problem.phase) != phase || row.problem.shape.Lk != L) continue;
+      configs.insert(row.config.implementation + " " + row.config.params_json +
+                     row.config.tunables_json);
+      br.insert(nlohmann::json::parse(row.config.tunables_json).at("Br").dump());
     }
     CHECK(s.evaluations == static_cast<int64_t>(configs.size()));
     return std::make_pair(br, configs.size());
@@ -652,7 +654,7 @@ TEST_CASE("Prefill and decode tunes of the same length share a database and stay
   TunePlan plan = PlanTune(TinyTune(dir.path, {48}, 1), TestCpu());
   std::map<std::pair<std::string, std::string>, Shape> problems;  // (variant, phase) -> shape
   for (const TrialRow& row : plan.db->Trials(TrialFilter{})) {
-    problems[{row.config.variant, row.problem.phase}] = row.problem.shape;
+    problems[{row.config.variant, ToString(row.problem.phase)}] = row.problem.shape;
   }
   REQUIRE(problems.size() == 4);
   CHECK(problems[{"dense", "prefill"}].Lq == 48);
@@ -698,7 +700,7 @@ TEST_CASE("A decode tune warm-starts from the nearest stored decode length, neve
   ProblemRecord problem;
   problem.shape = plan.db->Trials(TrialFilter{}).front().problem.shape;
   REQUIRE(problem.shape.Lq == 1);
-  problem.phase = "decode";
+  problem.phase = Phase::kDecode;
   problem.shape.Lk = 125;  // nearest stored decode length: 128
   const SearchSpace search = BuildSearchSpace(
       dense, {&dense.implementations[0], &dense.implementations[1]}, problem.shape);
@@ -706,10 +708,10 @@ TEST_CASE("A decode tune warm-starts from the nearest stored decode length, neve
   REQUIRE_FALSE(points.empty());
   CHECK(search.Describe(points[0]) == seen.Best("dense decode L=128"));
   // The same lengths as prefill problems (every row) have nothing stored.
-  problem.phase = "prefill";
+  problem.phase = Phase::kPrefill;
   problem.shape.Lq = problem.shape.Lk;
   CHECK(WarmStartPoints(*plan.db, device_id, dense, search, problem, 3).empty());
-  problem.phase = "decode";  // decode, but every row: not a decode step's shape
+  problem.phase = Phase::kDecode;  // decode, but every row: not a decode step's shape
   CHECK(WarmStartPoints(*plan.db, device_id, dense, search, problem, 3).empty());
 }
 

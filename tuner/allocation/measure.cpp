@@ -1,6 +1,5 @@
 #include "tuner/allocation/measure.h"
 
-#include "build_info.h"
 #include "core/check.h"
 #include "search/strategy.h"
 #include "tuner/session.h"
@@ -10,44 +9,33 @@ namespace attntune {
 MeasureRun BeginMeasureRun(Database& db, const DeviceInfo& device, Timer& timer,
                            const EvaluateOptions& evaluate, const std::string& args_json) {
   MeasureRun run;
-  run.db = &db;
+  run.store = std::make_shared<TrialStore>(db, device, args_json);
   run.timer = &timer;
   run.evaluate = evaluate;
-  run.device_id = db.PutDevice({0, device.kind, device.name, device.fingerprint_json});
-  run.build_id = db.PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
-  run.run_id = db.BeginRun(args_json, run.device_id, UtcNow());
   return run;
 }
 
-void FinishMeasureRun(const MeasureRun& run) { run.db->FinishRun(run.run_id, UtcNow()); }
+void FinishMeasureRun(const MeasureRun& run) { run.store->Finish(); }
 
-// The store-or-reuse loop over one problem is RunTune's (tuner/session.cpp) without its
-// progress events, warm start, time budget and counter passes.
+// A problem searched as RunTune searches one (tuner/session.cpp), each candidate through
+// the same store stage, without progress events, warm start or a time budget.
 ProblemMeasurement MeasureProblem(MeasureRun& run, ProblemContext& problem, Phase phase,
                                   const Variant& variant,
                                   const std::vector<const Implementation*>& impls,
                                   const ProblemSearch& search) {
-  ATTNTUNE_CHECK(run.db != nullptr && run.timer != nullptr);
-  Database& db = *run.db;
+  ATTNTUNE_CHECK(run.store != nullptr && run.timer != nullptr);
   const Shape& shape = problem.GetShape();
-  const int64_t problem_id = db.PutProblem({0, shape, ToString(Dtype::kF32), ToString(phase)});
+  const int64_t problem_id = run.store->Db().PutProblem({0, shape, Dtype::kF32, phase});
   const SearchSpace space = BuildSearchSpace(variant, impls, shape);
   auto strategy = MakeStrategy(search.strategy, space.space, search.seed, "allocation search");
   ProblemMeasurement out;
   RunSearch(*strategy, search.budget, [&](const Point& point) {
     const Implementation& impl = space.ImplOf(point);
     const Params params = space.ParamsOf(point);
-    const int64_t config_id =
-        db.PutConfig({0, variant.id, impl.id, CanonicalParamsJson(variant, impl, params)});
-    TrialResult result;
-    if (auto stored = db.FindReusable(run.device_id, problem_id, config_id, run.build_id)) {
-      result = stored->result;
-      ++out.reused;
-    } else {
-      result = EvaluateCandidate(problem, variant, impl, params, *run.timer, run.evaluate).result;
-      db.InsertTrial(run.run_id, run.device_id, problem_id, config_id, run.build_id, result);
-      ++out.measured;
-    }
+    const TrialStore::Trial trial = run.store->EvaluateOrReuse(
+        problem_id, variant, impl, params, problem, *run.timer, run.evaluate);
+    const TrialResult& result = trial.result;
+    ++(trial.reused ? out.reused : out.measured);
     ++out.evaluations;
     const bool ok = result.status == TrialStatus::kOk;
     if (!ok) ++out.failed;

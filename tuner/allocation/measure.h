@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,13 +14,13 @@
 #include "profiler/device.h"
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
+#include "tuner/store.h"
 
 namespace attntune {
 
-/// One run of the database that measurements are stored under.
+/// One run of the database that measurements are stored under (the tuner's store stage).
 struct MeasureRun {
-  Database* db = nullptr;  // not owned
-  int64_t device_id = 0, build_id = 0, run_id = 0;
+  std::shared_ptr<TrialStore> store;
   Timer* timer = nullptr;  // not owned
   EvaluateOptions evaluate;
 };

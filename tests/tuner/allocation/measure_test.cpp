@@ -60,7 +60,7 @@ TEST_CASE(
     CHECK(t.config.implementation == "tiled");
     CHECK(t.result.status == TrialStatus::kOk);
     CHECK(t.result.metrics.count("check_err") == 1);  // gated against the fp64 reference
-    prefill += t.problem.phase == "prefill";
+    prefill += t.problem.phase == Phase::kPrefill;
   }
   CHECK(prefill == 3);
 

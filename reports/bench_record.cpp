@@ -1,0 +1,130 @@
+#include "reports/bench_record.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "reports/report_util.h"
+
+namespace attntune {
+
+namespace {
+
+// Bumped whenever a key changes meaning or goes away; new keys keep the version.
+constexpr int kBenchJsonSchema = 1;
+
+// The variant's parameters and the tunables in one object (keys sorted).
+nlohmann::json MergedParams(const BenchRecord& r) {
+  nlohmann::json params = nlohmann::json::parse(r.params_json, nullptr, false);
+  const nlohmann::json tunables = nlohmann::json::parse(r.tunables_json, nullptr, false);
+  ATTNTUNE_CHECK_MSG(params.is_object() && tunables.is_object(),
+                     "bench params are not JSON objects: " + r.params_json + " " + r.tunables_json);
+  params.update(tunables);
+  return params;
+}
+
+nlohmann::json HardwareJson(const BenchHardware& hw) {
+  nlohmann::json j;
+  if (!hw.error.empty()) {
+    j["error"] = hw.error;
+    return j;
+  }
+  j["chip"] = hw.chip;
+  for (const auto& [name, value] : hw.counters)  // shown without the metric's "hw_"
+    j[name.rfind("hw_", 0) == 0 ? name.substr(3) : name] = value;
+  return j;
+}
+
+double Metric(const BenchRecord& r, const char* name) {
+  const auto it = r.metrics.find(name);
+  return it == r.metrics.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+}
+
+void Append(std::string* out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+void Append(std::string* out, const char* format, ...) {
+  va_list args, copy;
+  va_start(args, format);
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  const size_t at = out->size();
+  out->resize(at + static_cast<size_t>(n) + 1);
+  std::vsnprintf(out->data() + at, static_cast<size_t>(n) + 1, format, args);
+  out->resize(at + static_cast<size_t>(n));
+  va_end(args);
+}
+
+}  // namespace
+
+double SelectPhaseMs(const std::vector<BenchKernel>& kernels) {
+  double ms = 0.0;
+  for (const BenchKernel& k : kernels)
+    if (k.name.rfind(kSelectPhasePrefix, 0) == 0) ms += k.ms;
+  return ms;
+}
+
+std::string RenderBenchRecordJson(const BenchRecord& r) {
+  nlohmann::json j;
+  j["schema"] = kBenchJsonSchema;
+  j["variant"] = r.variant;
+  j["implementation"] = r.implementation;
+  j["params"] = MergedParams(r);
+  j["shape"] = r.shape.ToString();
+  j["device"] = r.device;
+  j["dtype"] = ToString(r.dtype);
+  j["timer"] = r.timer;
+  j["status"] = ToString(r.status);
+  if (!r.message.empty()) j["message"] = r.message;
+  for (const auto& [name, value] : r.metrics) j[name] = value;
+  if (r.status == TrialStatus::kOk) {
+    j["median_ms"] = r.median_ms;
+    j["p10_ms"] = r.p10_ms;
+    j["p90_ms"] = r.p90_ms;
+    j["cv"] = r.cv;
+    j["samples"] = r.samples;
+  }
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const BenchKernel& k : r.kernels)
+    kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"ms", k.ms}});
+  j["kernels"] = kernels;
+  j["inputs"] = r.inputs;
+  j["select_ms"] = SelectPhaseMs(r.kernels);
+  if (r.hardware) j["hardware"] = HardwareJson(*r.hardware);
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string RenderBenchRecordText(const BenchRecord& r) {
+  std::string out;
+  Append(&out, "%s %s %s on %s: %s\n", r.variant.c_str(), r.implementation.c_str(),
+         report_util::ParamsText(MergedParams(r)).c_str(), r.shape.ToString().c_str(),
+         ToString(r.status));
+  if (r.status == TrialStatus::kOk) {
+    Append(&out, "  median %.3f ms (p10 %.3f, p90 %.3f, cv %.3f, %lld samples)\n", r.median_ms,
+           r.p10_ms, r.p90_ms, r.cv, static_cast<long long>(r.samples));
+    Append(&out, "  %.2f GFLOP/s useful, %.0f pairs (%.4f of dense)", Metric(r, "gflops"),
+           Metric(r, "pairs"), Metric(r, "pair_ratio"));
+    if (r.metrics.count("rel_err")) {
+      Append(&out, ", rel_err %.3g, mass_recall %.4f\n", Metric(r, "rel_err"),
+             Metric(r, "mass_recall"));
+    } else {
+      Append(&out, ", unchecked: no reference, no quality\n");
+    }
+  } else {
+    Append(&out, "  %s\n", r.message.c_str());
+  }
+  if (!r.kernels.empty())
+    Append(&out, "  selection phase %.3f ms (of the checked run)\n", SelectPhaseMs(r.kernels));
+  for (const BenchKernel& k : r.kernels)
+    Append(&out, "  kernel %s (%s) %.3f ms\n", k.name.c_str(), k.kind.c_str(), k.ms);
+  if (r.hardware)
+    Append(&out, "  hardware counters: %s\n",
+           HardwareJson(*r.hardware)
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+               .c_str());
+  return out;
+}
+
+}  // namespace attntune

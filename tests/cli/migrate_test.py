@@ -1,0 +1,93 @@
+"""A schema-1 database (tests/fixtures/db/v1.db) opens under this build: it is upgraded in
+place, emits the same entries as the schema-1 code did, and a re-run of the tune commands
+that made it adds trials without duplicating configs; a second re-run reuses every trial."""
+import json
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+
+from clitest import FIXTURES, run, expect, finish
+
+tmp = tempfile.mkdtemp()
+out = os.path.join(tmp, "out")
+db_path = os.path.join(tmp, "attntune.db")
+shutil.copy(os.path.join(FIXTURES, "db/v1.db"), db_path)
+
+
+def query(sql):
+    con = sqlite3.connect(db_path)
+    rows = con.execute(sql).fetchall()
+    con.close()
+    return rows
+
+
+def counts():
+    return [query(f"SELECT count(*) FROM {t}")[0][0] for t in ("trial", "sample", "metric")]
+
+
+def configs():
+    """(variant, implementation, params ∪ tunables) of every config row."""
+    rows = query("SELECT variant, implementation, params_json, tunables_json FROM config")
+    return [(v, i, json.dumps({**json.loads(p), **json.loads(t)}, sort_keys=True))
+            for v, i, p, t in rows]
+
+
+expect(query("PRAGMA user_version") == [(1,)], "the fixture is a schema-1 file")
+before = counts()
+v1_configs = query("SELECT variant, implementation, params_json FROM config")
+
+p = run("emit", "--db", db_path, "--out", out, check=0)
+expect(query("PRAGMA user_version") == [(2,)], "emit upgraded the file to schema 2")
+expect(counts() == before, f"every trial, sample and metric kept: {counts()} vs {before}")
+merged = configs()
+expect(sorted(merged) == sorted((v, i, json.dumps(json.loads(p), sort_keys=True))
+                                for v, i, p in v1_configs),
+       "every config keeps its parameters, split in two")
+expect(query("SELECT params_json, tunables_json FROM config WHERE id = 4") ==
+       [('{"sink":0,"w":512}', '{"Bc":32,"Br":32}')], "swa's config split by the v1 rule")
+with open(os.path.join(FIXTURES, "db/v1_entries.json")) as f:
+    v1_entries = json.load(f)
+with open(os.path.join(out, "attntune_config.json")) as f:
+    entries = json.load(f)["entries"]
+expect(entries == v1_entries, f"emit gives the schema-1 code's {len(v1_entries)} entries")
+
+run("emit", "--db", db_path, "--out", out, check=0)
+expect(query("PRAGMA user_version") == [(2,)] and counts() == before and configs() == merged,
+       "reopening the upgraded file changes nothing")
+
+# The commands that made the fixture (tests/fixtures/db/README.md), timed briefly.
+prefill = ["tune", "--seq-lens", "64,128", "--variants", "dense,swa,ks", "--budget", "3",
+           "--max-seconds", "0.05", "--db", db_path, "--out", out]
+decode = ["tune", "--seq-lens", "64", "--variants", "dense,dma_decode", "--phase", "decode",
+          "--budget", "2", "--max-seconds", "0.05", "--db", db_path, "--out", out]
+SUMMARY = re.compile(r"(\d+) evaluations \((\d+) measured, (\d+) from the database, (\d+) failed\)")
+
+
+def rerun():
+    result = []
+    for args in (prefill, decode):
+        p = run(*args, check=0)
+        m = SUMMARY.search(p.stdout)
+        expect(m is not None, f"tune {' '.join(args[1:5])} ran on the upgraded file")
+        result.append(tuple(int(x) for x in m.groups()) if m else (0, 0, 0, 0))
+    return result
+
+
+first = rerun()
+builds = query("SELECT count(*) FROM build")[0][0]
+measured = sum(r[1] for r in first)
+expect(counts()[0] == before[0] + measured, f"the re-run stored its {measured} measured trials")
+expect(measured == 0 or builds == 2, "trials measured by this build are stored under it")
+now = configs()
+expect(len(set(now)) == len(now), f"no config stored twice ({len(now)} configs)")
+expect(set(merged) <= set(now), "the fixture's configs are still there")
+
+trials_after_first = counts()[0]
+second = rerun()
+expect(all(r[1] == 0 and r[2] == r[0] for r in second),
+       f"a second re-run reuses every trial: {second}")
+expect(counts()[0] == trials_after_first, "and stores nothing new")
+expect(configs() == now, "nor any config")
+finish()

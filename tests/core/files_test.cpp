@@ -1,0 +1,144 @@
+// WriteFileAtomic: the one way attntune writes a file. A failed write leaves neither a
+// temporary file nor a damaged old file behind.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "core/files.h"
+#include "core/safetensors.h"
+#include "tests/user_error_text.h"
+
+namespace attntune {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory per test case, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("attntune_files_test_" + std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" +
+             std::to_string(counter_++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+  /// The names in the directory, sorted.
+  std::vector<std::string> Names() const {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(path_))
+      names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Lowers this process's file size limit for its lifetime, so that a write fails halfway
+// (EFBIG) the way a full disk makes it fail; SIGXFSZ is ignored meanwhile.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lowered = old_;
+    lowered.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &lowered);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+TEST_CASE("WriteFileAtomic writes a new file and replaces an old one") {
+  TempDir dir;
+  const std::string path = dir.File("out.txt");
+  WriteFileAtomic(path, "first");
+  CHECK(ReadAll(path) == "first");
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+  WriteFileAtomic(path, "second, longer");
+  CHECK(ReadAll(path) == "second, longer");
+  WriteFileAtomic(path, "");
+  CHECK(ReadAll(path).empty());
+  CHECK(dir.Names() == std::vector<std::string>{"out.txt"});
+}
+
+TEST_CASE("WriteFileAtomic into a folder that does not exist leaves nothing behind") {
+  TempDir dir;
+  const std::string path = dir.File("missing/out.txt");
+  CHECK(UserErrorText([&] { WriteFileAtomic(path, "x"); }) ==
+        path + ": cannot write (No such file or directory)");
+  CHECK(dir.Names().empty());
+}
+
+TEST_CASE("WriteFileAtomic onto a directory keeps the directory and no temporary file") {
+  TempDir dir;
+  const std::string path = dir.File("report.html");
+  fs::create_directories(path);
+  WriteFileAtomic(dir.File("report.html/kept"), "old");
+  CHECK(UserErrorText([&] { WriteFileAtomic(path, "<html>"); }) ==
+        path + ": cannot write (Is a directory)");
+  CHECK(dir.Names() == std::vector<std::string>{"report.html"});
+  CHECK(ReadAll(dir.File("report.html/kept")) == "old");
+}
+
+TEST_CASE("WriteFileAtomic that fails halfway keeps the old content") {
+  TempDir dir;
+  const std::string path = dir.File("attntune_config.json");
+  WriteFileAtomic(path, "old content");
+  const std::string big(64 * 1024, 'x');
+  {
+    FileSizeLimit limit(4096);
+    CHECK(UserErrorText([&] { WriteFileAtomic(path, big); }) ==
+          path + ": cannot write (File too large)");
+  }
+  CHECK(ReadAll(path) == "old content");
+  CHECK(dir.Names() == std::vector<std::string>{"attntune_config.json"});
+}
+
+TEST_CASE("WriteSafetensors over an existing file keeps it when the write fails") {
+  TempDir dir;
+  const std::string path = dir.File("o.safetensors");
+  StFile small;
+  small["o"] = MakeF32({2}, {1.0f, 2.0f});
+  WriteSafetensors(path, small);
+  const std::string before = ReadAll(path);
+  StFile big;
+  big["o"] = MakeF32({1 << 16}, std::vector<float>(1 << 16, 3.0f));
+  {
+    FileSizeLimit limit(4096);
+    CHECK(UserErrorText([&] { WriteSafetensors(path, big); }) ==
+          path + ": cannot write (File too large)");
+  }
+  CHECK(ReadAll(path) == before);
+  CHECK(ReadSafetensors(path).at("o").AsF32() == std::vector<float>{1.0f, 2.0f});
+  CHECK(dir.Names() == std::vector<std::string>{"o.safetensors"});
+}
+
+}  // namespace
+}  // namespace attntune
