@@ -60,6 +60,9 @@ class KeySets {
   virtual void Row(int64_t b, int64_t hq, int64_t i, std::vector<int64_t>* keys) const = 0;
   /// Additive logit bias of key j for KV head hkv (0 unless the variant defines one).
   virtual double Bias(int64_t /*b*/, int64_t /*hkv*/, int64_t /*j*/) const { return 0.0; }
+  /// Whether Row may be called for different heads from several threads at once (false:
+  /// the sets keep state from row to row, as the decode's resident sets do).
+  virtual bool ThreadSafe() const { return true; }
 };
 
 /// Returns "" when (shape, params) is valid, else the reason (one line, no prefix).

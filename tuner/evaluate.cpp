@@ -47,16 +47,18 @@ const ProblemContext::Truth& ProblemContext::TruthOf(const Variant& variant, con
   const Tensors& in = Inputs();
   Truth truth;
   auto sets = variant.key_sets(in, own);
-  truth.reference = ReferenceAttention(in, *sets);
+  const bool dense = variant.id == "dense";
+  truth.reference = ReferenceAttention(in, *sets, dense ? &truth.row_lse : nullptr);
   truth.pairs = AttendedPairs(variant, in, own);
-  if (variant.id == "dense") {
-    // By definition dense keeps all of its own mass; skip an O(L^2 d) pass.
+  if (dense) {
+    // By definition dense keeps all of its own mass.
     truth.mass_recall = 1.0;
     truth.ref_rel_err = 0.0;
   } else {
-    const Truth& dense = Dense();
-    truth.mass_recall = MassRecall(in, *sets);
-    truth.ref_rel_err = RelErr(truth.reference, dense.reference);
+    const Truth& dense_truth = Dense();
+    // From the dense rows' log-sum-exp: a cost in this variant's pairs, not dense's.
+    truth.mass_recall = MassRecall(in, *sets, dense_truth.row_lse);
+    truth.ref_rel_err = RelErr(truth.reference, dense_truth.reference);
   }
   return truths_.emplace(key, std::move(truth)).first->second;
 }

@@ -33,6 +33,7 @@ class ProblemContext {
     double mass_recall = 1.0;       // against dense
     double ref_rel_err = 0.0;       // the definition's own output against dense
     int64_t pairs = 0;              // attended (i, j) pairs
+    std::vector<double> row_lse;    // dense only: each row's log softmax denominator
   };
   /// The truth of (variant, its own params); tunables in `params` are ignored.
   const Truth& TruthOf(const Variant& variant, const Params& params);

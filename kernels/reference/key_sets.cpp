@@ -89,6 +89,7 @@ class UnionKeySets : public KeySets {
     std::set_union(ka.begin(), ka.end(), kb.begin(), kb.end(), std::back_inserter(*keys));
   }
   double Bias(int64_t b, int64_t hkv, int64_t j) const override { return a_->Bias(b, hkv, j); }
+  bool ThreadSafe() const override { return a_->ThreadSafe() && b_->ThreadSafe(); }
 
  private:
   std::unique_ptr<KeySets> a_, b_;
@@ -149,6 +150,7 @@ class DecodeKeySets : public KeySets {
   double Bias(int64_t b, int64_t hkv, int64_t j) const override {
     return bias_ ? x_[(b * t_.shape.Hkv + hkv) * t_.shape.Lk + j] : 0.0;
   }
+  bool ThreadSafe() const override { return false; }  // states_ grows row by row
 
  private:
   const Tensors& t_;

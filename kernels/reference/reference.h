@@ -8,8 +8,12 @@
 
 namespace attntune {
 
-/// O[B,Hq,Lq,d] in fp64 for the given key sets; rows with empty S(i) are zero.
-std::vector<double> ReferenceAttention(const Tensors& tensors, const KeySets& sets);
+/// O[B,Hq,Lq,d] in fp64 for the given key sets; rows with empty S(i) are zero. Heads run
+/// on several threads when the sets allow it (KeySets::ThreadSafe); the result does not
+/// depend on it. `row_lse`, when given, receives per row (b, hq, i) the log of the
+/// softmax denominator over S(i) (-inf for an empty row).
+std::vector<double> ReferenceAttention(const Tensors& tensors, const KeySets& sets,
+                                       std::vector<double>* row_lse = nullptr);
 
 /// The reference of `variant` with complete params.
 std::vector<double> ReferenceOutput(const Variant& variant, const Tensors& tensors,
@@ -19,8 +23,13 @@ std::vector<double> ReferenceOutput(const Variant& variant, const Tensors& tenso
 double RelErr(const float* out, const std::vector<double>& ref);
 double RelErr(const std::vector<double>& out, const std::vector<double>& ref);
 
-/// Mean over rows of the dense attention probability kept by S(i) (DESIGN.md s1).
-double MassRecall(const Tensors& tensors, const KeySets& sets);
+/// Mean over rows of the dense attention probability kept by S(i) (DESIGN.md s1), from
+/// the dense rows' log-sum-exp (ReferenceAttention's row_lse of dense): a cost in the
+/// pairs S attends, not in dense's.
+double MassRecall(const Tensors& tensors, const KeySets& sets, const std::vector<double>& dense_lse);
+
+/// The same from the definition: each row's whole dense softmax (the check of the above).
+double MassRecallFromDenseRows(const Tensors& tensors, const KeySets& sets);
 
 /// Quality of a variant against dense: rel_err of its reference output against the
 /// dense reference, and mass_recall.

@@ -154,7 +154,7 @@ TEST_CASE("mass_recall is 1 for dense and the kept share for swa") {
   const Variant& dense = FindVariant("dense", "x");
   const Variant& swa = FindVariant("swa", "x");
   const std::vector<double> dense_ref = ReferenceOutput(dense, t, {});
-  CHECK(MassRecall(t, *dense.key_sets(t, {})) == Approx(1.0).epsilon(1e-12));
+  CHECK(MassRecallFromDenseRows(t, *dense.key_sets(t, {})) == Approx(1.0).epsilon(1e-12));
   const Quality dq = QualityAgainstDense(dense, t, {}, dense_ref);
   CHECK(dq.rel_err == 0.0);
   CHECK(dq.mass_recall == Approx(1.0).epsilon(1e-12));
@@ -165,7 +165,7 @@ TEST_CASE("mass_recall is 1 for dense and the kept share for swa") {
   CHECK(q.mass_recall > 0.05);
   CHECK(q.mass_recall < 0.9);
   // A larger window keeps more of the dense probability.
-  CHECK(MassRecall(t, *swa.key_sets(t, {{"w", "32"}, {"sink", "0"}})) > q.mass_recall);
+  CHECK(MassRecallFromDenseRows(t, *swa.key_sets(t, {{"w", "32"}, {"sink", "0"}})) > q.mass_recall);
 }
 
 TEST_CASE("RelErr handles zeros and non-finite outputs") {
@@ -181,3 +181,29 @@ TEST_CASE("RelErr handles zeros and non-finite outputs") {
 
 }  // namespace
 }  // namespace attntune
+
+TEST_CASE("MassRecall from the dense rows' log-sum-exp equals the definition, for every variant") {
+  using namespace attntune;
+  for (const char* shape_text : {"Hq=4,Hkv=2,L=37,d=64", "Hq=2,Hkv=1,Lq=37,Lk=577,d=64", "Hq=1,L=1,d=64"}) {
+    const Shape shape = ParseShape(shape_text, "test");
+    const Tensors t = GaussianTensors(shape, 7);
+    std::vector<double> lse;
+    ReferenceAttention(t, *FindVariant("dense", "test").key_sets(t, {}), &lse);
+    const std::pair<const char*, Params> cases[] = {
+        {"dense", {}},
+        {"swa", {{"w", "5"}, {"sink", "2"}}},
+        {"hybrid", {{"w", "7"}, {"full", "1"}, {"sink", "0"}}},
+        {"lsh", {{"k", "6"}, {"bits", "3"}, {"rule", "sign"}, {"seed", "1"}}},
+        {"ks", {{"k", "4"}}},
+        {"hax", {{"k_lsh", "3"}, {"k_ks", "3"}, {"bits", "2"}, {"rule", "argmax"}, {"seed", "0"}}},
+        {"dma", {{"w", "6"}, {"bias", "1"}, {"seed", "2"}}},
+    };
+    for (const auto& [id, params] : cases) {
+      const Variant& v = FindVariant(id, "test");
+      if (shape.Lq != shape.Lk && v.token_by_token) continue;
+      INFO(id << " " << shape_text);
+      const double fast = MassRecall(t, *v.key_sets(t, params), lse);
+      CHECK(fast == Approx(MassRecallFromDenseRows(t, *v.key_sets(t, params))).epsilon(1e-12));
+    }
+  }
+}

@@ -385,7 +385,7 @@ TEST_CASE("Structured inputs: each pattern recovers what it is built for") {
     const Tensors t = StructuredTensors(shape, pattern, 9, "x");
     const Variant& v = FindVariant(variant, "x");
     const Params p = ResolveParams(v, nullptr, shape, ParseParams(params, "x"), "x");
-    return MassRecall(t, *v.key_sets(t, p));
+    return MassRecallFromDenseRows(t, *v.key_sets(t, p));
   };
   CHECK(recall("band", "swa", "w=64") > recall("gaussian", "swa", "w=64") + 0.3);
   CHECK(recall("sinks", "swa", "w=64,sink=4") > recall("sinks", "swa", "w=64") + 0.05);
@@ -403,7 +403,7 @@ TEST_CASE("Structured inputs: LSH recovers the needle for the rows that seek it"
   auto recall = [&](const std::string& variant, const std::string& params) {
     const Variant& v = FindVariant(variant, "x");
     const Params p = ResolveParams(v, nullptr, shape, ParseParams(params, "x"), "x");
-    return MassRecall(t, *v.key_sets(t, p));
+    return MassRecallFromDenseRows(t, *v.key_sets(t, p));
   };
   const double swa = recall("swa", "w=64"), ks = recall("ks", "k=64");
   CHECK(swa < 0.05);
