@@ -45,4 +45,26 @@ std::vector<const Implementation*> RequireImplementations(const Backend& backend
                   platform + " runs: " + SupportedVariantsText(platform, kind) + ")");
 }
 
+
+const Implementation& ImplementationNamed(const Backend& backend, const Variant& variant, Dtype dtype,
+                                        int64_t d, const std::string& id) {
+  std::vector<const Implementation*> offered;
+  for (const Phase phase : {Phase::kPrefill, Phase::kDecode}) {
+    for (const Implementation* impl : ImplementationsFor(backend, variant, {phase, dtype, d})) {
+      if (std::find(offered.begin(), offered.end(), impl) == offered.end()) offered.push_back(impl);
+    }
+  }
+  if (offered.empty()) {  // throws, naming what the backend runs
+    (void)RequireImplementations(backend, variant, {Phase::kPrefill, dtype, d}, "--variant");
+  }
+  if (id.empty()) return *offered.front();
+  std::string known;
+  for (const Implementation* impl : offered) {
+    if (impl->id == id) return *impl;
+    known += (known.empty() ? "" : ", ") + impl->id;
+  }
+  throw UserError("--impl: unknown implementation '" + id + "' of " + variant.id + " (known: " +
+                  known + ")");
+}
+
 }  // namespace attntune

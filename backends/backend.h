@@ -75,4 +75,11 @@ std::vector<const Implementation*> RequireImplementations(const Backend& backend
                                                           const ProblemKind& kind,
                                                           const std::string& what);
 
+/// --impl: the implementation `id` of `variant` that `backend` runs in `dtype` at head
+/// dimension `d` (in either phase), or the first it runs when `id` is empty. UserError
+/// "--impl: unknown implementation '<id>' of <variant> (known: ...)", or naming --variant
+/// when the backend runs none.
+const Implementation& ImplementationNamed(const Backend& backend, const Variant& variant,
+                                          Dtype dtype, int64_t d, const std::string& id);
+
 }  // namespace attntune

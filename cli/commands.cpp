@@ -1,6 +1,5 @@
 #include "cli/commands.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -37,27 +36,6 @@ const CLI::Validator kPositiveFinite =
     FiniteCheck([](double v) { return v > 0.0; }, "a positive number");
 const CLI::Validator kNonNegativeFinite =
     FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
-
-const Implementation* FindImplementationArg(const Backend& backend, const Variant& variant,
-                                            Dtype dtype, int64_t head_dim, const std::string& id) {
-  std::vector<const Implementation*> offered;
-  for (const Phase phase : {Phase::kPrefill, Phase::kDecode}) {
-    for (const Implementation* impl : ImplementationsFor(backend, variant, {phase, dtype, head_dim})) {
-      if (std::find(offered.begin(), offered.end(), impl) == offered.end()) offered.push_back(impl);
-    }
-  }
-  if (offered.empty()) {  // throws, naming what the backend runs
-    (void)RequireImplementations(backend, variant, {Phase::kPrefill, dtype, head_dim}, "--variant");
-  }
-  if (id.empty()) return offered.front();
-  std::string known;
-  for (const Implementation* impl : offered) {
-    if (impl->id == id) return impl;
-    known += (known.empty() ? "" : ", ") + impl->id;
-  }
-  throw UserError("--impl: unknown implementation '" + id + "' of " + variant.id + " (known: " +
-                  known + ")");
-}
 
 namespace {
 

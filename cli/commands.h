@@ -23,10 +23,4 @@ void RegisterTune(CLI::App& app, int* rc);
 void RegisterBench(CLI::App& app, int* rc);
 void RegisterRun(CLI::App& app, int* rc);
 
-/// --impl: the implementation `id` of `variant` that `backend` runs in `dtype` at head
-/// dimension `head_dim` (any phase), or the first it runs when `id` is empty. UserError
-/// naming --impl with the known ones, or --variant when the backend runs none.
-const Implementation* FindImplementationArg(const Backend& backend, const Variant& variant,
-                                            Dtype dtype, int64_t head_dim, const std::string& id);
-
 }  // namespace attntune

@@ -36,7 +36,7 @@ void RegisterRun(CLI::App& app, int* rc) {
     const Variant& variant = FindVariant(args->variant, "--variant");
     // run computes on the CPU backend (fp32 host buffers in and out).
     std::unique_ptr<Backend> cpu = OpenBackend("cpu", "--device");
-    const Implementation* impl = FindImplementationArg(*cpu, variant, Dtype::kF32, 0, args->impl);
+    const Implementation* impl = &ImplementationNamed(*cpu, variant, Dtype::kF32, 0, args->impl);
     const Params given = ParseParams(args->params, "--params");
     ProblemFile problem = ReadProblemFile(args->in, !args->non_causal);
     const Tensors& t = problem.tensors;

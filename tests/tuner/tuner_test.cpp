@@ -17,6 +17,7 @@
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
+#include "tuner/bench.h"
 #include "tuner/session.h"
 
 using namespace attntune;
@@ -56,7 +57,10 @@ class FakeBackend : public Backend {
   std::string Platform() const override { return platform_; }
   DeviceInfo Device() const override { return {"cpu", "test cpu", "{\"test\":1}"}; }
   std::vector<Dtype> Dtypes() const override { return dtypes_; }
-  std::unique_ptr<Timer> MakeTimer(std::string*) override { return nullptr; }
+  std::unique_ptr<Timer> MakeTimer(std::string* note) override {
+    if (note) *note = "counting";
+    return std::make_unique<CountingTimer>();
+  }
   MeasureHooks Hooks(bool) const override { return {}; }
   std::unique_ptr<CounterSource> MakeCounters(Dtype, std::string* why_not) override {
     if (!counters) {
@@ -780,4 +784,28 @@ TEST_CASE("PlanTune on a CUDA backend picks cuda_decode in the decode phase, cud
     REQUIRE_FALSE(tiles.empty());
     for (const std::string& tile : tiles) CHECK(tile.find("_f16_d128_") != std::string::npos);
   }
+}
+
+TEST_CASE("Bench: the record of one checked, timed candidate, tunables apart from params") {
+  BenchRequest r;
+  r.variant = "ks";
+  r.params = "k=8,Br=16";
+  r.shape = "B=1,Hq=4,Hkv=2,L=64,d=64";
+  r.max_seconds = 0.01;
+  r.min_reps = 2;
+  const BenchRecord rec = Bench(r, TestCpu());
+  CHECK(rec.status == TrialStatus::kOk);
+  CHECK(rec.implementation == "topk");
+  CHECK(rec.params_json == R"({"k":8})");
+  CHECK(nlohmann::json::parse(rec.tunables_json).at("Br") == 16);
+  CHECK(rec.timer == "counting");
+  CHECK(rec.samples >= 2);
+  CHECK(rec.metrics.at("check_err") < 1e-5);  // gated against the fp64 reference
+  CHECK(SelectPhaseMs(rec.kernels) > 0);       // ks scores its keys in a selection phase
+  CHECK_FALSE(rec.hardware.has_value());
+  r.impl = "nope";
+  CHECK_THROWS_WITH(Bench(r, TestCpu()), "--impl: unknown implementation 'nope' of ks (known: topk, generic)");
+  r.impl = "";
+  r.metrics = true;
+  CHECK_THROWS_WITH(Bench(r, TestCpu()), "--metrics: the fake backend was given no counters");
 }

@@ -1,0 +1,86 @@
+#include "tuner/bench.h"
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "core/generators.h"
+#include "core/shape.h"
+#include "tuner/evaluate.h"
+
+namespace attntune {
+namespace {
+
+EvaluateOptions MeasureOptions(const BenchRequest& r, Dtype dtype, const Backend& backend) {
+  EvaluateOptions options;
+  options.policy.max_seconds = r.max_seconds;
+  options.policy.min_reps = r.min_reps;
+  // A floor above the default ceiling raises the ceiling: the repetitions asked for run.
+  options.policy.max_reps = std::max(options.policy.max_reps, r.min_reps);
+  options.check = r.check;
+  options.element_bytes = ElementBytes(dtype);
+  const MeasureHooks hooks = backend.Hooks(r.flush_l2);
+  options.policy.before_each = hooks.before_each;
+  options.after_measure = hooks.after_measure;
+  return options;
+}
+
+}  // namespace
+
+BenchRecord Bench(const BenchRequest& request, Backend& backend) {
+  const Variant& variant = FindVariant(request.variant, "--variant");
+  const Dtype dtype = ResolveDtype(backend, request.dtype, "--dtype");
+  const Shape shape = ParseShape(request.shape, "--shape");
+  ValidateShape(shape, "--shape");
+  CheckProblemFitsHost(shape, request.check, "--shape");
+  const Implementation& impl = ImplementationNamed(backend, variant, dtype, shape.d, request.impl);
+  const Params params =
+      ResolveParams(variant, &impl, shape, ParseParams(request.params, "--params"), "--params");
+  ProblemContext problem =
+      request.inputs == "gaussian"
+          ? ProblemContext(shape, request.seed)
+          : ProblemContext(StructuredTensors(shape, request.inputs, request.seed, "--inputs"));
+  BenchRecord rec;
+  std::unique_ptr<Timer> timer = backend.MakeTimer(&rec.timer);
+  const EvaluateOptions options = MeasureOptions(request, dtype, backend);
+  std::unique_ptr<CounterSource> counters;
+  if (request.metrics) {
+    std::string why;
+    counters = backend.MakeCounters(dtype, &why);
+    if (!counters) throw UserError("--metrics: " + why);
+  }
+  const Evaluated ev = EvaluateCandidate(problem, variant, impl, params, *timer, options);
+  const TrialResult& r = ev.result;
+  if (counters && r.status == TrialStatus::kOk) {  // in passes of their own, after the timing
+    BenchHardware hw;
+    try {
+      hw.counters = counters->Read([&] { impl.launch(problem.Inputs(), params); }, &hw.chip);
+    } catch (const std::runtime_error& e) {
+      hw.error = e.what();
+    }
+    rec.hardware = hw;
+  }
+  rec.variant = variant.id;
+  rec.implementation = impl.id;
+  rec.params_json = CanonicalVariantParamsJson(variant, params);
+  rec.tunables_json = CanonicalTunablesJson(impl, params);
+  rec.shape = shape;
+  rec.device = backend.Device().name;
+  rec.dtype = dtype;
+  rec.inputs = request.inputs;
+  rec.status = r.status;
+  rec.message = r.message;
+  rec.metrics = r.metrics;
+  rec.median_ms = r.median_ms;
+  rec.p10_ms = r.p10_ms;
+  rec.p90_ms = r.p90_ms;
+  rec.cv = r.cv;
+  rec.samples = static_cast<int64_t>(r.samples_ms.size());
+  for (const KernelEvent& k : ev.kernels) rec.kernels.push_back({k.name, k.kind, k.ms});
+  // Whole process (binary, Kokkos, inputs, reference when checked, kernel buffers).
+  rec.peak_rss_bytes = PeakRssBytes();
+  return rec;
+}
+
+}  // namespace attntune

@@ -1,0 +1,32 @@
+// One candidate on one shape, checked and timed on a backend, as `attntune bench` runs
+// it: the request in, the record (reports/bench_record.h) out, rendered by reports/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backends/backend.h"
+#include "reports/bench_record.h"
+
+namespace attntune {
+
+struct BenchRequest {
+  std::string variant;
+  std::string impl;    // empty: the first the backend runs
+  std::string params;  // "w=1024,sink=4"
+  std::string shape = "B=1,Hq=16,Hkv=8,L=1024,d=128";
+  std::string dtype;   // empty: the backend's default
+  uint64_t seed = 1;
+  std::string inputs = "gaussian";  // or a pattern of core/generators.h
+  bool check = true;                // false: --unchecked
+  double max_seconds = 3.0;
+  int min_reps = 5;
+  bool flush_l2 = false;
+  bool metrics = false;
+};
+
+/// Checks (unless unchecked) and times the request's candidate on `backend`, then reads
+/// its hardware counters when asked; UserError naming the flag for bad input.
+BenchRecord Bench(const BenchRequest& request, Backend& backend);
+
+}  // namespace attntune
