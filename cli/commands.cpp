@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -38,6 +39,40 @@ const CLI::Validator kNonNegativeFinite =
     FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
 
 namespace {
+
+// `attntune variants`: the variant table as this build holds it, each row's parameters
+// and, per platform, phase and dtype, the implementations that run it.
+void RegisterVariants(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("variants", "List the variants and what runs each, from the table");
+  cmd->callback([rc] {
+    for (const Variant& v : Variants()) {
+      std::string params;
+      for (const ParamDecl& p : v.params) params += (params.empty() ? "" : ", ") + p.name;
+      std::printf("%s: %s\n  params: %s\n", v.id.c_str(), v.summary.c_str(),
+                  params.empty() ? "none" : params.c_str());
+      // One line per (platform, phase, dtype) that some implementation takes, in table order.
+      std::vector<std::string> lines;
+      for (const Implementation& impl : v.implementations) {
+        for (const Phase phase : impl.phases) {
+          for (const Dtype dtype : impl.dtypes) {
+            const std::string key = "  " + impl.platform + " " + ToString(phase) + " " +
+                                    ToString(dtype) + ":";
+            auto it = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) {
+              return l.rfind(key, 0) == 0;
+            });
+            if (it == lines.end()) {
+              lines.push_back(key + " " + impl.id);
+            } else if (it->find(" " + impl.id) == std::string::npos) {
+              *it += ", " + impl.id;
+            }
+          }
+        }
+      }
+      for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+    }
+    *rc = 0;
+  });
+}
 
 void RegisterDevices(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("devices", "List the devices attntune can tune on");
@@ -107,6 +142,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
 
 void RegisterCommands(CLI::App& app, int* rc) {
   RegisterDevices(app, rc);
+  RegisterVariants(app, rc);
   RegisterTune(app, rc);
   RegisterBench(app, rc);
   RegisterRun(app, rc);

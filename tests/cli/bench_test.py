@@ -31,6 +31,12 @@ expect(j["checked"] == 0 and "rel_err" not in j and "mass_recall" not in j and "
        "--unchecked reports no quality it did not compute")
 expect(j["pairs"] == dense_pairs and j["pair_ratio"] == 1.0, "--unchecked still counts pairs")
 
+# attntune variants: every row of the table, each with what runs it on the CPU.
+p = run("variants", check=0)
+for v in ["dense", "swa", "hybrid", "lsh", "ks", "hax", "dma", "dma_decode"]:
+    expect(f"\n{v}: " in "\n" + p.stdout, f"variants lists {v}")
+expect(p.stdout.count("kokkos prefill fp32: ") == 8, "every variant runs on the CPU in prefill")
+
 # A floor of repetitions above the default ceiling (100) runs them all, not an abort.
 p = run("bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=16,d=64",
         "--min-reps", "101", "--max-seconds", "0.01", "--json", check=0)
