@@ -38,9 +38,9 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/benchmarks/sgemm_ceiling" 2
 "$bin" bench --variant dense --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --json > "$out/dense4096.json"
 
 S16=B=1,Hq=16,Hkv=8,L=16384,d=128
-# name|variant|params: the default tiles, and other tiles for lsh (Bc=64, its default
-# before 2026-11-22's third session) and hax (Br=32, its default before the fourth;
-# Chunk=1024) -- tile sizes are search dimensions.
+# name|variant|params: the default tiles, and other tiles for lsh (Bc=64) and hax (Br=32,
+# Chunk=1024), the alternatives docs/performance.md compares -- tile sizes are search
+# dimensions.
 fam=("dense|dense|" "swa|swa|w=1024" "dma|dma|w=1024" "lsh|lsh|k=64,bits=4"
      "lsh_bc64|lsh|k=64,bits=4,Bc=64" "ks|ks|k=64" "hax|hax|k_lsh=32,k_ks=32,bits=4"
      "hax_br32|hax|k_lsh=32,k_ks=32,bits=4,Br=32"

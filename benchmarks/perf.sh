@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements of docs/perf.md in one run: the single-thread sgemm ceiling (native
+# The measurements of docs/performance.md in one run: the single-thread sgemm ceiling (native
 # OpenBLAS kernel: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for that command only)
 # and `attntune bench` of dense and swa at B=1, Hq=16, Hkv=8, d=128.
 # Usage: benchmarks/perf.sh [build-dir] [L ...]

@@ -36,7 +36,7 @@ bool ArgmaxRule(const Params& p) { return p.at("rule") == "argmax"; }
 
 // Query-block and key-tile sizes of the sparse implementations (GatherTile: Bc <= 512).
 // bc_default: lsh's row groups take 128-column pieces by default (at L=16384, k=64 its
-// per-pair time was 2.39x dense's with Bc=128 against 2.69x with 64, docs/perf-kernels.md).
+// per-pair time against dense's was lower with Bc=128 than with 64: docs/performance.md).
 // br_default: hax's is 128 (see Hax). A default outside the grid joins it.
 std::vector<ParamDecl> SparseTunables(const char* bc_default = "64",
                                       const char* br_default = "32") {
@@ -259,7 +259,8 @@ Variant Hax() {
   // chunk's same-bin run then stayed one block instead of leaving a partial row group per
   // 32 rows (L=16384, 32+32: 442 ms against 475-517 with Br=32). Since a KV head's query
   // heads are sorted together, Br=32 and Br=128 give the same row groups (counted) and
-  // times within the noise (docs/perf-kernels.md); the default was left as it was.
+  // times within the noise (docs/performance.md, "Tried and not adopted"); the default
+  // was left as it was.
   v.implementations[0].tunables.push_back(
       {"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
        "query positions per chunk (gathered ks union and lsh windows per chunk)"});

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Fetches a real Kernel Tuner cache file that no search setting was chosen on
-# (docs/search.md, "A real GPU space no setting saw"): 2D convolution tuned on an NVIDIA
+# (docs/search.md, "Spaces no setting was chosen on"): 2D convolution tuned on an NVIDIA
 # GeForce RTX 2080 Ti, 6768 configurations, from the test data of the
 # autotuning-methodology package on PyPI (MIT licence), in both of its formats.
 #   scripts/fetch_heldout_replay.sh DIR
