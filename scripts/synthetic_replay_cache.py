@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a synthetic Kernel Tuner cache file (docs/search.md, "Spaces no setting was
-was chosen on"): python3 scripts/synthetic_replay_cache.py SEED OUT.json.gz
+chosen on"): python3 scripts/synthetic_replay_cache.py SEED OUT.json.gz
 
 Standard library only; the same seed writes the same file."""
 # A synthetic Kernel Tuner cache: 8 parameters, a log-time model with main effects,
