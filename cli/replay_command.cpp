@@ -1,5 +1,7 @@
 #include "cli/replay_command.h"
 
+#include "core/params.h"
+
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -27,14 +29,6 @@ struct ReplayArgs {
   bool json = false;
   std::string report;
 };
-
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) items.push_back(item);
-  return items;
-}
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -107,14 +101,14 @@ void RegisterReplay(CLI::App& app, int* rc) {
     const ReplayArgs& a = *args;
     ReplayOptions options;
     options.budgets.clear();
-    for (const std::string& b : Split(a.budgets)) options.budgets.push_back(ParsePositiveInt(b, "--budget"));
+    for (const std::string& b : SplitList(a.budgets)) options.budgets.push_back(ParsePositiveInt(b, "--budget"));
     if (options.budgets.empty()) throw UserError("--budget: no budget given (e.g. 25,50,100)");
     if (a.repeats < 1) throw UserError("--repeats: must be a positive integer");
     if (a.threads < 0) throw UserError("--threads: must be 0 or a positive integer");
     options.repeats = a.repeats;
     options.seed = a.seed;
     options.threads = a.threads;
-    const std::vector<std::string> strategies = Split(a.strategy);
+    const std::vector<std::string> strategies = SplitList(a.strategy);
     if (strategies.empty()) throw UserError("--strategy: no strategy given");
     std::vector<ReplayCache> caches;
     for (const std::string& path : a.caches) caches.push_back(ReadReplayCache(path));

@@ -14,6 +14,7 @@
 
 #include "core/files.h"
 #include "core/safetensors.h"
+#include "tests/temp_dir.h"
 #include "tests/user_error_text.h"
 
 namespace attntune {
@@ -21,31 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test case, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("attntune_files_test_" + std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" +
-             std::to_string(counter_++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-  /// The names in the directory, sorted.
-  std::vector<std::string> Names() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(path_))
-      names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tests/temp_dir.h"
 #include "tests/user_error_text.h"
 #include "core/safetensors.h"
 
@@ -13,22 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test case, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("attntune_st_test_" + std::to_string(reinterpret_cast<uintptr_t>(this)) + "_" +
-             std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

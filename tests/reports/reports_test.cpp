@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+
+#include "tests/temp_dir.h"
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,20 +24,6 @@ using test::MakeFixtureInput;
 using test::MakeFixtureInputWithDecode;
 using test::MakeTrial;
 
-// A fresh directory per test case, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "attntune_reports_XXXXXX").string();
-    CHECK(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 void WriteFile(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
