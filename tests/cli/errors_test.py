@@ -47,7 +47,7 @@ expect_error(["tune", "--phase", "decoding", "--out", os.path.join(tmp, "phase")
              "attntune: error: --phase: 'decoding' is not prefill or decode")
 expect(not os.path.exists(os.path.join(tmp, "phase")), "a tune with a bad --phase stores nothing")
 expect_error(["frobnicate"],
-             "attntune: error: unknown command 'frobnicate' (known: devices, tune, bench, run, "
+             "attntune: error: unknown command 'frobnicate' (known: devices, variants, tune, bench, run, "
              "emit, report, db, replay, allocate)")
 expect_error(["tune", "--seq-lens", "0", "--out", tmp],
              "attntune: error: --seq-lens: '0' is not a positive integer")
