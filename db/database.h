@@ -18,6 +18,10 @@ namespace attntune {
 /// The schema version this build writes (migrations bring older files up to it).
 constexpr int kSchemaVersion = 2;
 
+/// The oldest schema a read-only connection reads in place; an older file is read through
+/// an in-memory copy brought up to kSchemaVersion by the migrations.
+constexpr int kReadableSchemaVersion = 2;
+
 struct DbInfo {
   std::string path;
   int schema_version = 0;
@@ -35,8 +39,13 @@ struct TrialFilter {
 class Database {
  public:
   /// Opens (creating if absent) and migrates `path` (":memory:" for tests). A file that
-  /// is not a SQLite database, or has a newer schema -> UserError naming the path.
+  /// is not a SQLite database, is damaged, or has a newer schema -> UserError naming the path.
   static std::unique_ptr<Database> Open(const std::string& path);
+  /// Opens an existing attntune database for reading only: nothing is written to the file
+  /// or beside it unless SQLite's WAL needs it. An empty, foreign, damaged (PRAGMA
+  /// quick_check) or newer file -> UserError naming the path; a file older than
+  /// kReadableSchemaVersion is read through a migrated in-memory copy.
+  static std::unique_ptr<Database> OpenReadOnly(const std::string& path);
   ~Database();
 
   const std::string& Path() const { return path_; }
@@ -74,6 +83,7 @@ class Database {
   Database(std::string path, sqlite3* db);
   std::string path_;
   sqlite3* db_;
+  int file_schema_version_ = kSchemaVersion;  // the file's, when read through a copy
 };
 
 }  // namespace attntune
