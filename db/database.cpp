@@ -122,6 +122,20 @@ CREATE TABLE config_v2(
   UNIQUE(variant, implementation, params_json, tunables_json));
 )sql",
      SplitV1Params},
+    // 2 -> 3: a tune's claim on the candidate it is measuring, so that another tune of the
+    // same candidate waits for its trial instead of measuring it twice. A claim is dropped
+    // with the trial's insert; one of a dead process is taken over (tuner/store.cpp).
+    {R"sql(
+CREATE TABLE claim(
+  device_id INTEGER NOT NULL REFERENCES device(id),
+  problem_id INTEGER NOT NULL REFERENCES problem(id),
+  config_id INTEGER NOT NULL REFERENCES config(id),
+  build_id INTEGER NOT NULL REFERENCES build(id),
+  pid INTEGER NOT NULL,
+  claimed_at INTEGER NOT NULL,
+  PRIMARY KEY(device_id, problem_id, config_id, build_id)) WITHOUT ROWID;
+)sql",
+     nullptr},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration step per schema version");
@@ -636,6 +650,50 @@ std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t proble
   return std::move(rows.front());
 }
 
+ClaimResult Database::ClaimOrReuse(const TrialKey& key, const Claim& claimant,
+                                   const std::function<bool(const Claim&)>& holder_live) {
+  Transaction txn(db_, path_);
+  ClaimResult result;
+  result.trial = FindReusable(key.device_id, key.problem_id, key.config_id, key.build_id);
+  if (result.trial) {
+    result.outcome = ClaimResult::Outcome::kReusable;
+    txn.Commit();
+    return result;
+  }
+  {
+    Stmt held(db_, path_,
+              "SELECT pid, claimed_at FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND "
+              "config_id = ?3 AND build_id = ?4");
+    held.Bind(1, key.device_id).Bind(2, key.problem_id).Bind(3, key.config_id);
+    held.Bind(4, key.build_id);
+    if (held.Step()) {
+      const Claim holder{held.Int(0), held.Int(1)};
+      if (holder.pid != claimant.pid && holder_live(holder)) {
+        result.outcome = ClaimResult::Outcome::kHeld;
+        result.holder = holder;
+        txn.Commit();
+        return result;
+      }
+    }
+  }
+  Stmt claim(db_, path_,
+             "INSERT OR REPLACE INTO claim(device_id, problem_id, config_id, build_id, pid, "
+             "claimed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  claim.Bind(1, key.device_id).Bind(2, key.problem_id).Bind(3, key.config_id);
+  claim.Bind(4, key.build_id).Bind(5, claimant.pid).Bind(6, claimant.claimed_at).Run();
+  txn.Commit();
+  result.outcome = ClaimResult::Outcome::kClaimed;
+  return result;
+}
+
+void Database::ReleaseClaim(const TrialKey& key, int64_t pid) {
+  Stmt drop(db_, path_,
+            "DELETE FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND config_id = ?3 AND "
+            "build_id = ?4 AND pid = ?5");
+  drop.Bind(1, key.device_id).Bind(2, key.problem_id).Bind(3, key.config_id);
+  drop.Bind(4, key.build_id).Bind(5, pid).Run();
+}
+
 int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id,
                               int64_t config_id, int64_t build_id, const TrialResult& result) {
   Transaction txn(db_, path_);
@@ -659,6 +717,11 @@ int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem
   Stmt metric(db_, path_, "INSERT INTO metric(trial_id, name, value) VALUES (?1, ?2, ?3)");
   for (const auto& [name, value] : result.metrics)
     metric.Bind(1, trial_id).Bind(2, name).Bind(3, value).Run();
+  // The trial answers whoever waits on the claim from now on.
+  Stmt drop(db_, path_,
+            "DELETE FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND config_id = ?3 AND "
+            "build_id = ?4");
+  drop.Bind(1, device_id).Bind(2, problem_id).Bind(3, config_id).Bind(4, build_id).Run();
   txn.Commit();
   return trial_id;
 }

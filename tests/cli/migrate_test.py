@@ -11,7 +11,7 @@ import tempfile
 
 from clitest import FIXTURES, run, expect, finish
 
-SCHEMA = 2  # the schema this build writes
+SCHEMA = 3  # the schema this build writes
 tmp = tempfile.mkdtemp()
 out = os.path.join(tmp, "out")
 db_path = os.path.join(tmp, "attntune.db")

@@ -163,12 +163,12 @@ void MakeFileDb(const std::string& path, int trials) {
   for (int i = 0; i < trials; ++i) Insert(*db, ids, r);
 }
 
-TEST_CASE("a new database has schema version 2 and no rows", "[db]") {
+TEST_CASE("a new database has schema version 3 and no rows", "[db]") {
   auto db = Database::Open(":memory:");
   DbInfo info = db->Info();
   CHECK(info.path == ":memory:");
   CHECK(info.schema_version == kSchemaVersion);
-  CHECK(info.schema_version == 2);
+  CHECK(info.schema_version == 3);
   CHECK(info.devices + info.problems + info.configs + info.builds + info.runs + info.trials +
             info.samples + info.metrics ==
         0);
@@ -183,9 +183,9 @@ TEST_CASE("a file database has every table, WAL mode and our application id", "[
   CHECK(RawQuery(path,
                  "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
                  "WHERE type = 'table' ORDER BY name)") ==
-        "build,config,device,meta,metric,problem,run,sample,trial");
+        "build,claim,config,device,meta,metric,problem,run,sample,trial");
   CHECK(RawQuery(path, "PRAGMA journal_mode") == "wal");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "2");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "3");
   CHECK(RawQuery(path, "PRAGMA application_id") == std::to_string(0x41544E54));
   CHECK(RawQuery(path, "SELECT value FROM meta WHERE key = 'created_by'").rfind("attntune ", 0) ==
         0);
@@ -204,7 +204,7 @@ TEST_CASE("reopening a database keeps its rows and changes nothing", "[db]") {
   for (int i = 0; i < 2; ++i) {
     auto db = Database::Open(path);
     DbInfo info = db->Info();
-    CHECK(info.schema_version == 2);
+    CHECK(info.schema_version == 3);
     CHECK(info.trials == 1);
     CHECK(info.samples == 4);
     CHECK(db->PutDevice(Cpu()) == ids.device);
@@ -435,6 +435,63 @@ TEST_CASE("FindReusable returns the newest deterministic outcome of the same bui
   CHECK(!find(other_config));
 }
 
+TEST_CASE("a claim is taken, held against others while live, and taken over when not", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  const TrialKey key{ids.device, ids.problem, ids.config, ids.build};
+  using Outcome = ClaimResult::Outcome;
+  bool live = true;
+  std::vector<Claim> asked;
+  auto holder_live = [&](const Claim& holder) {
+    asked.push_back(holder);
+    return live;
+  };
+  CHECK(db->ClaimOrReuse(key, {100, 1000}, holder_live).outcome == Outcome::kClaimed);
+  CHECK(asked.empty());
+  // The claimant asking again keeps its claim; another process waits on a live one.
+  CHECK(db->ClaimOrReuse(key, {100, 1001}, holder_live).outcome == Outcome::kClaimed);
+  const ClaimResult held = db->ClaimOrReuse(key, {200, 1002}, holder_live);
+  CHECK(held.outcome == Outcome::kHeld);
+  CHECK(held.holder.pid == 100);
+  CHECK(held.holder.claimed_at == 1001);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].pid == 100);
+  // Another key is free.
+  const TrialKey other{ids.device, db->PutProblem(Problem(2048)), ids.config, ids.build};
+  CHECK(db->ClaimOrReuse(other, {200, 1002}, holder_live).outcome == Outcome::kClaimed);
+  // A dead holder's claim is taken over.
+  live = false;
+  CHECK(db->ClaimOrReuse(key, {200, 1003}, holder_live).outcome == Outcome::kClaimed);
+  live = true;
+  CHECK(db->ClaimOrReuse(key, {100, 1004}, holder_live).holder.pid == 200);
+  // The trial's insert drops the claim: from then on the trial answers.
+  const int64_t trial = Insert(*db, ids, Ok());
+  const ClaimResult reused = db->ClaimOrReuse(key, {300, 1005}, holder_live);
+  CHECK(reused.outcome == Outcome::kReusable);
+  REQUIRE(reused.trial);
+  CHECK(reused.trial->id == trial);
+  // A release drops only the releaser's own claim.
+  db->ReleaseClaim(other, 100);
+  CHECK(db->ClaimOrReuse(other, {300, 1006}, holder_live).outcome == Outcome::kHeld);
+  db->ReleaseClaim(other, 200);
+  CHECK(db->ClaimOrReuse(other, {300, 1006}, holder_live).outcome == Outcome::kClaimed);
+}
+
+TEST_CASE("a schema-2 file gains the claim table and keeps its rows", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("v2.db");
+  MakeFileDb(path, 2);
+  RawExec(path, "DROP TABLE claim; PRAGMA user_version = 2");
+  auto db = Database::Open(path);
+  CHECK(db->Info().schema_version == 3);
+  CHECK(db->Info().trials == 2);
+  CHECK(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'claim'") == "1");
+  Ids ids = Seed(*db);
+  CHECK(db->ClaimOrReuse({ids.device, ids.problem, ids.config, ids.build}, {1, 1},
+                         [](const Claim&) { return true; })
+            .outcome == ClaimResult::Outcome::kReusable);
+}
+
 TEST_CASE("Info counts rows per table and trials per status", "[db]") {
   auto db = Database::Open(":memory:");
   Ids ids = Seed(*db);
@@ -612,7 +669,7 @@ TEST_CASE("a schema-1 file is upgraded in place, its configs split by the v1 rul
   {
     auto db = Database::Open(path);
     first = db->Info();
-    CHECK(first.schema_version == 2);
+    CHECK(first.schema_version == 3);
     CHECK(first.trials == 22);
     CHECK(first.samples == 242);
     CHECK(first.metrics == 176);
@@ -633,7 +690,7 @@ TEST_CASE("a schema-1 file is upgraded in place, its configs split by the v1 rul
   CHECK(RawQuery(path, "PRAGMA foreign_key_check") == "");
   auto again = Database::Open(path);
   const DbInfo second = again->Info();
-  CHECK(second.schema_version == 2);
+  CHECK(second.schema_version == 3);
   CHECK(second.configs == first.configs);
   CHECK(second.trials == first.trials);
   CHECK(second.samples == first.samples);
@@ -655,10 +712,12 @@ TEST_CASE("a database from a newer attntune is refused", "[db]") {
   TempDir dir;
   std::string path = dir.File("n.db");
   MakeFileDb(path, 1);
-  RawExec(path, "PRAGMA user_version = 3");
+  RawExec(path, "PRAGMA user_version = 4");
   CHECK(OpenError(path) ==
-        path + ": schema version 3 is newer than this attntune (supports 2); upgrade attntune");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "3");
+        path + ": schema version 4 is newer than this attntune (supports 3); upgrade attntune");
+  CHECK(ReadOnlyOpenError(path) ==
+        path + ": schema version 4 is newer than this attntune (supports 3); upgrade attntune");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "4");
 }
 
 TEST_CASE("another program's SQLite database is refused", "[db]") {
@@ -677,7 +736,7 @@ TEST_CASE("an empty file becomes a new database", "[db]") {
   std::string path = dir.File("empty.db");
   std::ofstream{path};
   REQUIRE(fs::file_size(path) == 0);
-  CHECK(Database::Open(path)->Info().schema_version == 2);
+  CHECK(Database::Open(path)->Info().schema_version == 3);
 }
 
 TEST_CASE("a reader refuses an empty file and leaves it empty", "[db]") {
