@@ -82,13 +82,15 @@ void RegisterDevices(CLI::App& app, int* rc) {
   });
 }
 
+// The readers' way in: emit, report and db info write nothing into the file (it may sit in
+// a read-only folder, or be another tune's database in use).
 std::unique_ptr<Database> OpenExisting(const std::string& path) {
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
     std::fclose(f);
   } else {
     throw UserError("--db: '" + path + "' does not exist");
   }
-  return Database::Open(path);
+  return Database::OpenReadOnly(path);
 }
 
 void RegisterEmitReportDb(CLI::App& app, int* rc) {

@@ -8,11 +8,12 @@ namespace attntune {
 
 /// Writes `bytes` to `path` atomically: into a temporary file beside it, flushed, then
 /// renamed over `path`. On failure the temporary file is removed, `path` keeps its old
-/// content, and UserError says "<path>: cannot write (<reason>)".
+/// content, and "<path>: cannot write (<reason>)" is thrown: std::runtime_error for a full
+/// disk, a quota, a file size limit or an I/O error, UserError for anything else.
 void WriteFileAtomic(const std::string& path, const std::string& bytes);
 
-/// Creates `dir` and its parents if needed; UserError "<dir>: cannot create output folder
-/// (<reason>)" on failure.
+/// Creates `dir` and its parents if needed; "<dir>: cannot create output folder (<reason>)"
+/// on failure, a std::runtime_error for a full disk, a quota or an I/O error, else UserError.
 void CreateOutputFolder(const std::string& dir);
 
 }  // namespace attntune

@@ -1,10 +1,13 @@
 #include "db/database.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -119,20 +122,32 @@ CREATE TABLE config_v2(
   UNIQUE(variant, implementation, params_json, tunables_json));
 )sql",
      SplitV1Params},
+    // 2 -> 3: a tune's claim on the candidate it is measuring, so that another tune of the
+    // same candidate waits for its trial instead of measuring it twice. A claim is dropped
+    // with the trial's insert; one of a dead process is taken over (tuner/store.cpp).
+    {R"sql(
+CREATE TABLE claim(
+  device_id INTEGER NOT NULL REFERENCES device(id),
+  problem_id INTEGER NOT NULL REFERENCES problem(id),
+  config_id INTEGER NOT NULL REFERENCES config(id),
+  build_id INTEGER NOT NULL REFERENCES build(id),
+  pid INTEGER NOT NULL,
+  claimed_at INTEGER NOT NULL,
+  PRIMARY KEY(device_id, problem_id, config_id, build_id)) WITHOUT ROWID;
+)sql",
+     nullptr},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration step per schema version");
-
-bool IsDamaged(int rc) {
-  int primary = rc & 0xff;
-  return primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT;
-}
 
 // A damaged or foreign file is the user's input, so UserError; anything else SQLite
 // reports during operation (disk full, I/O error) is a runtime_error.
 [[noreturn]] void Fail(sqlite3* db, const std::string& path, int rc, const std::string& what) {
   std::string reason = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  if (IsDamaged(rc)) throw UserError(path + ": not an attntune database (" + reason + ")");
+  if ((rc & 0xff) == SQLITE_NOTADB)
+    throw UserError(path + ": not an attntune database (" + reason + ")");
+  if ((rc & 0xff) == SQLITE_CORRUPT)
+    throw UserError(path + ": the database is damaged (" + reason + ")");
   throw std::runtime_error(path + ": " + what + ": " + reason);
 }
 
@@ -237,8 +252,11 @@ class Transaction {
   bool done_ = false;
 };
 
-// Refuses a file that is not ours or is damaged, before anything is written to it.
-void CheckFile(sqlite3* db, const std::string& path) {
+// Refuses a file that is not ours or is damaged, before anything is written to it, and
+// returns its schema version. `allow_fresh`: a file with no schema at all is accepted (a
+// writer creates the schema in it). The header is read before quick_check so that a file
+// of another program is named as such, not as damaged.
+int64_t CheckFile(sqlite3* db, const std::string& path, bool allow_fresh) {
   // The first reads of the header and schema fail on a text file, a garbled header or a
   // truncated copy (SQLite checks the header's page count against the file size). A page
   // garbled in place is found when it is read, and Fail makes that a UserError too;
@@ -252,12 +270,60 @@ void CheckFile(sqlite3* db, const std::string& path) {
   ATTNTUNE_CHECK(header.Step());
   int64_t version = header.Int(0), app_id = header.Int(1), tables = header.Int(2);
   bool fresh = version == 0 && app_id == 0 && tables == 0;
-  if (!fresh && app_id != kApplicationId)
+  if ((!fresh || !allow_fresh) && app_id != kApplicationId)
     throw UserError(path + ": not an attntune database (no attntune schema)");
   if (version > kSchemaVersion)
     throw UserError(path + ": schema version " + std::to_string(version) +
                     " is newer than this attntune (supports " + std::to_string(kSchemaVersion) +
                     "); upgrade attntune");
+  return version;
+}
+
+// Every page of a file, read once (PRAGMA quick_check: b-tree structure, no index
+// contents; about 0.5 s per 60 MB): a page garbled in place would otherwise surface only
+// if a query touched it, or not at all when a garbled interior page reads as an empty
+// table, and a report would show fewer trials than the file holds.
+void QuickCheck(sqlite3* db, const std::string& path) {
+  // 1: the first problem is enough to name the damage.
+  Stmt check(db, path, "PRAGMA quick_check(1)");
+  const std::string result = check.Step() ? check.Text(0) : std::string("no result");
+  if (result == "ok") return;
+  // The report is "*** in database main ***\nPage 42: ..."; the error is one line.
+  std::string line;
+  size_t start = 0;
+  while (start <= result.size()) {
+    size_t end = result.find('\n', start);
+    if (end == std::string::npos) end = result.size();
+    const std::string part = result.substr(start, end - start);
+    if (!part.empty() && part.rfind("*** in database", 0) != 0)
+      line += (line.empty() ? "" : "; ") + part;
+    start = end + 1;
+  }
+  throw UserError(path + ": the database is damaged (" + line + ")");
+}
+
+// The URI a reader opens `path` by. A WAL file is read through its -shm index, which
+// SQLite creates beside the file; in a folder the reader cannot write, with no -wal file
+// (so no writer: a writer would have had to create one there), the file cannot change
+// while it is read, and SQLite is told so (immutable) instead of needing the index.
+std::string ReadOnlyUri(const std::string& path) {
+  // An absolute path after an empty authority: "file:" + "//x" would name a host x.
+  std::string uri = !path.empty() && path[0] == '/' ? "file://" : "file:";
+  for (const char c : path) {
+    // '?', '#' and '%' would end or escape the path in a URI.
+    if (c == '?' || c == '#' || c == '%') {
+      char escaped[4];
+      std::snprintf(escaped, sizeof escaped, "%%%02X", static_cast<unsigned char>(c));
+      uri += escaped;
+    } else {
+      uri += c;
+    }
+  }
+  const std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(path + "-wal", ec) && access(folder.c_str(), W_OK) != 0)
+    uri += "?immutable=1";
+  return uri;
 }
 
 // Switching a file to WAL needs an exclusive lock, and SQLite does not wait for it (the
@@ -436,7 +502,8 @@ std::unique_ptr<Database> Database::Open(const std::string& path) {
   std::unique_ptr<Database> db(new Database(path, raw));
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, kBusyTimeoutMs);
-  CheckFile(raw, path);
+  CheckFile(raw, path, /*allow_fresh=*/true);
+  QuickCheck(raw, path);
   Exec(raw, path, "PRAGMA foreign_keys = ON");
   if (path != ":memory:" && !path.empty()) {
     // WAL: a killed process loses at most its uncommitted transaction, and readers (a
@@ -447,6 +514,48 @@ std::unique_ptr<Database> Database::Open(const std::string& path) {
     Exec(raw, path, "PRAGMA synchronous = NORMAL");
   }
   Migrate(raw, path);
+  db->file_schema_version_ = static_cast<int>(QueryInt(raw, path, "PRAGMA user_version"));
+  return db;
+}
+
+std::unique_ptr<Database> Database::OpenReadOnly(const std::string& path) {
+  // SQLite takes a zero-byte file for an empty database; a reader never has a use for one.
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0)
+    throw UserError(path + ": empty file, not an attntune database");
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(ReadOnlyUri(path).c_str(), &raw,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string reason = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
+    sqlite3_close_v2(raw);
+    throw UserError(path + ": cannot open database (" + reason + ")");
+  }
+  std::unique_ptr<Database> db(new Database(path, raw));
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
+  const int64_t version = CheckFile(raw, path, /*allow_fresh=*/false);
+  QuickCheck(raw, path);
+  db->file_schema_version_ = static_cast<int>(version);
+  if (version >= kReadableSchemaVersion) return db;
+
+  // An older file: copied into memory and migrated there by the same steps that upgrade
+  // it in place, so that it reads as a migrated file would while the file stays as it is.
+  sqlite3* memory = nullptr;
+  rc = sqlite3_open_v2(":memory:", &memory, SQLITE_OPEN_READWRITE, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_close_v2(memory);
+    Fail(nullptr, path, rc, "opening an in-memory copy");
+  }
+  db->db_ = memory;  // owned from here; `raw` is closed below
+  sqlite3_backup* backup = sqlite3_backup_init(memory, "main", raw, "main");
+  rc = backup ? sqlite3_backup_step(backup, -1) : sqlite3_errcode(memory);
+  if (backup) sqlite3_backup_finish(backup);
+  sqlite3_close_v2(raw);
+  if (rc != SQLITE_DONE) Fail(nullptr, path, rc, "copying into memory");
+  sqlite3_extended_result_codes(memory, 1);
+  Exec(memory, path, "PRAGMA foreign_keys = ON");
+  Migrate(memory, path);
   return db;
 }
 
@@ -541,6 +650,50 @@ std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t proble
   return std::move(rows.front());
 }
 
+ClaimResult Database::ClaimOrReuse(const TrialKey& key, const Claim& claimant,
+                                   const std::function<bool(const Claim&)>& holder_live) {
+  Transaction txn(db_, path_);
+  ClaimResult result;
+  result.trial = FindReusable(key.device_id, key.problem_id, key.config_id, key.build_id);
+  if (result.trial) {
+    result.outcome = ClaimResult::Outcome::kReusable;
+    txn.Commit();
+    return result;
+  }
+  {
+    Stmt held(db_, path_,
+              "SELECT pid, claimed_at FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND "
+              "config_id = ?3 AND build_id = ?4");
+    held.Bind(1, key.device_id).Bind(2, key.problem_id).Bind(3, key.config_id);
+    held.Bind(4, key.build_id);
+    if (held.Step()) {
+      const Claim holder{held.Int(0), held.Int(1)};
+      if (holder.pid != claimant.pid && holder_live(holder)) {
+        result.outcome = ClaimResult::Outcome::kHeld;
+        result.holder = holder;
+        txn.Commit();
+        return result;
+      }
+    }
+  }
+  Stmt claim(db_, path_,
+             "INSERT OR REPLACE INTO claim(device_id, problem_id, config_id, build_id, pid, "
+             "claimed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  claim.Bind(1, key.device_id).Bind(2, key.problem_id).Bind(3, key.config_id);
+  claim.Bind(4, key.build_id).Bind(5, claimant.pid).Bind(6, claimant.claimed_at).Run();
+  txn.Commit();
+  result.outcome = ClaimResult::Outcome::kClaimed;
+  return result;
+}
+
+void Database::ReleaseClaim(const TrialKey& key, int64_t pid) {
+  Stmt drop(db_, path_,
+            "DELETE FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND config_id = ?3 AND "
+            "build_id = ?4 AND pid = ?5");
+  drop.Bind(1, key.device_id).Bind(2, key.problem_id).Bind(3, key.config_id);
+  drop.Bind(4, key.build_id).Bind(5, pid).Run();
+}
+
 int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id,
                               int64_t config_id, int64_t build_id, const TrialResult& result) {
   Transaction txn(db_, path_);
@@ -564,6 +717,11 @@ int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem
   Stmt metric(db_, path_, "INSERT INTO metric(trial_id, name, value) VALUES (?1, ?2, ?3)");
   for (const auto& [name, value] : result.metrics)
     metric.Bind(1, trial_id).Bind(2, name).Bind(3, value).Run();
+  // The trial answers whoever waits on the claim from now on.
+  Stmt drop(db_, path_,
+            "DELETE FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND config_id = ?3 AND "
+            "build_id = ?4");
+  drop.Bind(1, device_id).Bind(2, problem_id).Bind(3, config_id).Bind(4, build_id).Run();
   txn.Commit();
   return trial_id;
 }
@@ -617,7 +775,7 @@ std::vector<RunRecord> Database::Runs() const {
 DbInfo Database::Info() const {
   DbInfo info;
   info.path = path_;
-  info.schema_version = static_cast<int>(QueryInt(db_, path_, "PRAGMA user_version"));
+  info.schema_version = file_schema_version_;
   const std::pair<const char*, int64_t*> kCounts[] = {
       {"SELECT count(*) FROM device", &info.devices},
       {"SELECT count(*) FROM problem", &info.problems},

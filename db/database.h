@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,7 +17,11 @@ struct sqlite3;
 namespace attntune {
 
 /// The schema version this build writes (migrations bring older files up to it).
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
+
+/// The oldest schema a read-only connection reads in place; an older file is read through
+/// an in-memory copy brought up to kSchemaVersion by the migrations.
+constexpr int kReadableSchemaVersion = 2;
 
 struct DbInfo {
   std::string path;
@@ -24,6 +29,24 @@ struct DbInfo {
   int64_t devices = 0, problems = 0, configs = 0, builds = 0, runs = 0, trials = 0, samples = 0,
           metrics = 0;
   std::vector<std::pair<std::string, int64_t>> trials_by_status;  // ("ok", 12), ...
+};
+
+/// What identifies a candidate's trials: the unit a re-run reuses and a tune claims.
+struct TrialKey {
+  int64_t device_id = 0, problem_id = 0, config_id = 0, build_id = 0;
+};
+
+/// A process's claim on a candidate it is measuring; `claimed_at` in seconds since the epoch.
+struct Claim {
+  int64_t pid = 0;
+  int64_t claimed_at = 0;
+};
+
+/// What ClaimOrReuse found: a reusable stored trial, the claim taken, or another live claim.
+struct ClaimResult {
+  enum class Outcome { kReusable, kClaimed, kHeld } outcome = Outcome::kClaimed;
+  std::optional<TrialRow> trial;  // kReusable
+  Claim holder;                   // kHeld
 };
 
 struct TrialFilter {
@@ -35,8 +58,13 @@ struct TrialFilter {
 class Database {
  public:
   /// Opens (creating if absent) and migrates `path` (":memory:" for tests). A file that
-  /// is not a SQLite database, or has a newer schema -> UserError naming the path.
+  /// is not a SQLite database, is damaged, or has a newer schema -> UserError naming the path.
   static std::unique_ptr<Database> Open(const std::string& path);
+  /// Opens an existing attntune database for reading only: nothing is written to the file
+  /// or beside it unless SQLite's WAL needs it. An empty, foreign, damaged (PRAGMA
+  /// quick_check) or newer file -> UserError naming the path; a file older than
+  /// kReadableSchemaVersion is read through a migrated in-memory copy.
+  static std::unique_ptr<Database> OpenReadOnly(const std::string& path);
   ~Database();
 
   const std::string& Path() const { return path_; }
@@ -56,7 +84,16 @@ class Database {
   std::optional<TrialRow> FindReusable(int64_t device_id, int64_t problem_id, int64_t config_id,
                                        int64_t build_id);
 
-  /// Stores a trial with its samples and metrics in one transaction; returns its id.
+  /// In one write transaction: the reusable trial of `key` (as FindReusable) if one is
+  /// stored; else the claim on `key` for `claimant`, unless another claim is held and
+  /// `holder_live(holder)`; a claim not live is taken over.
+  ClaimResult ClaimOrReuse(const TrialKey& key, const Claim& claimant,
+                           const std::function<bool(const Claim&)>& holder_live);
+  /// Drops `pid`'s claim on `key`, if it still holds one.
+  void ReleaseClaim(const TrialKey& key, int64_t pid);
+
+  /// Stores a trial with its samples and metrics in one transaction, dropping any claim on
+  /// its key; returns its id.
   int64_t InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id, int64_t config_id,
                       int64_t build_id, const TrialResult& result);
 
@@ -74,6 +111,7 @@ class Database {
   Database(std::string path, sqlite3* db);
   std::string path_;
   sqlite3* db_;
+  int file_schema_version_ = kSchemaVersion;  // the file's, when read through a copy
 };
 
 }  // namespace attntune

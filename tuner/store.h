@@ -1,9 +1,11 @@
 // The store stage: each candidate of a run evaluated (gate, then measure) unless the
 // database holds a reusable trial of it, and stored in a transaction of its own, so that
-// a killed run loses at most the candidate in flight (DESIGN.md s4).
+// a killed run loses at most the candidate in flight (DESIGN.md s4). A candidate being
+// measured is claimed in the database, so that two tunes on one file measure it once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "db/database.h"
@@ -29,8 +31,10 @@ class TrialStore {
     bool reused = false;  // answered from the database
   };
   /// The trial of (`variant`, `impl`, `params`) on the stored problem `problem_id`: a
-  /// reusable stored one, else evaluated now on `context` and stored. `before_evaluate`
-  /// (may be empty) is called just before a new evaluation starts.
+  /// reusable stored one, else evaluated now on `context` and stored, under a claim that
+  /// makes another tune of the same candidate wait for this trial (a dead claimant's claim
+  /// is taken over). `before_evaluate` (may be empty) is called just before a new
+  /// evaluation starts.
   Trial EvaluateOrReuse(int64_t problem_id, const Variant& variant, const Implementation& impl,
                         const Params& params, ProblemContext& context, Timer& timer,
                         const EvaluateOptions& options,

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <string>
@@ -76,6 +77,21 @@ std::string OpenError(const std::string& path) {
     return e.what();
   }
   return "(no error)";
+}
+
+std::string ReadOnlyOpenError(const std::string& path) {
+  try {
+    Database::OpenReadOnly(path);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The bytes of a file, to tell that a reader left it as it was.
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 struct Ids {
@@ -147,12 +163,12 @@ void MakeFileDb(const std::string& path, int trials) {
   for (int i = 0; i < trials; ++i) Insert(*db, ids, r);
 }
 
-TEST_CASE("a new database has schema version 2 and no rows", "[db]") {
+TEST_CASE("a new database has schema version 3 and no rows", "[db]") {
   auto db = Database::Open(":memory:");
   DbInfo info = db->Info();
   CHECK(info.path == ":memory:");
   CHECK(info.schema_version == kSchemaVersion);
-  CHECK(info.schema_version == 2);
+  CHECK(info.schema_version == 3);
   CHECK(info.devices + info.problems + info.configs + info.builds + info.runs + info.trials +
             info.samples + info.metrics ==
         0);
@@ -167,9 +183,9 @@ TEST_CASE("a file database has every table, WAL mode and our application id", "[
   CHECK(RawQuery(path,
                  "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
                  "WHERE type = 'table' ORDER BY name)") ==
-        "build,config,device,meta,metric,problem,run,sample,trial");
+        "build,claim,config,device,meta,metric,problem,run,sample,trial");
   CHECK(RawQuery(path, "PRAGMA journal_mode") == "wal");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "2");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "3");
   CHECK(RawQuery(path, "PRAGMA application_id") == std::to_string(0x41544E54));
   CHECK(RawQuery(path, "SELECT value FROM meta WHERE key = 'created_by'").rfind("attntune ", 0) ==
         0);
@@ -188,7 +204,7 @@ TEST_CASE("reopening a database keeps its rows and changes nothing", "[db]") {
   for (int i = 0; i < 2; ++i) {
     auto db = Database::Open(path);
     DbInfo info = db->Info();
-    CHECK(info.schema_version == 2);
+    CHECK(info.schema_version == 3);
     CHECK(info.trials == 1);
     CHECK(info.samples == 4);
     CHECK(db->PutDevice(Cpu()) == ids.device);
@@ -419,6 +435,63 @@ TEST_CASE("FindReusable returns the newest deterministic outcome of the same bui
   CHECK(!find(other_config));
 }
 
+TEST_CASE("a claim is taken, held against others while live, and taken over when not", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  const TrialKey key{ids.device, ids.problem, ids.config, ids.build};
+  using Outcome = ClaimResult::Outcome;
+  bool live = true;
+  std::vector<Claim> asked;
+  auto holder_live = [&](const Claim& holder) {
+    asked.push_back(holder);
+    return live;
+  };
+  CHECK(db->ClaimOrReuse(key, {100, 1000}, holder_live).outcome == Outcome::kClaimed);
+  CHECK(asked.empty());
+  // The claimant asking again keeps its claim; another process waits on a live one.
+  CHECK(db->ClaimOrReuse(key, {100, 1001}, holder_live).outcome == Outcome::kClaimed);
+  const ClaimResult held = db->ClaimOrReuse(key, {200, 1002}, holder_live);
+  CHECK(held.outcome == Outcome::kHeld);
+  CHECK(held.holder.pid == 100);
+  CHECK(held.holder.claimed_at == 1001);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].pid == 100);
+  // Another key is free.
+  const TrialKey other{ids.device, db->PutProblem(Problem(2048)), ids.config, ids.build};
+  CHECK(db->ClaimOrReuse(other, {200, 1002}, holder_live).outcome == Outcome::kClaimed);
+  // A dead holder's claim is taken over.
+  live = false;
+  CHECK(db->ClaimOrReuse(key, {200, 1003}, holder_live).outcome == Outcome::kClaimed);
+  live = true;
+  CHECK(db->ClaimOrReuse(key, {100, 1004}, holder_live).holder.pid == 200);
+  // The trial's insert drops the claim: from then on the trial answers.
+  const int64_t trial = Insert(*db, ids, Ok());
+  const ClaimResult reused = db->ClaimOrReuse(key, {300, 1005}, holder_live);
+  CHECK(reused.outcome == Outcome::kReusable);
+  REQUIRE(reused.trial);
+  CHECK(reused.trial->id == trial);
+  // A release drops only the releaser's own claim.
+  db->ReleaseClaim(other, 100);
+  CHECK(db->ClaimOrReuse(other, {300, 1006}, holder_live).outcome == Outcome::kHeld);
+  db->ReleaseClaim(other, 200);
+  CHECK(db->ClaimOrReuse(other, {300, 1006}, holder_live).outcome == Outcome::kClaimed);
+}
+
+TEST_CASE("a schema-2 file gains the claim table and keeps its rows", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("v2.db");
+  MakeFileDb(path, 2);
+  RawExec(path, "DROP TABLE claim; PRAGMA user_version = 2");
+  auto db = Database::Open(path);
+  CHECK(db->Info().schema_version == 3);
+  CHECK(db->Info().trials == 2);
+  CHECK(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'claim'") == "1");
+  Ids ids = Seed(*db);
+  CHECK(db->ClaimOrReuse({ids.device, ids.problem, ids.config, ids.build}, {1, 1},
+                         [](const Claim&) { return true; })
+            .outcome == ClaimResult::Outcome::kReusable);
+}
+
 TEST_CASE("Info counts rows per table and trials per status", "[db]") {
   auto db = Database::Open(":memory:");
   Ids ids = Seed(*db);
@@ -496,50 +569,57 @@ TEST_CASE("a truncated database is refused by name", "[db]") {
   REQUIRE(size > 16 * 4096);
   // A copy cut short: SQLite compares the header's page count with the file size.
   fs::resize_file(path, size / 2);
-  CHECK(OpenError(path) == path + ": not an attntune database (database disk image is malformed)");
+  const std::string malformed = path + ": the database is damaged (database disk image is malformed)";
+  CHECK(OpenError(path) == malformed);
+  CHECK(ReadOnlyOpenError(path) == malformed);
   // Cut by one page only.
   fs::resize_file(path, size - 4096);
-  CHECK(OpenError(path) == path + ": not an attntune database (database disk image is malformed)");
+  CHECK(OpenError(path) == malformed);
+  CHECK(ReadOnlyOpenError(path) == malformed);
 
   // Cut inside the first page: SQLite itself finds the schema unreadable.
   fs::resize_file(path, 50);
-  CHECK(OpenError(path) == path + ": not an attntune database (database disk image is malformed)");
+  CHECK(OpenError(path) == malformed);
+  CHECK(ReadOnlyOpenError(path) == malformed);
 }
 
-TEST_CASE("a database garbled after opening is reported as a UserError", "[db]") {
+// Zeroes 8 pages in the middle of `path`: the header and schema stay readable, the
+// b-tree pages of the samples do not.
+void Garble(const std::string& path) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>(fs::file_size(path) / 2));
+  std::vector<char> zeros(8 * 4096, 0);
+  file.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+}
+
+TEST_CASE("a database garbled in place is refused when it is opened", "[db]") {
   TempDir dir;
   std::string path = dir.File("g.db");
   MakeFileDb(path, 50);
-  // Zero the middle of the file: the header and schema stay readable, sample pages do not.
-  {
-    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(static_cast<std::streamoff>(fs::file_size(path) / 2));
-    std::vector<char> zeros(8 * 4096, 0);
-    file.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
-  }
-  auto db = Database::Open(path);
-  CHECK_THROWS_MATCHES(db->Info(), UserError,
-                       Catch::Message(path + ": not an attntune database (database disk image "
-                                             "is malformed)"));
+  Garble(path);
+  // quick_check reads every page when the file is opened, for writing or for reading.
+  const std::string damaged =
+      path + ": the database is damaged (Page 42: btreeInitPage() returns error code 11)";
+  CHECK(OpenError(path) == damaged);
+  CHECK(ReadOnlyOpenError(path) == damaged);
 }
 
 TEST_CASE("a damaged row is a UserError naming the file and the row, never an abort", "[db]") {
   TempDir dir;
   std::string path = dir.File("d.db");
   Ids ids;
-  int64_t trial = 0;
   {
     auto db = Database::Open(path);
     ids = Seed(*db);
-    trial = Insert(*db, ids, Ok());
+    Insert(*db, ids, Ok());
   }
   // Both readers of trial rows: Trials (reports) and FindReusable (a re-run), which never
   // selects a trial of an unknown status.
   auto errors = [&](bool reusable = true) {
     std::vector<std::string> texts;
-    auto db = Database::Open(path);
     for (int i = 0; i < (reusable ? 2 : 1); ++i) {
       try {
+        auto db = Database::Open(path);
         if (i == 0) db->Trials({});
         else db->FindReusable(ids.device, ids.problem, ids.config, ids.build);
         texts.push_back("(no error)");
@@ -554,8 +634,8 @@ TEST_CASE("a damaged row is a UserError naming the file and the row, never an ab
   CHECK(errors() == "(no error)");
   // The schema's CHECK keeps attntune from writing it; another program need not.
   RawExec(path, "PRAGMA ignore_check_constraints = ON; UPDATE trial SET status = 'bogus'");
-  CHECK(errors(false) == path + ": trial " + std::to_string(trial) +
-                             " has unknown status 'bogus'" + damaged);
+  // quick_check, when the file is opened, checks the schema's CHECK constraints too.
+  CHECK(errors(false) == path + ": the database is damaged (CHECK constraint failed in trial)");
   RawExec(path, "PRAGMA ignore_check_constraints = ON; UPDATE trial SET status = 'ok'");
   RawExec(path, "UPDATE problem SET dtype = 'fp8'");
   CHECK(errors() == path + ": problem " + std::to_string(ids.problem) +
@@ -589,7 +669,7 @@ TEST_CASE("a schema-1 file is upgraded in place, its configs split by the v1 rul
   {
     auto db = Database::Open(path);
     first = db->Info();
-    CHECK(first.schema_version == 2);
+    CHECK(first.schema_version == 3);
     CHECK(first.trials == 22);
     CHECK(first.samples == 242);
     CHECK(first.metrics == 176);
@@ -610,7 +690,7 @@ TEST_CASE("a schema-1 file is upgraded in place, its configs split by the v1 rul
   CHECK(RawQuery(path, "PRAGMA foreign_key_check") == "");
   auto again = Database::Open(path);
   const DbInfo second = again->Info();
-  CHECK(second.schema_version == 2);
+  CHECK(second.schema_version == 3);
   CHECK(second.configs == first.configs);
   CHECK(second.trials == first.trials);
   CHECK(second.samples == first.samples);
@@ -632,10 +712,12 @@ TEST_CASE("a database from a newer attntune is refused", "[db]") {
   TempDir dir;
   std::string path = dir.File("n.db");
   MakeFileDb(path, 1);
-  RawExec(path, "PRAGMA user_version = 3");
+  RawExec(path, "PRAGMA user_version = 4");
   CHECK(OpenError(path) ==
-        path + ": schema version 3 is newer than this attntune (supports 2); upgrade attntune");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "3");
+        path + ": schema version 4 is newer than this attntune (supports 3); upgrade attntune");
+  CHECK(ReadOnlyOpenError(path) ==
+        path + ": schema version 4 is newer than this attntune (supports 3); upgrade attntune");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "4");
 }
 
 TEST_CASE("another program's SQLite database is refused", "[db]") {
@@ -654,7 +736,57 @@ TEST_CASE("an empty file becomes a new database", "[db]") {
   std::string path = dir.File("empty.db");
   std::ofstream{path};
   REQUIRE(fs::file_size(path) == 0);
-  CHECK(Database::Open(path)->Info().schema_version == 2);
+  CHECK(Database::Open(path)->Info().schema_version == 3);
+}
+
+TEST_CASE("a reader refuses an empty file and leaves it empty", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("empty.db");
+  std::ofstream{path};
+  CHECK(ReadOnlyOpenError(path) == path + ": empty file, not an attntune database");
+  CHECK(fs::file_size(path) == 0);
+  CHECK(!fs::exists(path + "-wal"));
+  // A SQLite file with no schema at all is no attntune database either.
+  RawExec(path, "PRAGMA page_size = 4096; VACUUM");
+  REQUIRE(fs::file_size(path) > 0);
+  CHECK(ReadOnlyOpenError(path) == path + ": not an attntune database (no attntune schema)");
+}
+
+TEST_CASE("a reader reads a database without writing to it", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  MakeFileDb(path, 3);
+  const std::string before = Bytes(path);
+  {
+    auto db = Database::OpenReadOnly(path);
+    CHECK(db->Info().schema_version == kSchemaVersion);
+    CHECK(db->Info().trials == 3);
+    CHECK(db->Trials({}).size() == 3);
+    CHECK_THROWS_WITH(db->PutBuild({0, "0.1.0", "x"}),
+                      path + ": query failed: attempt to write a readonly database");
+  }
+  CHECK(Bytes(path) == before);
+}
+
+TEST_CASE("a reader reads a schema-1 file as migrated and leaves it at schema 1", "[db]") {
+  TempDir dir;
+  const std::string path = dir.File("v1.db");
+  fs::copy_file(ATTNTUNE_FIXTURES_DIR "/db/v1.db", path);
+  const std::string before = Bytes(path);
+  {
+    auto db = Database::OpenReadOnly(path);
+    const DbInfo info = db->Info();
+    CHECK(info.schema_version == 1);
+    CHECK(info.trials == 22);
+    CHECK(info.configs == 12);
+    std::map<int64_t, ConfigRecord> configs;
+    for (const TrialRow& row : db->Trials({})) configs[row.config.id] = row.config;
+    REQUIRE(configs.size() == 12);
+    CHECK(configs[4].params_json == R"({"sink":0,"w":512})");
+    CHECK(configs[4].tunables_json == R"({"Bc":32,"Br":32})");
+  }
+  CHECK(Bytes(path) == before);
+  CHECK(RawQuery(path, "PRAGMA user_version") == "1");
 }
 
 TEST_CASE("a database in a missing directory is refused by name", "[db]") {
