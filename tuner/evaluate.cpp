@@ -89,6 +89,84 @@ std::string UtcNow() {
   return buf;
 }
 
+namespace {
+
+/// Ends `ev` as a failed trial of `status` with `message`.
+Evaluated& Fail(Evaluated& ev, TrialStatus status, std::string message) {
+  ev.result.status = status;
+  ev.result.message = std::move(message);
+  ev.result.finished_at = UtcNow();
+  return ev;
+}
+
+/// The correctness gate: one run on a NaN-poisoned output. Returns "" and leaves the
+/// output in `out` when the candidate ran, else the exception's text.
+std::string GateRun(const Variant& variant, const Implementation& impl, const Tensors& in,
+                    const Params& params, std::vector<float>* out, Evaluated* ev) {
+  std::fill(out->begin(), out->end(), std::numeric_limits<float>::quiet_NaN());
+  try {
+    NvtxRange range("check " + variant.id + "/" + impl.id);
+    KernelCapture capture;
+    impl.run(in, params, out->data());
+    ev->kernels = capture.Events();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Why `out` is not an acceptable output ("" when it is): beyond the tolerance against
+/// the fp64 reference, or (unchecked) not finite. Records check_err / checked = 0.
+std::string JudgeOutput(const std::vector<float>& out, const ProblemContext::Truth* truth,
+                        double tolerance, std::map<std::string, double>* metrics) {
+  if (!truth) {
+    (*metrics)["checked"] = 0;
+    for (float x : out) {
+      if (!std::isfinite(x)) {
+        return "output has a non-finite value (unchecked run: no reference computed)";
+      }
+    }
+    return "";
+  }
+  const double check_err = RelErr(out.data(), truth->reference);
+  (*metrics)["check_err"] = check_err;
+  if (check_err <= tolerance) return "";
+  char msg[128];
+  std::snprintf(msg, sizeof msg, "relative error %.3g against the fp64 reference exceeds %.3g",
+                check_err, tolerance);
+  return msg;
+}
+
+/// Times the candidate: its launch alone when it has one, else the whole run.
+Stats MeasureCandidate(const Variant& variant, const Implementation& impl, const Tensors& in,
+                       const Params& params, std::vector<float>* out, Timer& timer,
+                       const MeasurePolicy& policy) {
+  NvtxRange range("measure " + variant.id + "/" + impl.id);
+  if (impl.launch) return Measure(timer, [&] { impl.launch(in, params); }, policy);
+  return Measure(timer, [&] { impl.run(in, params, out->data()); }, policy);
+}
+
+/// The time and size metrics of an ok trial.
+void RecordOk(const Stats& stats, const Shape& shape, const ProblemContext::Truth& truth,
+              const ProblemContext::Truth& dense, double element_bytes, TrialResult* r) {
+  r->status = TrialStatus::kOk;
+  r->median_ms = stats.median_ms;
+  r->p10_ms = stats.p10_ms;
+  r->p90_ms = stats.p90_ms;
+  r->cv = stats.cv;
+  r->samples_ms = stats.samples_ms;
+  auto& m = r->metrics;
+  const double flops = UsefulFlops(shape, truth.pairs);
+  m["pairs"] = static_cast<double>(truth.pairs);
+  m["pair_ratio"] =
+      dense.pairs > 0 ? static_cast<double>(truth.pairs) / static_cast<double>(dense.pairs) : 0.0;
+  m["useful_flops"] = flops;
+  m["gflops"] = stats.median_ms > 0 ? flops / (stats.median_ms * 1e6) : 0.0;
+  m["io_bytes"] = element_bytes * static_cast<double>(2 * shape.QElems() + 2 * shape.KvElems());
+}
+
+}  // namespace
+
 Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
                             const Implementation& impl, const Params& params, Timer& timer,
                             const EvaluateOptions& options) {
@@ -96,12 +174,8 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
   TrialResult& r = ev.result;
   r.started_at = UtcNow();
   const Shape& shape = problem.GetShape();
-
   if (std::string why = CheckParams(variant, impl, shape, params); !why.empty()) {
-    r.status = TrialStatus::kInvalid;
-    r.message = why;
-    r.finished_at = UtcNow();
-    return ev;
+    return Fail(ev, TrialStatus::kInvalid, why);
   }
 
   const Tensors& in = problem.Inputs();
@@ -113,74 +187,24 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
   }
   const ProblemContext::Truth& truth = options.check ? problem.TruthOf(variant, params) : unchecked;
   const ProblemContext::Truth& dense = options.check ? problem.Dense() : unchecked_dense;
-  std::vector<float> out(static_cast<size_t>(shape.QElems()));
 
-  // Correctness gate: poisoned output, one run, compare with the reference.
-  std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
-  try {
-    NvtxRange range("check " + variant.id + "/" + impl.id);
-    KernelCapture capture;
-    impl.run(in, params, out.data());
-    ev.kernels = capture.Events();
-  } catch (const std::exception& e) {
-    r.status = TrialStatus::kLaunchFailed;
-    r.message = e.what();
-    r.finished_at = UtcNow();
-    return ev;
+  std::vector<float> out(static_cast<size_t>(shape.QElems()));
+  if (std::string why = GateRun(variant, impl, in, params, &out, &ev); !why.empty()) {
+    return Fail(ev, TrialStatus::kLaunchFailed, why);
   }
-  if (!options.check) {
-    r.metrics["checked"] = 0;
-    for (float x : out) {
-      if (!std::isfinite(x)) {
-        r.status = TrialStatus::kWrongResult;
-        r.message = "output has a non-finite value (unchecked run: no reference computed)";
-        r.finished_at = UtcNow();
-        return ev;
-      }
-    }
-  }
-  const double check_err = options.check ? RelErr(out.data(), truth.reference) : 0.0;
-  if (options.check) r.metrics["check_err"] = check_err;
   const double tolerance =
       impl.tolerance ? std::max(options.tolerance, impl.tolerance(params)) : options.tolerance;
-  if (options.check && !(check_err <= tolerance)) {
-    char msg[128];
-    std::snprintf(msg, sizeof msg, "relative error %.3g against the fp64 reference exceeds %.3g",
-                  check_err, tolerance);
-    r.status = TrialStatus::kWrongResult;
-    r.message = msg;
-    r.finished_at = UtcNow();
-    return ev;
+  if (std::string why = JudgeOutput(out, options.check ? &truth : nullptr, tolerance, &r.metrics);
+      !why.empty()) {
+    return Fail(ev, TrialStatus::kWrongResult, why);
   }
-
-  Stats stats;
-  {
-    NvtxRange range("measure " + variant.id + "/" + impl.id);
-    if (impl.launch) {
-      stats = Measure(timer, [&] { impl.launch(in, params); }, options.policy);
-    } else {
-      stats = Measure(timer, [&] { impl.run(in, params, out.data()); }, options.policy);
-    }
-  }
-  if (options.after_measure) options.after_measure(&r.metrics);
-  r.status = TrialStatus::kOk;
-  r.median_ms = stats.median_ms;
-  r.p10_ms = stats.p10_ms;
-  r.p90_ms = stats.p90_ms;
-  r.cv = stats.cv;
-  r.samples_ms = stats.samples_ms;
-  const double flops = UsefulFlops(shape, truth.pairs);
-  if (options.check) {
+  if (options.check) {  // quality from the checked output, before timing reuses `out`
     r.metrics["rel_err"] = RelErr(out.data(), dense.reference);
     r.metrics["mass_recall"] = truth.mass_recall;
   }
-  r.metrics["pairs"] = static_cast<double>(truth.pairs);
-  r.metrics["pair_ratio"] =
-      dense.pairs > 0 ? static_cast<double>(truth.pairs) / static_cast<double>(dense.pairs) : 0.0;
-  r.metrics["useful_flops"] = flops;
-  r.metrics["gflops"] = stats.median_ms > 0 ? flops / (stats.median_ms * 1e6) : 0.0;
-  r.metrics["io_bytes"] =
-      options.element_bytes * static_cast<double>(2 * shape.QElems() + 2 * shape.KvElems());
+  const Stats stats = MeasureCandidate(variant, impl, in, params, &out, timer, options.policy);
+  if (options.after_measure) options.after_measure(&r.metrics);
+  RecordOk(stats, shape, truth, dense, options.element_bytes, &r);
   r.finished_at = UtcNow();
   return ev;
 }
