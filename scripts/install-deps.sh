@@ -10,7 +10,7 @@ want_tests=0
 
 packages=(g++ cmake make pkg-config libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
           libtrilinos-kokkos-dev libjs-chart.js libeigen3-dev zlib1g-dev catch2
-          libopenblas-dev)
+          libopenblas-dev libssl-dev)
 [ "$want_tests" = 1 ] && packages+=(chromium python3 clang)
 
 missing=()
