@@ -30,8 +30,8 @@ std::string RenderConfigJson(const ReportInput& input) {
                        {"median_ms", e.median_ms},
                        {"rel_err", e.rel_err},
                        {"mass_recall", e.mass_recall}};
-    for (const auto& [key, value] : report_util::EntryQualityJson(e.quality).items())
-      entry[key] = value;
+    const nlohmann::ordered_json quality = report_util::EntryQualityJson(e.quality);
+    for (const auto& [key, value] : quality.items()) entry[key] = value;
     entries.push_back(std::move(entry));
   }
   nlohmann::ordered_json doc;
