@@ -97,7 +97,7 @@ std::string OtherModel(const StMetadata& meta, const ModelGeometry& model) {
     return "captured from " + id + " (model_type " + type + "), but the model " + model.name +
            " is model_type " + model.model_type;
   const std::string layers = get("num_hidden_layers");
-  if (!layers.empty() && layers != std::to_string(model.layers))
+  if (!layers.empty() && model.layers > 0 && layers != std::to_string(model.layers))
     return "captured from " + id + " (" + layers + " layers), but the model " + model.name +
            " has " + std::to_string(model.layers) + " layers";
   return "";
@@ -128,7 +128,7 @@ CalibrationSample ReadSample(const std::string& path, const ModelGeometry& model
   if (const std::string other = OtherModel(sample.metadata, model); !other.empty())
     throw UserError(where + ": " + other);
   *layers = LayersOf(file, where);
-  if (layers->back() >= model.layers)
+  if (model.layers > 0 && layers->back() >= model.layers)
     throw UserError(where + ": layer " + std::to_string(layers->back()) + " is beyond the " +
                     std::to_string(model.layers) + " layers of the model " + model.name);
   for (int64_t layer : *layers) sample.layers.push_back(ReadLayer(file, layer, model, where));

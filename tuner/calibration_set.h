@@ -35,7 +35,8 @@ struct CalibrationSet {
   std::string Describe() const;
 };
 
-/// Reads `paths` (`--calib FILE[,FILE...]`) as captured attention of `model`. Every
+/// Reads `paths` (`--calib FILE[,FILE...]`) as captured attention of `model` (its
+/// layers 0: any number, as for one layer's problem in `bench`). Every
 /// file holds the same layers of the same model; a layer's q, k and v agree in B, L and
 /// d, have the model's query and KV heads and head dim, and hold finite values. A bad
 /// input -> UserError "<what>: <path>: <what is wrong, what would be right>".

@@ -227,4 +227,55 @@ numpy_worst = min(min(h) for h in planted.layer_recalls(cropped, params["w"], pa
 expect(abs(row[1] - numpy_worst) < 1e-6,
        f"at L=256 quality is that of the first 256 tokens ({row[1]} against numpy's {numpy_worst})")
 
+# --- bench --calib: one candidate's quality on the capture, cropped to the shape's Lk ----------
+p = run("bench", "--variant", "swa", "--params", "w=128,sink=0", "--shape", "B=1,Hq=4,Hkv=2,L=384,d=32",
+        "--calib", calib, "--max-seconds", "0.02", "--json", check=0)
+record = json.loads(p.stdout)
+cropped = {n: t[:, :, :384] for n, t in tensors.items()}
+numpy_recalls = planted.layer_recalls(cropped, 128, 0)
+numpy_worst = min(min(h) for h in numpy_recalls.values())
+layer = min(numpy_recalls, key=lambda l: min(numpy_recalls[l]))
+expect(abs(record["mass_recall_worst"] - numpy_worst) < 1e-6 and
+       record["mass_recall_worst_layer"] == layer and
+       record["mass_recall_worst_head"] == int(np.argmin(numpy_recalls[layer])),
+       f"bench --calib: worst {record['mass_recall_worst']} at layer "
+       f"{record['mass_recall_worst_layer']}, numpy {numpy_worst} at layer {layer}")
+expect(record["calibration"].endswith("(planted/test-model, layers 0,1, 512 tokens)"),
+       "bench names the calibration set")
+refused(["bench", "--variant", "swa", "--params", "w=128,sink=0", "--shape", "B=1,Hq=4,Hkv=2,L=384,d=16",
+         "--calib", calib],
+        f"--calib: {calib}: layer 0 has head dim 32, but the model given by --shape has 16",
+        "bench: a capture of another head dim")
+
+# --- allocate --min-quality: the window is the smallest that keeps the floor ---------------
+alloc = os.path.join(tmp, "alloc")
+p = run("allocate", "--model", model, "--calib", calib, "--rho", "0.5", "--min-quality",
+        "mass_recall>=0.95", "--context", "512", "--no-measure", "--out", alloc, check=0)
+with open(os.path.join(alloc, "attntune_config.json")) as f:
+    windows = json.load(f)["allocations"][0]["kv_head_windows"]
+chosen_w = max(max(row) for row in windows)
+expect("the smallest of 16..256 (powers of 2) that keeps mass_recall>=0.95 on every SWA KV head"
+       in p.stdout, "allocate says how its window was chosen")
+
+
+def kv_head_mass(layer, kv_head, w):
+    """A KV head's mass kept under swa(w) (no sinks): the mean over its query heads."""
+    heads = planted.layer_recalls(tensors, w, 0)[layer]
+    return (heads[2 * kv_head] + heads[2 * kv_head + 1]) / 2
+
+
+swa_heads = [(l, h) for l, row in enumerate(windows) for h, w_lh in enumerate(row) if w_lh > 0]
+expect(len(swa_heads) == 2 and all(kv_head_mass(l, h, chosen_w) >= 0.95 for l, h in swa_heads),
+       f"every SWA KV head {swa_heads} keeps the floor at w={chosen_w} (numpy)")
+expect(any(kv_head_mass(l, h, chosen_w // 2) < 0.95 for l, h in swa_heads),
+       f"and at w={chosen_w // 2} one does not: the window is the smallest")
+refused(["allocate", "--model", model, "--rho", "0.5", "--min-quality", "mass_recall>=0.95",
+         "--out", alloc],
+        "--min-quality: needs --calib (the floor is kept on the model's captured attention)",
+        "allocate: a floor without a calibration set")
+refused(["allocate", "--model", model, "--calib", calib, "--rho", "1", "--min-quality",
+         "mass_recall>=0.9999", "--context", "512", "--no-measure", "--out", alloc],
+        "--min-quality: no window up to 256 keeps mass_recall>=0.9999 on every SWA KV head of the "
+        "allocation (lower --rho, or the floor)", "allocate: a floor no window keeps")
+
 finish()
