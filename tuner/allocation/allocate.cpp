@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <functional>
 #include <set>
 
 #include "core/error.h"
@@ -89,6 +90,55 @@ void ChooseWindow(const AllocateOptions& o, const ModelGeometry& m, const HeadSc
   }
   throw UserError("--min-quality: no window up to " + tried + " keeps " + o.floor.ToString() +
                   " on every SWA KV head of the allocation (lower --rho, or the floor)");
+}
+
+// The allocation of the options' budget into r->chosen, r->rho_target and r->budget: the
+// target rho, the smallest rho whose KV cache fits, the best quality within the latency
+// (from r->sweep), or the import's own.
+void ChooseAllocation(const AllocateOptions& o, const ModelGeometry& m, const CostOptions& co,
+                      const std::function<Allocation(double)>& allocate, const HeadScores& scores,
+                      AllocateResult* result) {
+  AllocateResult& r = *result;
+  if (o.rho >= 0) {
+    r.rho_target = o.rho;
+    r.budget = "rho=" + Num(o.rho);
+    r.chosen = allocate(o.rho);
+  } else if (o.kv_bytes >= 0) {
+    // KV bytes depend only on the SWA count: the smallest reachable rho that fits.
+    const int64_t n = GroupSize(o.granularity, m);
+    bool found = false;
+    for (int64_t k = 0; k <= n && !found; ++k) {
+      const double rho = static_cast<double>(k) / static_cast<double>(n);
+      const Allocation a = allocate(rho);
+      if (KvCacheBytes(m, a, co) <= o.kv_bytes) r.rho_target = rho, r.chosen = a, found = true;
+    }
+    if (!found)
+      throw UserError("--kv-bytes: " + std::to_string(o.kv_bytes) +
+                      " is below the smallest KV cache, " +
+                      std::to_string(KvCacheBytes(m, allocate(1.0), co)) + " bytes at rho=1");
+    r.budget = "kv_bytes=" + std::to_string(o.kv_bytes);
+  } else if (o.latency_ms >= 0) {
+    const SweepPoint* best = nullptr;
+    for (const auto& p : r.sweep)
+      if (p.cost.prefill_ms <= o.latency_ms &&
+          (best == nullptr || p.quality_loss < best->quality_loss))
+        best = &p;
+    if (best == nullptr) {
+      const SweepPoint* fastest = &r.sweep.front();
+      for (const auto& p : r.sweep)
+        if (p.cost.prefill_ms < fastest->cost.prefill_ms) fastest = &p;
+      throw UserError("--latency-ms: no allocation reaches " + Num(o.latency_ms) +
+                      " ms (fastest: " + Num(fastest->cost.prefill_ms) +
+                      " ms at rho=" + Num(fastest->rho) + ")");
+    }
+    r.rho_target = best->rho;
+    r.chosen = best->allocation;
+    r.budget = "latency_ms=" + Num(o.latency_ms);
+  } else {  // import with the file's own binary allocation
+    r.chosen = AllocationFromScores(scores, o.granularity, -1.0);
+    r.rho_target = r.chosen.SwaFraction();
+    r.budget = "import";
+  }
 }
 
 }  // namespace
@@ -234,46 +284,7 @@ AllocateResult RunAllocate(const AllocateOptions& o, Database& db, const DeviceI
   for (size_t i : ParetoFront(points, {Sense::kMinimize, Sense::kMinimize, Sense::kMinimize}))
     r.sweep[i].on_front = true;
 
-  if (o.rho >= 0) {
-    r.rho_target = o.rho;
-    r.budget = "rho=" + Num(o.rho);
-    r.chosen = allocate(o.rho);
-  } else if (o.kv_bytes >= 0) {
-    // KV bytes depend only on the SWA count: the smallest reachable rho that fits.
-    const int64_t n = GroupSize(o.granularity, m);
-    bool found = false;
-    for (int64_t k = 0; k <= n && !found; ++k) {
-      const double rho = static_cast<double>(k) / static_cast<double>(n);
-      const Allocation a = allocate(rho);
-      if (KvCacheBytes(m, a, co) <= o.kv_bytes) r.rho_target = rho, r.chosen = a, found = true;
-    }
-    if (!found)
-      throw UserError("--kv-bytes: " + std::to_string(o.kv_bytes) +
-                      " is below the smallest KV cache, " +
-                      std::to_string(KvCacheBytes(m, allocate(1.0), co)) + " bytes at rho=1");
-    r.budget = "kv_bytes=" + std::to_string(o.kv_bytes);
-  } else if (o.latency_ms >= 0) {
-    const SweepPoint* best = nullptr;
-    for (const auto& p : r.sweep)
-      if (p.cost.prefill_ms <= o.latency_ms &&
-          (best == nullptr || p.quality_loss < best->quality_loss))
-        best = &p;
-    if (best == nullptr) {
-      const SweepPoint* fastest = &r.sweep.front();
-      for (const auto& p : r.sweep)
-        if (p.cost.prefill_ms < fastest->cost.prefill_ms) fastest = &p;
-      throw UserError("--latency-ms: no allocation reaches " + Num(o.latency_ms) +
-                      " ms (fastest: " + Num(fastest->cost.prefill_ms) +
-                      " ms at rho=" + Num(fastest->rho) + ")");
-    }
-    r.rho_target = best->rho;
-    r.chosen = best->allocation;
-    r.budget = "latency_ms=" + Num(o.latency_ms);
-  } else {  // import with the file's own binary allocation
-    r.chosen = AllocationFromScores(scores, o.granularity, -1.0);
-    r.rho_target = r.chosen.SwaFraction();
-    r.budget = "import";
-  }
+  ChooseAllocation(o, m, co, allocate, scores, &r);
   r.quality_loss = QualityLoss(r.chosen, r.stats);
   r.cost = meter.Cost(r.chosen);
   r.tuned = meter.TuneTiles(r.chosen, o.tune_budget, o.seed);
