@@ -97,12 +97,17 @@ std::string SourceLabel(int64_t calib_id, const std::vector<CalibrationRecord>& 
   return " on calibration #" + std::to_string(calib_id);
 }
 
-// The quality metric a chart of `rows` plots: on a calibration set the worst layer and
-// head's (what a floor bounds), mass_recall unless the floor bounds rel_err alone; on
-// Gaussian inputs mass_recall when the trials report it, else rel_err.
+// The quality metric a chart of `rows` plots: on a calibration set, or under a floor, the
+// worst layer and head's (what a floor bounds), mass_recall unless the floor bounds
+// rel_err alone; else mass_recall when the trials report it, else rel_err.
 std::string ChartMetric(const std::vector<const TrialRow*>& rows, bool calibrated,
                         const QualityFloor& floor) {
-  if (calibrated) return floor.max_rel_err && !floor.min_mass_recall ? "rel_err_worst" : "mass_recall_worst";
+  const std::string worst =
+      floor.max_rel_err && !floor.min_mass_recall ? "rel_err_worst" : "mass_recall_worst";
+  if (calibrated) return worst;
+  if (!floor.Empty())  // the floor bounds the worst head: plot what it bounds, when stored
+    for (const TrialRow* t : rows)
+      if (t->result.metrics.count(worst)) return worst;
   for (const char* m : {"mass_recall", "rel_err"})
     for (const TrialRow* t : rows)
       if (t->result.metrics.count(m)) return m;
@@ -224,8 +229,9 @@ void WriteSummary(std::ostream& out, const std::vector<TrialRow>& trials) {
   out << "</table>\n</section>\n";
 }
 
-// A heatmap cell's background: red (0) through yellow to green (1) over [lo, 1], where
-// `lo` is the map's lowest value (so that small differences near 1 still show).
+// A heatmap cell's background: red through yellow to green over [lo, 1], where `lo` is
+// the map's lowest value or 0.9, whichever is lower (differences near 1 show, and a map
+// whose cells all keep 0.9999 is not painted red).
 std::string CellColour(double x, double lo) {
   const double t = lo < 1.0 ? std::min(1.0, std::max(0.0, (x - lo) / (1.0 - lo))) : 1.0;
   const int hue = static_cast<int>(120.0 * t);  // HSL: 0 red, 60 yellow, 120 green
@@ -246,7 +252,7 @@ void WriteHeatmaps(std::ostream& out, const ReportInput& input,
     if (e.calib_id == 0 || it == input.quality_cells.end() || it->second.empty()) continue;
     const std::vector<QualityCell>& cells = it->second;
     std::map<int64_t, std::map<int64_t, double>> grid;
-    double lo = 1.0;
+    double lo = 0.9;
     int64_t heads = 0;
     for (const QualityCell& c : cells) {
       grid[c.layer][c.head] = c.mass_recall;
