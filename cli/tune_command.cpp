@@ -187,8 +187,8 @@ void PrintChoices(const TuneOptions& options, const TuneSummary& s) {
                   metric(c.closest_result, "mass_recall_worst"),
                   metric(c.closest_result, "rel_err_worst"));
     } else {
-      std::printf("  %s: no sparse configuration meets %s (none was measured)\n",
-                  c.problem.c_str(), floor.c_str());
+      std::printf("  %s: no sparse configuration meets %s (no ok candidate attended fewer pairs "
+                  "than dense)\n", c.problem.c_str(), floor.c_str());
     }
   }
   if (any_sparse_problem && !any_sparse)
