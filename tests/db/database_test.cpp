@@ -622,6 +622,20 @@ TEST_CASE("a database garbled in place is refused when it is opened", "[db]") {
   CHECK(ReadOnlyOpenError(path) == damaged);
 }
 
+TEST_CASE("a header with an unknown schema format number is refused as damaged", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("f.db");
+  MakeFileDb(path, 1);
+  {  // offset 44: the schema format number (1 to 4), big-endian; 5 is unknown to SQLite
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(47);
+    file.put(5);
+  }
+  const std::string damaged = path + ": the database is damaged (unsupported file format)";
+  CHECK(OpenError(path) == damaged);
+  CHECK(ReadOnlyOpenError(path) == damaged);
+}
+
 TEST_CASE("a damaged row is a UserError naming the file and the row, never an abort", "[db]") {
   TempDir dir;
   std::string path = dir.File("d.db");
