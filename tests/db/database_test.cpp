@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/user_error_text.h"
 
 #include <catch2/catch.hpp>
 
@@ -634,6 +635,16 @@ TEST_CASE("a header with an unknown schema format number is refused as damaged",
   const std::string damaged = path + ": the database is damaged (unsupported file format)";
   CHECK(OpenError(path) == damaged);
   CHECK(ReadOnlyOpenError(path) == damaged);
+}
+
+TEST_CASE("a table without the columns attntune wrote is refused as damaged", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("c.db");
+  MakeFileDb(path, 1);
+  RawExec(path, "ALTER TABLE metric RENAME COLUMN value TO v");
+  auto db = Database::OpenReadOnly(path);
+  CHECK(UserErrorText([&] { db->Trials({}); }) ==
+        path + ": the database is damaged (no such column: value)");
 }
 
 TEST_CASE("a damaged row is a UserError naming the file and the row, never an abort", "[db]") {
