@@ -226,7 +226,13 @@ Plan PlanRun(const Config& config, const Problem& problem) {
   Plan plan;
   plan.variant = &variant;
   plan.implementation = impl;
-  plan.params = ResolveParams(variant, impl, problem.shape, given, config.what);
+  if (impl->tunables_for) {  // the tunables of this kind (a CUDA tile of this d): its defaults
+    Implementation of_kind = *impl;
+    of_kind.tunables = impl->TunablesFor(kind);
+    plan.params = ResolveParams(variant, &of_kind, problem.shape, given, config.what);
+  } else {
+    plan.params = ResolveParams(variant, impl, problem.shape, given, config.what);
+  }
   return plan;
 }
 

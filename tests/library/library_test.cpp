@@ -335,8 +335,11 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
     t.q = t.k = t.v = dummy.data();
     t.o = dummy.data();
     p.dtype = attntune::Dtype::kBf16;
-    const std::string reached = ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "cuda", "w=16"), p, t));
-    CHECK(reached.rfind("attntune: error: problem: cuda:0: ", 0) == 0);
+    for (const int64_t d : {64, 128}) {  // the default tile is one of this head dim
+      p.head_dim = d;
+      const std::string reached = ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "cuda", "w=16"), p, t));
+      CHECK(reached.rfind("attntune: error: problem: cuda:0: ", 0) == 0);
+    }
   }
 }
 #endif
