@@ -21,24 +21,42 @@ template <class T>
 class TensorData {
  public:
   TensorData() = default;
-  TensorData(std::vector<T> values) : owned_(std::move(values)) {}  // NOLINT: a vector is data
-  TensorData(std::initializer_list<T> values) : owned_(values) {}
+  TensorData(std::vector<T> values) : owned_(std::move(values)) { Point(); }  // NOLINT: a vector is data
+  TensorData(std::initializer_list<T> values) : owned_(values) { Point(); }
+  TensorData(const TensorData& o) : owned_(o.owned_), view_(o.view_), view_size_(o.view_size_) {
+    Point();
+  }
+  TensorData(TensorData&& o) noexcept
+      : owned_(std::move(o.owned_)), view_(o.view_), view_size_(o.view_size_) {
+    Point();
+    o.Point();
+  }
+  TensorData& operator=(TensorData o) noexcept {
+    owned_.swap(o.owned_);
+    view_ = o.view_;
+    view_size_ = o.view_size_;
+    Point();
+    return *this;
+  }
   /// A view of `size` elements at `data` (nullptr only with size 0: not supplied).
   static TensorData View(const T* data, size_t size) {
     ATTNTUNE_CHECK(data != nullptr || size == 0);
     TensorData t;
     t.view_ = size > 0 ? data : nullptr;
     t.view_size_ = size;
+    t.Point();
     return t;
   }
 
   bool IsView() const { return view_ != nullptr; }
-  size_t size() const { return view_ != nullptr ? view_size_ : owned_.size(); }
-  bool empty() const { return size() == 0; }
-  const T* data() const { return view_ != nullptr ? view_ : owned_.data(); }
-  const T& operator[](size_t n) const { return data()[n]; }
-  const T* begin() const { return data(); }
-  const T* end() const { return data() + size(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // data_ is kept pointing at the elements in use, so that a read costs what a vector's
+  // does (one load, no branch: the kernels read through it per key).
+  const T* data() const { return data_; }
+  const T& operator[](size_t n) const { return data_[n]; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
   /// A copy of the elements.
   std::vector<T> ToVector() const { return std::vector<T>(begin(), end()); }
 
@@ -47,11 +65,18 @@ class TensorData {
   T& operator[](size_t n) { return Owned()[n]; }
   T* begin() { return Owned().data(); }
   T* end() { return Owned().data() + owned_.size(); }
-  void resize(size_t n) { Owned().resize(n); }
-  void assign(size_t n, const T& value) { Owned().assign(n, value); }
+  void resize(size_t n) {
+    Owned().resize(n);
+    Point();
+  }
+  void assign(size_t n, const T& value) {
+    Owned().assign(n, value);
+    Point();
+  }
   template <class It>
   void assign(It first, It last) {
     Owned().assign(first, last);
+    Point();
   }
 
   bool operator==(const TensorData& o) const {
@@ -64,10 +89,21 @@ class TensorData {
     ATTNTUNE_CHECK_MSG(view_ == nullptr, "a view of a caller's buffer is read-only");
     return owned_;
   }
+  void Point() {
+    if (view_ != nullptr) {
+      data_ = view_;
+      size_ = view_size_;
+    } else {
+      data_ = owned_.data();
+      size_ = owned_.size();
+    }
+  }
 
   std::vector<T> owned_;
   const T* view_ = nullptr;
   size_t view_size_ = 0;
+  const T* data_ = nullptr;  // view_ or owned_.data()
+  size_t size_ = 0;
 };
 
 struct Tensors {
