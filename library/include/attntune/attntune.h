@@ -30,7 +30,8 @@
 // from several threads; on the CPU the kernels then run one at a time.
 //
 // This header is written over the C ABI of attntune/attntune_c.h and holds no code of the
-// library; it checks its own API version against the library's on every call.
+// library; the structs it passes carry its API version, which the library checks (a
+// header of another version is refused in one line).
 #ifndef ATTNTUNE_ATTNTUNE_H_
 #define ATTNTUNE_ATTNTUNE_H_
 
