@@ -109,7 +109,7 @@ ProblemFile ReadProblemFile(const std::string& path, bool causal, int64_t layer)
 
 void CheckAttentionInputs(const Tensors& t, const std::string& what) {
   const Shape& s = t.shape;
-  const std::pair<const char*, const std::vector<float>*> tensors[] = {
+  const std::pair<const char*, const TensorData<float>*> tensors[] = {
       {"q", &t.q}, {"k", &t.k}, {"v", &t.v}};
   for (const auto& [name, x] : tensors) {
     for (size_t n = 0; n < x->size(); ++n) {
@@ -122,7 +122,7 @@ void CheckAttentionInputs(const Tensors& t, const std::string& what) {
   // The largest logit |q_i . k_j| / sqrt(d) is at most max|q_i| max|k_j| / sqrt(d)
   // (Cauchy-Schwarz); above kMaxLogit an fp32 kernel's softmax or P V overflows, and
   // what it returned would not be attention.
-  auto max_norm = [&](const std::vector<float>& x) {
+  auto max_norm = [&](const TensorData<float>& x) {
     double best = 0;
     for (size_t row = 0; row + static_cast<size_t>(s.d) <= x.size(); row += static_cast<size_t>(s.d)) {
       double sum = 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/config_schema.h"
 #include "reports/report_util.h"
 #include "reports/reports.h"
 
@@ -179,8 +180,12 @@ std::string RenderConfigHeader(const ReportInput& input) {
       << "#include <array>\n#include <cstddef>\n#include <limits>\n#include <string_view>\n\n"
       << "namespace attntune_config {\n\n"
       << "inline constexpr const char kToolVersion[] = " << CppString(input.tool_version) << ";\n"
-      << "inline constexpr const char kGeneratedAt[] = " << CppString(input.generated_at) << ";\n\n"
+      << "inline constexpr const char kGeneratedAt[] = " << CppString(input.generated_at) << ";\n"
+      << "// The format of this header; attntune::FromEntry (attntune/attntune.h) checks it.\n"
+      << "inline constexpr int kSchema = " << kConfigSchema << ";\n\n"
       << "struct Entry {\n"
+      << "  static constexpr int kSchema = attntune_config::kSchema;\n"
+      << "  static constexpr const char* kToolVersion = attntune_config::kToolVersion;\n"
       << "  const char* device;\n"
       << "  const char* variant;\n"
       << "  const char* phase;     // \"prefill\", or \"decode\": one step against seq_len keys\n"

@@ -1,13 +1,9 @@
 // RenderConfigJson: attntune_config.json, the content of attntune_config.h as JSON.
+#include "core/config_schema.h"
 #include "reports/report_util.h"
 #include "reports/reports.h"
 
 namespace attntune {
-
-namespace {
-// Bumped whenever a key changes meaning or goes away; new keys keep the version.
-constexpr int kConfigJsonSchema = 1;
-}  // namespace
 
 std::string RenderConfigJson(const ReportInput& input) {
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
@@ -35,7 +31,7 @@ std::string RenderConfigJson(const ReportInput& input) {
     entries.push_back(std::move(entry));
   }
   nlohmann::ordered_json doc;
-  doc["schema"] = kConfigJsonSchema;
+  doc["schema"] = kConfigSchema;
   doc["tool"] = "attntune";
   doc["tool_version"] = input.tool_version;
   doc["generated_at"] = input.generated_at;
