@@ -12,6 +12,7 @@
 
 #include "kernels/selection/selection.h"
 #include "core/shape.h"
+#include "core/tensors.h"
 
 #if defined(__CUDACC__)
 #define ATTNTUNE_HD __host__ __device__
@@ -174,6 +175,25 @@ struct BucketLists {
 /// positions. Causal, Lq <= Lk. Defined in bucket_lists.cpp.
 BucketLists BuildBucketLists(const Shape& shape, const LshBins& bins, int64_t k_lsh,
                              const std::vector<int32_t>& evict, int br, int64_t chunk);
+
+/// "attntune::select::<phase>" for a selection kernel's name (attntune_select_<phase>, or
+/// one of CUB's kernels: only the selection sorts and scans with CUB, all of it as
+/// "attntune::select::cub"); "" for any other kernel (the attention's).
+std::string SelectionPhaseOf(const std::string& kernel_name);
+
+/// Whether the host's LSH projection (ComputeLshBins, built with -march=native) fuses its
+/// fp32 multiply-adds: found once by binning a key whose two projections differ only in
+/// the rounding of one product. The device bins with the same choice (select_core.h), so
+/// that its bins equal the host's bit for bit. Defined in bucket_lists.cpp.
+bool HostFusesLshProducts();
+
+/// Whether the host's DmaScores fuses the multiply-adds of its dot products: found once by
+/// scoring values on which the two differ.
+bool HostFusesDmaProducts();
+
+/// R of every KV head transposed to [Hkv][bits][d] in fp32 (the values ComputeLshBins
+/// projects onto; LshProjection's, supplied or seeded). Defined in bucket_lists.cpp.
+std::vector<float> LshProjectionRows(const Tensors& t, int64_t bits, uint64_t seed);
 
 /// Split-KV decode (dense and swa, one query row per head: Lq = 1): the keys the row
 /// attends are cut into `splits` contiguous ranges of the key axis, one thread block per
