@@ -204,8 +204,6 @@ struct DecodeParams {
   const int32_t* evict_s;
   const uint64_t* sorted_key;
   const int32_t* order;
-  int32_t* flag;                   // [heads * n + 1]: inserted, by sorted slot
-  const int32_t* inserted_before;  // exclusive sum of flag
   int32_t* slot;                   // [heads, n]: sorted slot of each key
   int32_t* dropped;                // [heads, n]: key evicted at each step, -1: none
   uint64_t* event_key;             // [heads, n]
@@ -612,16 +610,13 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_block_key_fill
   });
 }
 
-// dma_decode: inserted flags and slots over the sorted order, the top-k run's drops,
-// their (value, step) keys, the decode evictions, and then its own drops.
+// dma_decode: each key's slot in the sorted order, the top-k run's drops, their (value,
+// step) keys, the decode evictions, and then its own drops.
 extern "C" __global__ void __launch_bounds__(256) attntune_select_decode_slots(DecodeParams p) {
   const int64_t x = GlobalThread();
-  if (x == 0) p.flag[p.heads * p.n] = 0;
   if (x >= p.heads * p.n) return;
   const int64_t head = x / p.n;
-  const int32_t j = p.order[x];
-  p.flag[x] = p.evict_s[head * p.n + j] > j ? 1 : 0;
-  p.slot[head * p.n + j] = static_cast<int32_t>(x % p.n);
+  p.slot[head * p.n + p.order[x]] = static_cast<int32_t>(x % p.n);
 }
 
 // dropped[head][q] = j for evict[j] == q (j < q < n): evict = p.evict_d when set, else
@@ -647,8 +642,7 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_decode_evict(D
   const int64_t head = x / p.n, j = x % p.n, h = head * p.n;
   p.evict_d[x] = static_cast<int32_t>(
       DecodeEviction(p.key + h, p.evict_s + h, j, p.sorted_key + h, p.slot[x],
-                     p.inserted_before + h, p.event_key_sorted + h, p.event_step_sorted + h, p.n,
-                     p.n));
+                     p.event_key_sorted + h, p.event_step_sorted + h, p.n, p.n));
 }
 
 // Chosen keys: one warp per (step, KV head, batch): the step's candidates, counted for
@@ -1198,9 +1192,6 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   p.order = topk.order;
   p.n = n;
   p.heads = heads;
-  p.flag = ws.Get<int32_t>(t + ".flag", heads * n + 1);
-  int32_t* inserted_before = ws.Get<int32_t>(t + ".inserted_before", heads * n + 1);
-  p.inserted_before = inserted_before;
   p.slot = ws.Get<int32_t>(t + ".slot", heads * n);
   p.dropped = ws.Get<int32_t>(t + ".dropped_s", heads * n);
   p.event_key = ws.Get<uint64_t>(t + ".event_key", heads * n);
@@ -1213,7 +1204,6 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   const unsigned grid = Blocks(heads * n, 256);
   std::string error = Run("attntune_select_decode_slots", attntune_select_decode_slots, dim3(grid),
                           dim3(256), p, stream);
-  if (error.empty()) error = ExclusiveSum(ws, t + ".inserted_scan", p.flag, inserted_before, heads * n + 1, stream);
   if (error.empty()) error = Fill(p.dropped, heads * n, -1, stream);
   if (error.empty()) {
     error = Run("attntune_select_decode_dropped", attntune_select_decode_dropped, dim3(grid),

@@ -385,17 +385,17 @@ ATTNTUNE_HD inline int64_t ListBound(int64_t p0, int64_t p1, int64_t k) {
 
 /// dma_decode's eviction step of key j, from the top-k run with k = w_kv: `key` by
 /// position; `sorted_key`, the keys in (key, position) order, and `slot` = the index of j
-/// there; `inserted_before[s]` = the keys inserted among sorted slots [0, s); the drops
-/// as (event_key, event_step) sorted by (key, step), `events` of them.
+/// there; the drops as (event_key, event_step) sorted by (key, step), `events` of them.
+/// A key is inserted iff fewer than w_kv keys before it score at least as much, which
+/// holds for a prefix of the keys of each value in position order: the inserted key j
+/// is the r-th inserted of its value with r = its place among the keys of that value.
 ATTNTUNE_HD inline int64_t DecodeEviction(const uint64_t* key, const int32_t* evict_s, int64_t j,
                                           const uint64_t* sorted_key, int64_t slot,
-                                          const int32_t* inserted_before,
                                           const uint64_t* event_key, const int32_t* event_step,
                                           int64_t events, int64_t n) {
   if (evict_s[j] <= j) return j;  // never inserted
   const uint64_t v = key[j];
-  const int64_t run = LowerBound(sorted_key, 0, slot, v);  // the first key of value v
-  const int64_t r = inserted_before[slot] - inserted_before[run];
+  const int64_t r = slot - LowerBound(sorted_key, 0, slot, v);  // its place among value v's
   const int64_t e = LowerBound(event_key, 0, events, v) + r;
   return e < events && event_key[e] == v ? event_step[e] : n;
 }

@@ -55,6 +55,7 @@ struct BucketParams {
   const int32_t* row_lo;
   const int32_t* row_hi;
   const int32_t* spos;
+  const int32_t* block_count;  // blocks past it hold no rows and return at once (nullptr: none)
 };
 
 template <Dtype DT>
@@ -155,6 +156,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   // windowed and top-k paths are written as before the bucketed family joined, so that
   // they compile to the code that ran on the H100.)
   const int qb = blockIdx.x;
+  if constexpr (BUCKETED) {
+    if (bp.block_count != nullptr && qb >= *bp.block_count) return;  // the whole block
+  }
   const int head = BUCKETED ? bp.block_head[qb] : 0;  // b * Hkv + hk
   const int h = BUCKETED ? head % p.hkv * (p.hq / p.hkv) : blockIdx.y;
   const int b = BUCKETED ? head / p.hkv : blockIdx.z;
@@ -517,6 +521,7 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
     bucket.row_lo = args.row_lo;
     bucket.row_hi = args.row_hi;
     bucket.spos = args.spos;
+    bucket.block_count = args.block_count;
   }
   void* kernel_args[] = {&params, &bucket};  // the windowed and top-k kernels take params only
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),

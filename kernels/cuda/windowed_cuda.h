@@ -38,7 +38,8 @@ struct WindowedDeviceArgs {
   const int32_t* row_lo = nullptr;
   const int32_t* row_hi = nullptr;
   const int32_t* spos = nullptr;
-  int64_t blocks = 0;
+  int64_t blocks = 0;                    // blocks launched (an upper bound of the count)
+  const int32_t* block_count = nullptr;  // device: the blocks that hold rows (nullptr: all)
   // Gathered decode (LaunchGatheredDecode) also: the chosen keys of each (b, hq, step).
   const int32_t* chosen_offsets = nullptr;
   const int32_t* chosen = nullptr;

@@ -186,6 +186,28 @@ TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
     CHECK(key_bin == want.key_bin);
     CHECK(query_bin == want.query_bin);
   }
+  // A key whose sign depends on the order in which the host adds its lanes: lanes 0 and 2
+  // cancel (1e20 - 1e20) before lane 1 (1) is added, as ((0+4)+(2+6)) + ((1+5)+(3+7)).
+  {
+    Tensors t;
+    t.shape.d = 16;
+    t.q.assign(16, 0.f);
+    t.k.assign(16, 0.f);
+    t.v.assign(16, 0.f);
+    t.k[0] = 1e10f;
+    t.k[1] = 1.0f;
+    t.k[2] = 1e10f;
+    t.proj.assign(16, 0.f);  // R [1][16][1]
+    t.proj[0] = 1e10f;
+    t.proj[1] = 1.0f;
+    t.proj[2] = -1e10f;
+    const attntune::LshBins want = attntune::ComputeLshBins(t, 1, false, 0);
+    std::vector<int32_t> key_bin, query_bin;
+    sh::Bins(t, cp::LshProjectionRows(t, 1, 0), 1, false, cp::HostFusesLshProducts(), &key_bin,
+             &query_bin);
+    REQUIRE(want.key_bin[0] == 1);
+    CHECK(key_bin == want.key_bin);
+  }
   // The key whose bin depends on the rounding of one product (HostFusesLshProducts'):
   // the device bins it as the host only with the host's choice.
   Tensors t;
@@ -299,7 +321,9 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
   struct Case {
     const char* shape;
     int64_t w_kv, w_q, r;
-    const char* values;  // "gaussian", "tied" (Delta = 0: every b equal), "few" (V quantised)
+    // "gaussian", "tied" (Delta = 0: every b equal), "few" (b takes few values), "same_k"
+    // (every key of a head alike: the candidates' q·k tie, the smaller j is chosen)
+    const char* values;
   };
   const Case cases[] = {
       {"B=2,Hq=4,Hkv=2,L=37,d=16", 5, 3, 4, "gaussian"},
@@ -310,6 +334,7 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
       {"B=1,Hq=4,Hkv=2,L=77,d=16", 6, 40, 30, "tied"},
       {"B=1,Hq=2,Hkv=1,L=300,d=16", 12, 4, 40, "few"},
       {"B=1,Hq=2,Hkv=2,L=500,d=16", 130, 8, 64, "few"},  // resident sets past a chunk
+      {"B=1,Hq=2,Hkv=1,L=120,d=16", 10, 3, 20, "same_k"},
   };
   for (const Case& c : cases) {
     const Shape shape = attntune::ParseShape(c.shape, "test");
@@ -319,6 +344,12 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
       for (float& v : t.v) v = std::round(v);
       t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
       for (int64_t h = 0; h < shape.Hkv; ++h) t.delta[h * shape.d] = 1.0f;
+    }
+    if (std::string(c.values) == "same_k") {
+      for (int64_t j = 0; j < shape.B * shape.Hkv * shape.Lk; ++j) {
+        std::copy(t.k.begin() + (j / shape.Lk) * shape.Lk * shape.d,
+                  t.k.begin() + ((j / shape.Lk) * shape.Lk + 1) * shape.d, t.k.begin() + j * shape.d);
+      }
     }
     const std::vector<double> x = attntune::DmaScores(t, 4);
     const attntune::DecodeSelection want = attntune::SelectDecodeKokkos(t, x, c.w_kv, c.w_q, c.r);

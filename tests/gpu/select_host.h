@@ -200,14 +200,8 @@ inline Decode RunDecode(const attntune::Tensors& tensors, const TopK& t, int64_t
   out.dropped.assign(static_cast<size_t>(heads * n), -1);
   for (int64_t head = 0; head < heads; ++head) {
     const int64_t h = head * n;
-    std::vector<int32_t> flag(static_cast<size_t>(n)), slot(static_cast<size_t>(n)),
-        dropped(static_cast<size_t>(n), -1);
-    for (int64_t x = 0; x < n; ++x) {
-      const int32_t j = t.order[h + x];
-      flag[x] = t.evict[h + j] > j ? 1 : 0;
-      slot[j] = static_cast<int32_t>(x);
-    }
-    const std::vector<int32_t> inserted_before = ExclusiveSum(flag);
+    std::vector<int32_t> slot(static_cast<size_t>(n)), dropped(static_cast<size_t>(n), -1);
+    for (int64_t x = 0; x < n; ++x) slot[t.order[h + x]] = static_cast<int32_t>(x);
     for (int64_t j = 0; j < n; ++j) {
       const int32_t e = t.evict[h + j];
       if (j < e && e < n) dropped[e] = static_cast<int32_t>(j);
@@ -220,7 +214,7 @@ inline Decode RunDecode(const attntune::Tensors& tensors, const TopK& t, int64_t
     for (int64_t j = 0; j < n; ++j) {
       out.evict[h + j] = static_cast<int32_t>(cp::DecodeEviction(
           t.key.data() + h, t.evict.data() + h, j, t.sorted_key.data() + h, slot[j],
-          inserted_before.data(), event_key_sorted.data(), event_order.data(), n, n));
+          event_key_sorted.data(), event_order.data(), n, n));
     }
     for (int64_t j = 0; j < n; ++j) {
       const int32_t e = out.evict[h + j];
