@@ -229,40 +229,6 @@ TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
   CHECK(other != want.key_bin);
 }
 
-namespace {
-
-// Checks the device's bucketed layout against BuildBucketLists': the same blocks, rows
-// and windows, spos, and per block the same keys (the device lists the lsh range, then
-// hax's extras: the same set in another order), within the allocation bounds.
-void CheckLayout(const sh::Bucket& got, const cp::BucketLists& want, const Shape& shape, bool hax,
-                 const std::vector<int32_t>& evict) {
-  REQUIRE(got.blocks == want.Blocks());
-  CHECK(got.blocks <= got.blocks_bound);
-  CHECK(got.key_offsets.back() <= got.key_capacity);
-  CHECK(got.head == want.head);
-  CHECK(got.row_offsets == want.row_offsets);
-  CHECK(got.rows == want.rows);
-  CHECK(got.lo == want.lo);
-  CHECK(got.hi == want.hi);
-  CHECK(got.spos == want.spos);
-  for (int64_t x = 0; x < got.blocks; ++x) {
-    std::vector<int32_t> a(got.keys.begin() + got.key_offsets[x], got.keys.begin() + got.key_offsets[x + 1]);
-    const std::vector<int32_t> b(want.keys.begin() + want.key_offsets[x],
-                                 want.keys.begin() + want.key_offsets[x + 1]);
-    std::sort(a.begin(), a.end());
-    INFO("block " << x);
-    REQUIRE(std::adjacent_find(a.begin(), a.end()) == a.end());  // each key once
-    REQUIRE(a == b);
-    const int64_t head = got.head[x];
-    for (int64_t n = got.key_offsets[x]; n < got.key_offsets[x + 1]; ++n) {
-      REQUIRE(got.key_spos[n] == got.spos[head * shape.Lk + got.keys[n]]);
-      if (hax) REQUIRE(got.key_evict[n] == evict[head * shape.Lk + got.keys[n]]);
-    }
-  }
-}
-
-}  // namespace
-
 TEST_CASE("Device bucketed layout equals BuildBucketLists for lsh and hax") {
   struct Case {
     const char* variant;
@@ -313,7 +279,7 @@ TEST_CASE("Device bucketed layout equals BuildBucketLists for lsh and hax") {
         cp::BuildBucketLists(shape, bins, c.k, evict, c.br, hax ? c.chunk : 0);
     INFO(c.variant << " " << c.shape << " k=" << c.k << " k_ks=" << c.k_ks << " br=" << c.br
                    << " chunk=" << c.chunk);
-    CheckLayout(got, want, shape, hax, evict);
+    sh::CheckLayout(got, want, shape, hax, evict);
   }
 }
 

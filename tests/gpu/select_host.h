@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <set>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -449,6 +450,36 @@ inline Bucket RunBucket(const attntune::Shape& s, int64_t bins, const std::vecto
         });
   }
   return out;
+}
+
+// Checks the device's bucketed layout against BuildBucketLists': the same blocks, rows
+// and windows, spos, and per block the same keys (the device lists the lsh range, then
+// hax's extras: the same set in another order), within the allocation bounds.
+inline void CheckLayout(const Bucket& got, const cp::BucketLists& want, const attntune::Shape& shape, bool hax,
+                 const std::vector<int32_t>& evict) {
+  REQUIRE(got.blocks == want.Blocks());
+  CHECK(got.blocks <= got.blocks_bound);
+  CHECK(got.key_offsets.back() <= got.key_capacity);
+  CHECK(got.head == want.head);
+  CHECK(got.row_offsets == want.row_offsets);
+  CHECK(got.rows == want.rows);
+  CHECK(got.lo == want.lo);
+  CHECK(got.hi == want.hi);
+  CHECK(got.spos == want.spos);
+  for (int64_t x = 0; x < got.blocks; ++x) {
+    std::vector<int32_t> a(got.keys.begin() + got.key_offsets[x], got.keys.begin() + got.key_offsets[x + 1]);
+    const std::vector<int32_t> b(want.keys.begin() + want.key_offsets[x],
+                                 want.keys.begin() + want.key_offsets[x + 1]);
+    std::sort(a.begin(), a.end());
+    INFO("block " << x);
+    REQUIRE(std::adjacent_find(a.begin(), a.end()) == a.end());  // each key once
+    REQUIRE(a == b);
+    const int64_t head = got.head[x];
+    for (int64_t n = got.key_offsets[x]; n < got.key_offsets[x + 1]; ++n) {
+      REQUIRE(got.key_spos[n] == got.spos[head * shape.Lk + got.keys[n]]);
+      if (hax) REQUIRE(got.key_evict[n] == evict[head * shape.Lk + got.keys[n]]);
+    }
+  }
 }
 
 }  // namespace select_host
