@@ -255,6 +255,8 @@ void EnqueueTopKSelection(const std::string& variant, const Tensors& t, const Pa
   args->list_keys = lists.keys;
   args->evict = topk.evict;
   args->bias_log2 = topk.bias_log2;
+  args->list_aux = lists.key_evict;
+  args->list_bias = lists.key_bias;
 }
 
 // lsh and hax: bins (and hax's prefix top-k), the bucketed layout and its lists.
@@ -286,6 +288,8 @@ void EnqueueBucketSelection(const std::string& variant, const Tensors& t, const 
   args->row_lo = bucket.lo;
   args->row_hi = bucket.hi;
   args->spos = bucket.spos;
+  args->list_aux = bucket.key_spos;
+  args->list_aux2 = bucket.key_evict;
   args->blocks = bucket.blocks_bound;
   args->block_count = bucket.block_count;
 }
@@ -412,6 +416,7 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
     args.list_offsets = sel.resident.offsets;
     args.list_keys = sel.resident.keys;
     args.evict = sel.evict;
+    args.list_aux = sel.resident.key_evict;
     args.chosen_offsets = sel.chosen_offsets;
     args.chosen = sel.chosen;
     args.bias_log2 = topk.bias_log2;

@@ -50,6 +50,7 @@ struct GatheredDecodeParams {
   const int32_t* chosen;
   const float* bias_log2;  // [B,Hkv,Lk] b_j * log2(e), or nullptr
   int64_t query_blocks;
+  const int32_t* list_evict;  // the eviction step of each listed key, or nullptr
 };
 
 template <Dtype DT>
@@ -118,6 +119,7 @@ __device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p,
     walk.resident = gp.list_keys + gp.list_offsets[list];
     walk.n_resident = gp.list_offsets[list + 1] - gp.list_offsets[list];
     walk.evict = gp.evict + head * p.lk;
+    if (gp.list_evict != nullptr) walk.resident_evict = gp.list_evict + gp.list_offsets[list];
     walk.step = step;
     walk.chosen_offsets = gp.chosen_offsets;
     walk.chosen = gp.chosen;
@@ -321,6 +323,7 @@ std::string LaunchGatheredDecode(const Shape& s, Dtype dtype, const WindowedDevi
   gp.chosen_offsets = args.chosen_offsets;
   gp.chosen = args.chosen;
   gp.bias_log2 = args.bias_log2;
+  gp.list_evict = args.list_aux;
   gp.query_blocks = (s.Lk + kDecodeListSteps - 1) / kDecodeListSteps;
   const bool f16 = dtype == Dtype::kF16;
   const void* fn =

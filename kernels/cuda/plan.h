@@ -249,6 +249,13 @@ ATTNTUNE_HD inline bool BucketAttends(int64_t p, int64_t j, int64_t lo, int64_t 
   return (lo <= spos_j && spos_j < hi) || (evict != nullptr && InTopK(p, j, evict));
 }
 
+/// BucketAttends with key j's eviction position given (the kernel reads it beside the
+/// key in the list): `ks` says whether there is a ks part (hax).
+ATTNTUNE_HD inline bool BucketAttendsKey(int64_t p, int64_t j, int64_t lo, int64_t hi,
+                                         int64_t spos_j, bool ks, int64_t evict_j) {
+  return (lo <= spos_j && spos_j < hi) || (ks && j <= p && p < evict_j);
+}
+
 /// Gathered decode's walk over the keys of one step of one (batch, KV head): the
 /// kernel's key loop (DecodeSplitBody in decode.cu), tested on the host. x = 0, 1, ...
 /// (a warp takes every 4th x, with a walk of its own) is first resident[x], x <
@@ -259,7 +266,8 @@ struct DecodeWalk {
   enum { kEnd, kAttend, kSkip };
   const int32_t* resident = nullptr;
   int64_t n_resident = 0;
-  const int32_t* evict = nullptr;
+  const int32_t* evict = nullptr;           // [Lk] of the head, read when resident_evict is null
+  const int32_t* resident_evict = nullptr;  // evict of each listed key (beside `resident`)
   int64_t step = 0;
   const int32_t* chosen_offsets = nullptr;
   const int32_t* chosen = nullptr;
@@ -274,7 +282,8 @@ struct DecodeWalk {
     if (x < n_resident) {
       *j = resident[x];
       *only = -1;
-      return InTopK(step, *j, evict) ? kAttend : kSkip;
+      const int64_t e = resident_evict != nullptr ? resident_evict[x] : evict[*j];
+      return *j <= step && step < e ? kAttend : kSkip;
     }
     if (end < 0) end = n_resident;
     while (x >= end && head + 1 < group) {

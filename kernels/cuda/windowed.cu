@@ -43,6 +43,13 @@ struct KernelParams {
   const int32_t* evict;
   const float* bias_log2;
   int64_t query_blocks;
+  // Beside each listed key (same index as list_keys), copied with its K and V rows into
+  // shared memory so that the predicate reads no per-key array: top-k, its eviction
+  // (list_aux) and bias (list_bias, or nullptr); bucketed, its spos (list_aux) and, for
+  // hax, its eviction (list_aux2).
+  const int32_t* list_aux;
+  const int32_t* list_aux2;
+  const float* list_bias;
 };
 
 // The bucketed family's second argument: BucketLists' head, row_offsets, rows, lo, hi
@@ -103,6 +110,12 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok)
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int bytes = ok ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+}
+/// 4-byte global -> shared copy; zero-fills when !ok.
+__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool ok) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = ok ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -202,23 +215,25 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   }
 
   VisitList<GATHERED, BC> spans;
-  const int32_t* evict = nullptr;
-  const float* bias = nullptr;
-  const int32_t* spos = nullptr;
+  // Gathered: the tile's keys and their companions (KernelParams' list_aux, list_aux2,
+  // list_bias), copied with the tile's K and V rows, one 4-byte copy per key each.
+  constexpr int META_STAGES = GATHERED ? STAGES : 1;
+  constexpr int META_BC = GATHERED ? BC : 1;
+  __shared__ int32_t key_s[META_STAGES][META_BC];
+  __shared__ int32_t aux_s[META_STAGES][META_BC];
+  __shared__ int32_t aux2_s[META_STAGES][META_BC];  // hax's evictions, or the bias bits
+  const int32_t* aux = nullptr;
+  const int32_t* aux2 = nullptr;
   if constexpr (GATHERED) {
     const int64_t list =
         BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
-    spans.keys = p.list_keys + p.list_offsets[list];
-    spans.n = p.list_offsets[list + 1] - p.list_offsets[list];
+    const int64_t first = p.list_offsets[list];
+    spans.keys = p.list_keys + first;
+    spans.n = p.list_offsets[list + 1] - first;
     spans.none = p.lk;
-    if constexpr (BUCKETED) {
-      const int64_t head_keys = (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-      if (p.evict != nullptr) evict = p.evict + head_keys;  // hax's ks part
-      spos = bp.spos + head_keys;
-    } else {
-      evict = p.evict + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-      if (p.bias_log2 != nullptr) bias = p.bias_log2 + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-    }
+    aux = p.list_aux + first;
+    if (BUCKETED && p.list_aux2 != nullptr) aux2 = p.list_aux2 + first;
+    if (!BUCKETED && p.list_bias != nullptr) aux2 = reinterpret_cast<const int32_t*>(p.list_bias + first);
   } else {
     spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
   }
@@ -232,6 +247,15 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       const bool ok = j < p.lk;
       CpAsync16(kd + r * LD + col, ok ? kg + j * D + col : kg, ok);
       CpAsync16(vd + r * LD + col, ok ? vg + j * D + col : vg, ok);
+    }
+    if constexpr (GATHERED) {
+      for (int c = tid; c < BC; c += THREADS) {
+        const int64_t x = kblock * BC + c;
+        const bool ok = x < spans.n;
+        CpAsync4(&key_s[stage][c], ok ? spans.keys + x : spans.keys, ok);
+        CpAsync4(&aux_s[stage][c], ok ? aux + x : aux, ok);
+        if (aux2 != nullptr) CpAsync4(&aux2_s[stage][c], ok ? aux2 + x : aux2, ok);
+      }
     }
   };
 
@@ -293,18 +317,23 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     for (int nt = 0; nt < BC / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t j = spans.Key(kblock, nt * 8 + 2 * t + (e & 1));
+        const int c = nt * 8 + 2 * t + (e & 1);
         if constexpr (BUCKETED) {
           const int r = e >> 1;
-          const bool keep = j < p.lk && BucketAttends(pos[r], j, lo[r], hi[r], spos[j], evict);
+          const int stage = it % STAGES;
+          const bool keep = kblock * BC + c < spans.n &&
+                            BucketAttendsKey(pos[r], key_s[stage][c], lo[r], hi[r],
+                                             aux_s[stage][c], aux2 != nullptr, aux2_s[stage][c]);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
         } else if constexpr (GATHERED) {
-          // InTopK(at, j, evict), spelt out as in the build that ran on the H100: through
-          // the function, nvcc materialises the bool and the kernel's code changes.
+          const int stage = it % STAGES;
           const int64_t at = pos[e >> 1];
-          const bool keep = j < p.lk && j <= at && at < evict[j];
-          s[nt][e] = keep ? s[nt][e] * p.scale_log2 + (bias != nullptr ? bias[j] : 0.f) : -INFINITY;
+          const int64_t j = key_s[stage][c];
+          const bool keep = kblock * BC + c < spans.n && j <= at && at < aux_s[stage][c];
+          const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
+          s[nt][e] = keep ? s[nt][e] * p.scale_log2 + bias : -INFINITY;
         } else {
+          const int64_t j = spans.Key(kblock, c);
           const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
         }
@@ -477,7 +506,7 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
   const bool gathered = family != Family::kWindowed;
   if (gathered && (args.list_offsets == nullptr || args.list_keys == nullptr))
     return "gathered launch without its key lists";
-  if (family == Family::kTopK && args.evict == nullptr) return "top-k launch without evictions";
+  if (gathered && args.list_aux == nullptr) return "gathered launch without its keys' evictions or places";
   if (family == Family::kBucketed &&
       (args.block_head == nullptr || args.row_offsets == nullptr || args.rows == nullptr ||
        args.row_lo == nullptr || args.row_hi == nullptr || args.spos == nullptr ||
@@ -512,6 +541,9 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
     params.evict = args.evict;
     params.bias_log2 = family == Family::kTopK ? args.bias_log2 : nullptr;
     params.query_blocks = plan.grid_x;
+    params.list_aux = args.list_aux;
+    params.list_aux2 = family == Family::kBucketed ? args.list_aux2 : nullptr;
+    params.list_bias = family == Family::kTopK ? args.list_bias : nullptr;
   }
   BucketParams bucket{};
   if (family == Family::kBucketed) {

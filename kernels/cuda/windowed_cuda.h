@@ -32,6 +32,12 @@ struct WindowedDeviceArgs {
   const int32_t* list_keys = nullptr;
   const int32_t* evict = nullptr;
   const float* bias_log2 = nullptr;
+  // Beside each listed key: top-k, its eviction (list_aux) and bias (list_bias, b_j *
+  // log2(e), or nullptr); bucketed, its spos (list_aux) and hax's eviction (list_aux2);
+  // gathered decode, the resident key's eviction step (list_aux).
+  const int32_t* list_aux = nullptr;
+  const int32_t* list_aux2 = nullptr;
+  const float* list_bias = nullptr;
   const int32_t* block_head = nullptr;
   const int32_t* row_offsets = nullptr;
   const int32_t* rows = nullptr;
