@@ -1,0 +1,26 @@
+#!/bin/bash
+# Packs what scripts/gpu-checks.sh runs into one folder that travels to a GPU machine:
+# the attntune binary, the GPU and CUDA tests, the windowed benchmark, and the shared
+# libraries they need that a CUDA image lacks (Kokkos, SQLite, CUPTI), stripped.
+#   scripts/gpu-bundle.sh BUILD_DIR [BUNDLE_DIR]      (BUNDLE_DIR defaults to build-gpu)
+# then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
+set -eu
+build=${1:?build dir}
+bundle=${2:-build-gpu}
+rm -rf "$bundle"
+mkdir -p "$bundle/tests/gpu" "$bundle/benchmarks" "$bundle/lib"
+cp "$build/attntune" "$bundle/"
+for t in gpu_windowed_test cupti_activity_test cupti_metrics_test cuda_plan_test cuda_select_test; do
+  if [ -x "$build/tests/gpu/$t" ]; then cp "$build/tests/gpu/$t" "$bundle/tests/gpu/"; fi
+done
+if [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
+  cp "$build/benchmarks/cuda_windowed_bench" "$bundle/benchmarks/"
+fi
+# Libraries beyond glibc, libstdc++ and libgcc (which every image has, newer).
+for bin in "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/*; do
+  ldd "$bin" | awk '/=> \//{print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libutil|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+strip -s "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/* 2>/dev/null || true
+du -sh "$bundle"
+ls "$bundle/lib"
