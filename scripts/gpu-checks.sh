@@ -13,10 +13,14 @@
 #  5. compute-sanitizer memcheck of the numerics of every family;
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
 #     --metrics at L=4096).
-#   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR     (scripts/gpu-bundle.sh packs one)
+#   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
+# (scripts/gpu-bundle.sh packs a bundle.) Every log goes to OUT_DIR; RESULT_DIR, when
+# given, receives the few files worth keeping: summary.txt, sparse.jsonl, decode.jsonl,
+# torch.jsonl, metrics.jsonl and all.tar.gz (every log).
 set -u
 build=$(cd "${1:?build or bundle dir}" && pwd)
 out=${2:?output dir}
+results=${3:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,11 +46,13 @@ log "attntune devices rc=$?"
 head -3 "$out/devices.txt" | tee -a "$out/summary.txt"
 
 # 1. Tests: the CPU ones in seconds, then every [gpu] case (none may be skipped).
-for t in cuda_plan_test cuda_select_test cupti_activity_test cupti_metrics_test gpu_windowed_test; do
+for entry in cuda_plan_test:60 cuda_select_test:60 cupti_activity_test:60 cupti_metrics_test:60 \
+    gpu_windowed_test:240; do
+  t=${entry%%:*}
+  limit=${entry##*:}
   [ -x "$build/tests/gpu/$t" ] || { log "$t missing from $build"; continue; }
-  fits 200 "$t" || continue
-  (cd "$build/tests/gpu" && timeout $(( $(left) < 200 ? $(left) : 200 )) ./$t -d yes \
-    >"$out/$t.log" 2>&1)
+  fits "$limit" "$t" || continue
+  (cd "$build/tests/gpu" && timeout "$limit" ./$t -d yes >"$out/$t.log" 2>&1)
   log "$t rc=$?"
   tail -n 3 "$out/$t.log" | tee -a "$out/summary.txt"
 done
@@ -137,11 +143,19 @@ for v in "dense" "ks k=64" "dma w=1024" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   fits 40 "bench --metrics $v" || continue
   timeout 60 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --metrics --unchecked \
     --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --json >"$out/metrics.json" 2>&1
-  log "bench --metrics L=4096 $v rc=$?"
-  compact "$out/metrics.json" >>"$out/metrics.jsonl" 2>/dev/null
+  rc=$?
+  log "bench --metrics L=4096 $v rc=$rc"
+  if [ $rc -ne 0 ]; then tail -3 "$out/metrics.json" | tee -a "$out/summary.txt"; continue; fi
+  compact "$out/metrics.json" >>"$out/metrics.jsonl"
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({"median_ms": j.get("median_ms"), "select_ms": j.get("select_ms"), "hardware": j.get("hardware")}))' \
     "$out/metrics.json" 2>&1 | tee -a "$out/summary.txt"
 done
 log "done in $(( $(date +%s) - start ))s"
 # Everything in one archive (the device tool returns few files).
 tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
+if [ -n "$results" ]; then
+  mkdir -p "$results"
+  for f in summary.txt sparse.jsonl decode.jsonl torch.jsonl metrics.jsonl all.tar.gz; do
+    if [ -f "$out/$f" ]; then cp "$out/$f" "$results/"; fi
+  done
+fi
