@@ -241,6 +241,27 @@ TEST_CASE("ActivityLedger joins kernels and external ids in any arrival order") 
         "CUPTI lost activity records: 3 dropped, 0 buffers with invalid records");
 }
 
+TEST_CASE("ActivityLedger::Take returns one id's kernels and keeps the others'") {
+  ActivityLedger ledger;
+  ledger.AddKernel({21, 3000, 3500, "second"});
+  ledger.AddKernel({20, 1000, 1400, "first"});
+  ledger.AddKernel({22, 0, 0, "untimed"});
+  ledger.AddKernel({30, 2000, 2100, "other"});
+  for (uint32_t c : {20u, 21u, 22u}) ledger.AddExternalCorrelation(7, c);
+  ledger.AddExternalCorrelation(8, 30);
+  const attntune::CandidateKernels taken = ledger.Take(7);
+  REQUIRE(taken.kernels.size() == 2);
+  CHECK(taken.kernels[0].name == "first");  // start order
+  CHECK(taken.untimed == 1);
+  CHECK(taken.TotalMs() == Approx(0.0009));
+  const auto by = ledger.Attribute();
+  CHECK(by.count(7) == 0);  // gone, with its correlation records
+  REQUIRE(by.count(8) == 1);
+  CHECK(by.at(8).kernels.size() == 1);
+  CHECK(ledger.Take(7).kernels.empty());
+  CHECK(ledger.Unattributed() == 0);
+}
+
 TEST_CASE("ResolveMetrics picks each role's first valid name and reports the rest") {
   const std::vector<attntune::MetricRole> roles = {{"a", {"x.sum", "y.sum"}}, {"b", {"z.sum"}}};
   const auto sel =
