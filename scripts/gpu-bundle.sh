@@ -13,9 +13,9 @@ cp "$build/attntune" "$bundle/"
 for t in gpu_windowed_test cupti_activity_test cupti_metrics_test cuda_plan_test cuda_select_test; do
   if [ -x "$build/tests/gpu/$t" ]; then cp "$build/tests/gpu/$t" "$bundle/tests/gpu/"; fi
 done
-if [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
-  cp "$build/benchmarks/cuda_windowed_bench" "$bundle/benchmarks/"
-fi
+for b in cuda_windowed_bench cuda_decode_step; do
+  if [ -x "$build/benchmarks/$b" ]; then cp "$build/benchmarks/$b" "$bundle/benchmarks/"; fi
+done
 # Libraries beyond glibc, libstdc++ and libgcc (which every image has, newer).
 for bin in "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/*; do
   ldd "$bin" | awk '/=> \//{print $3}'

@@ -8,7 +8,7 @@
 #     (selection plus attention, both on the device, CUPTI kernel time), as bench --json
 #     records, one per line, in OUT/sparse.jsonl, and their summary (per attended pair
 #     against dense, the selection's share) in OUT/summary.txt;
-#  3. dma_decode's time per step over a sequence of 4096 and of 65536 steps;
+#  3. dma_decode: one step at t = 4096 and t = 65536, and every step at once;
 #  4. PyTorch's scaled_dot_product_attention on the same problem, where torch has CUDA;
 #  5. compute-sanitizer memcheck of the numerics of every family;
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
@@ -87,23 +87,29 @@ for r in recs:
           r["median_ms"], r["select_ms"], share, r["pairs"], r.get("pair_ratio", 0), per_pair))
 EOF
 
-# 3. dma_decode: every step of a sequence of t tokens (selection and attention on the
-# device); the time per step is median_ms / t.
-for t in 4096 65536; do
-  fits 150 "dma_decode t=$t" || continue
-  timeout 240 "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
-    --params w_kv=1024,w_q=32,r=64 --shape B=1,Hq=16,Hkv=8,L=$t,d=128 --unchecked --json \
+# 3. dma_decode: one step at t = 4096 and at t = 65536 (a server's step with its cache:
+# resident update, chosen keys, attention of that step), beside every step of the
+# sequence at once (benchmarks/cuda_decode_step, CUDA events); then bench's whole-sequence
+# record at t = 4096 (end to end, CUPTI).
+if [ -x "$build/benchmarks/cuda_decode_step" ] && fits 120 "cuda_decode_step"; then
+  timeout 180 "$build/benchmarks/cuda_decode_step" 4096 65536 >"$out/decode.jsonl" 2>"$out/decode.err"
+  log "cuda_decode_step 4096 65536 rc=$?"
+  cat "$out/decode.jsonl" | tee -a "$out/summary.txt"
+  tail -3 "$out/decode.err" | tee -a "$out/summary.txt"
+  python3 -c 'import json,sys
+r = {j["t"]: j for j in map(json.loads, open(sys.argv[1])) if "t" in j}
+if 4096 in r and 65536 in r:
+    print("one step at t=65536 / at t=4096: %.3f" % (r[65536]["one_step_us"] / r[4096]["one_step_us"]))' \
+    "$out/decode.jsonl" | tee -a "$out/summary.txt"
+fi
+if fits 90 "bench dma_decode t=4096"; then
+  timeout 120 "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
+    --params w_kv=1024,w_q=32,r=64 --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --unchecked --json \
     >"$out/decode.json" 2>"$out/decode.err"
   rc=$?
-  log "dma_decode steps t=$t rc=$rc"
-  if [ $rc -eq 0 ]; then
-    compact "$out/decode.json" | tee -a "$out/decode.jsonl" | python3 -c \
-      'import json,sys; r=json.loads(sys.stdin.read()); L=int(sys.argv[1]); print("median %.4f ms, select %.4f ms, %.3f us per step" % (r["median_ms"], r["select_ms"], 1e3*r["median_ms"]/L))' \
-      "$t" | tee -a "$out/summary.txt"
-  else
-    tail -3 "$out/decode.err" | tee -a "$out/summary.txt"
-  fi
-done
+  log "bench dma_decode L=4096 rc=$rc"
+  if [ $rc -eq 0 ]; then compact "$out/decode.json" | tee -a "$out/sparse.jsonl" "$out/summary.txt"; fi
+fi
 
 # 4. PyTorch's SDPA on the same problem.
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 90 "torch SDPA"; then

@@ -8,7 +8,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
-#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cub/device/device_segmented_sort.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -49,6 +49,25 @@ struct DeviceWarp {
   template <class F>
   __host__ __device__ void Each(const F& f) const {
     f(lane);
+  }
+  /// The lanes' worst (key[0], j[0]): the largest key, then the smallest j >= 0.
+  __host__ __device__ int64_t WorstOf(const uint64_t* key, const int64_t* j) const {
+#if defined(__CUDA_ARCH__)
+    uint64_t k = key[0];
+    int64_t x = j[0];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      const uint64_t ok = __shfl_xor_sync(0xffffffffu, k, off);
+      const int64_t ox = __shfl_xor_sync(0xffffffffu, x, off);
+      if (ox >= 0 && (x < 0 || ok > k || (ok == k && ox < x))) {
+        k = ok;
+        x = ox;
+      }
+    }
+    return x;
+#else
+    return j[0];
+#endif
   }
 };
 
@@ -222,7 +241,17 @@ struct ChosenParams {
   const int32_t* offsets;
   int32_t* chosen;
   int64_t lk, d, w_q, r, group, capacity;
+  int64_t first_step;  // block x computes step first_step + x
   int hq, hkv;
+};
+
+struct StepParams {
+  const uint64_t* key;           // [B,Hkv,Lk]
+  const int32_t* list_offsets;   // the resident lists (kDecodeListSteps steps a list)
+  const int32_t* list_keys;
+  const int32_t* list_evict;
+  int32_t* replaced;             // [B*Hkv]
+  int64_t lk, w_kv, step, query_blocks;
 };
 
 }  // namespace
@@ -648,7 +677,7 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_decode_evict(D
 // Chosen keys: one warp per (step, KV head, batch): the step's candidates, counted for
 // each query head of the group, then scored per head and ranked.
 extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_count(ChosenParams p) {
-  const int64_t t = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int64_t t = p.first_step + blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const DeviceWarp w{static_cast<int>(threadIdx.x)};
   const int64_t head = b * p.hkv + hk;
   if (t == 0 && hk == 0 && b == 0 && w.lane == 0) p.counts[p.hq * p.lk * gridDim.z] = 0;
@@ -662,7 +691,7 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_count(Ch
 extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_chosen(ChosenParams p) {
   extern __shared__ double dots[];  // [capacity], then the candidates' keys
   int32_t* cand = reinterpret_cast<int32_t*>(dots + p.capacity);
-  const int64_t t = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int64_t t = p.first_step + blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const DeviceWarp w{static_cast<int>(threadIdx.x)};
   const int64_t head = b * p.hkv + hk;
   const int64_t m = DecodeCandidates(w, t, p.r, p.evict + head * p.lk, p.dropped + head * p.lk,
@@ -684,6 +713,19 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_chosen(C
     }
     __syncwarp();
   }
+}
+
+// One decode step's update of the resident sets (a warp per KV head and batch): the key
+// step `step` replaces, from the resident set of step - 1 (StepReplace).
+extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_step(StepParams p) {
+  const int64_t head = blockIdx.x;
+  const DeviceWarp w{static_cast<int>(threadIdx.x)};
+  const int64_t list = head * p.query_blocks + (p.step - 1) / kDecodeListSteps;
+  const int32_t first = p.list_offsets[list];
+  const int64_t replaced =
+      StepReplace(w, p.list_keys + first, p.list_evict + first, p.list_offsets[list + 1] - first,
+                  p.step, p.w_kv, p.key + head * p.lk);
+  if (w.lane == 0) p.replaced[head] = static_cast<int32_t>(replaced);
 }
 
 namespace attntune {
@@ -734,17 +776,17 @@ std::string Fill(int32_t* a, int64_t count, int32_t value, void* stream) {
              FillParams{a, count, value}, stream);
 }
 
-/// Stable sort of `segments` segments of `per` items (or given offsets) by key.
-template <class Key>
-std::string SegmentedSort(SelectWorkspace& ws, const std::string& name, const Key* keys_in,
-                          Key* keys_out, const int32_t* values_in, int32_t* values_out,
-                          int64_t items, int64_t segments, const int32_t* offsets, int end_bit,
-                          void* stream) {
+/// Stable sort of each segment [offsets[s], offsets[s+1]) of (key, value) pairs by key.
+/// (DeviceSegmentedSort: DeviceSegmentedRadixSort's kernel for 64-bit keys spills 12
+/// bytes on sm_86 and sm_89.)
+std::string SegmentedSort(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
+                          uint64_t* keys_out, const int32_t* values_in, int32_t* values_out,
+                          int64_t items, int64_t segments, const int32_t* offsets, void* stream) {
   if (items >= INT32_MAX) return name + ": more than 2^31 items";
   return Cub(ws, name, [&](void* temp, size_t& bytes) {
-    return cub::DeviceSegmentedRadixSort::SortPairs(
+    return cub::DeviceSegmentedSort::StableSortPairs(
         temp, bytes, keys_in, keys_out, values_in, values_out, static_cast<int>(items),
-        static_cast<int>(segments), offsets, offsets + 1, 0, end_bit, Stream(stream));
+        static_cast<int>(segments), offsets, offsets + 1, Stream(stream));
   });
 }
 
@@ -894,7 +936,7 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
   if (error.empty()) {
     error = SegmentedSort(ws, tag + ".sort", out->key, out->sorted_key, iota, out->order,
-                          heads * n, heads, segments, 64, stream);
+                          heads * n, heads, segments, stream);
   }
   if (error.empty()) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
   if (error.empty() && k < n) {  // k >= n: every key is held to the end
@@ -1217,7 +1259,7 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
   if (error.empty()) {
     error = SegmentedSort(ws, t + ".event_sort", p.event_key, event_key_sorted, iota,
-                          event_step_sorted, heads * n, heads, segments, 64, stream);
+                          event_step_sorted, heads * n, heads, segments, stream);
   }
   out->evict = ws.Get<int32_t>(t + ".evict", heads * n);
   p.evict_d = out->evict;
@@ -1227,6 +1269,7 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   }
   // The decode run's own drops (the candidates' evicted keys), then its resident lists.
   int32_t* dropped_d = ws.Get<int32_t>(t + ".dropped_d", heads * n);
+  out->dropped = dropped_d;
   p.dropped = dropped_d;
   if (error.empty()) error = Fill(dropped_d, heads * n, -1, stream);
   if (error.empty()) {
@@ -1264,6 +1307,7 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   cp.hq = static_cast<int>(s.Hq);
   cp.hkv = static_cast<int>(s.Hkv);
   cp.capacity = 2 * std::min(r, s.Lk);
+  cp.first_step = 0;
   const int64_t rows = s.B * s.Hq * s.Lk;
   cp.counts = ws.Get<int32_t>(t + ".chosen_counts", rows + 1);
   out->chosen_offsets = ws.Get<int32_t>(t + ".chosen_offsets", rows + 1);
@@ -1281,6 +1325,47 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   if (error.empty() && w_q > 0 && cp.capacity > 0) {
     const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
     error = Run("attntune_select_decode_chosen", attntune_select_decode_chosen, steps, dim3(32), cp,
+                stream, smem);
+  }
+  return error;
+}
+
+std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
+                              const TopKDevice& topk, int64_t w_q, int64_t r, int64_t step,
+                              const DecodeDevice& sel, SelectWorkspace& ws, void* stream) {
+  if (step < 1 || step >= s.Lk) return "a decode step follows step 0 and lies within Lk";
+  StepParams sp{};
+  sp.key = topk.key;
+  sp.list_offsets = sel.resident.offsets;
+  sp.list_keys = sel.resident.keys;
+  sp.list_evict = sel.resident.key_evict;
+  sp.replaced = ws.Get<int32_t>("decode.replaced", s.B * s.Hkv);
+  sp.lk = s.Lk;
+  sp.w_kv = topk.k;
+  sp.step = step;
+  sp.query_blocks = sel.resident.query_blocks;
+  std::string error = Run("attntune_select_decode_step", attntune_select_decode_step,
+                          dim3(static_cast<unsigned>(s.B * s.Hkv)), dim3(32), sp, stream);
+  ChosenParams cp{};
+  cp.q = q;
+  cp.k = k;
+  cp.evict = sel.evict;
+  cp.dropped = sel.dropped;
+  cp.offsets = sel.chosen_offsets;
+  cp.chosen = sel.chosen;
+  cp.lk = s.Lk;
+  cp.d = s.d;
+  cp.w_q = w_q;
+  cp.r = r;
+  cp.group = s.Group();
+  cp.hq = static_cast<int>(s.Hq);
+  cp.hkv = static_cast<int>(s.Hkv);
+  cp.capacity = 2 * std::min(r, s.Lk);
+  cp.first_step = step;
+  if (error.empty() && w_q > 0 && cp.capacity > 0) {
+    const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
+    error = Run("attntune_select_decode_chosen", attntune_select_decode_chosen,
+                dim3(1, static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B)), dim3(32), cp,
                 stream, smem);
   }
   return error;

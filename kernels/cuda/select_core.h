@@ -58,6 +58,20 @@ ATTNTUNE_HD inline uint32_t LanesBelow(int lane) {
 struct HostWarp {
   static constexpr int kSlots = 32;
   int Slot(int lane) const { return lane; }
+  /// The lanes' worst (key, j) (StepReplace: the largest key, then the smallest j >= 0;
+  /// j < 0: the lane holds none); its j, or -1.
+  int64_t WorstOf(const uint64_t* key, const int64_t* j) const {
+    int64_t best = -1;
+    uint64_t best_key = 0;
+    for (int lane = 0; lane < 32; ++lane) {
+      if (j[lane] < 0) continue;
+      if (best < 0 || key[lane] > best_key || (key[lane] == best_key && j[lane] < best)) {
+        best = j[lane];
+        best_key = key[lane];
+      }
+    }
+    return best;
+  }
   template <class F>
   double Sum(const F& f) const {
     double sum = 0.0;
@@ -404,6 +418,43 @@ ATTNTUNE_HD inline int64_t DecodeEviction(const uint64_t* key, const int32_t* ev
 /// key evicted at q (evict_s of it == q) is `dropped` (-1: none).
 ATTNTUNE_HD inline uint64_t EventKey(const uint64_t* key, int64_t dropped) {
   return dropped < 0 ? ~0ull : key[dropped];
+}
+
+/// One decode step's update of the resident set, as a server appends key t to its cache:
+/// the keys resident at step t - 1 are list[x] for the x < n with list_evict[x] > t - 1
+/// (a KeyLists list of the run holding t - 1, evictions beside); returns the key key t
+/// replaces, -1 when key t is not inserted, -2 when it is inserted into a set not yet
+/// full (fewer than w_kv keys). The smallest b leaves first, ties the smaller j (the
+/// worst: the largest RankKey, then the smallest position). One warp.
+template <class Warp>
+ATTNTUNE_HD_INLINE int64_t StepReplace(const Warp& w, const int32_t* list,
+                                       const int32_t* list_evict, int64_t n, int64_t t,
+                                       int64_t w_kv, const uint64_t* key) {
+  // Each lane's worst and count over its entries, then the lanes' in lane order.
+  uint64_t worst_key[Warp::kSlots];
+  int64_t worst_j[Warp::kSlots], held[Warp::kSlots];
+  w.Each([&](int lane) {
+    const int slot = w.Slot(lane);
+    worst_key[slot] = 0;
+    worst_j[slot] = -1;
+    held[slot] = 0;
+    for (int64_t x = lane; x < n; x += 32) {
+      const int64_t j = list[x];
+      if (!(j <= t - 1 && t - 1 < list_evict[x])) continue;
+      ++held[slot];
+      if (worst_j[slot] < 0 || key[j] > worst_key[slot] ||
+          (key[j] == worst_key[slot] && j < worst_j[slot])) {
+        worst_key[slot] = key[j];
+        worst_j[slot] = j;
+      }
+    }
+  });
+  const int64_t count = static_cast<int64_t>(w.Sum([&](int lane) {
+    return static_cast<double>(held[w.Slot(lane)]);
+  }));
+  const int64_t worst = w.WorstOf(worst_key, worst_j);
+  if (count < w_kv) return -2;
+  return key[t] < key[worst] ? worst : -1;  // inserted iff its b is strictly larger
 }
 
 // ---- dma_decode's query-chosen keys ----

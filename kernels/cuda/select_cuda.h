@@ -118,7 +118,8 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
 /// the resident sets' evictions, their KeyLists of kDecodeListSteps steps, and each
 /// (b, hq, t)'s chosen keys (CSR over x = (b * Hq + hq) * Lk + t).
 struct DecodeDevice {
-  int32_t* evict = nullptr;  // [B,Hkv,Lk]
+  int32_t* evict = nullptr;    // [B,Hkv,Lk]
+  int32_t* dropped = nullptr;  // [B,Hkv,Lk]: the key evicted at each step, -1: none
   ListsDevice resident;
   int32_t* chosen_offsets = nullptr;
   int32_t* chosen = nullptr;
@@ -129,6 +130,15 @@ std::string CanSelectDecode(const Shape& s, int64_t r);
 std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* k,
                                    const TopKDevice& topk, int64_t w_q, int64_t r,
                                    DecodeDevice* out, SelectWorkspace& ws, void* stream);
+
+/// One decode step `step` (1 <= step < Lk) as a server runs it with its cache, on a
+/// selection of the whole sequence enqueued before (EnqueueDecodeSelection on `sel`):
+/// the resident sets' update for key `step` (StepReplace, from the set of step - 1) and
+/// the chosen keys of that step (rewritten in place). With LaunchGatheredDecode of that
+/// step alone it is the work of one step, for timing (benchmarks/cuda_decode_step).
+std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
+                              const TopKDevice& topk, int64_t w_q, int64_t r, int64_t step,
+                              const DecodeDevice& sel, SelectWorkspace& ws, void* stream);
 
 }  // namespace cuda_plan
 }  // namespace attntune

@@ -46,9 +46,12 @@ struct WindowedDeviceArgs {
   const int32_t* spos = nullptr;
   int64_t blocks = 0;                    // blocks launched (an upper bound of the count)
   const int32_t* block_count = nullptr;  // device: the blocks that hold rows (nullptr: all)
-  // Gathered decode (LaunchGatheredDecode) also: the chosen keys of each (b, hq, step).
+  // Gathered decode (LaunchGatheredDecode) also: the chosen keys of each (b, hq, step),
+  // and the steps it computes: [first_step, first_step + steps) (steps 0: every step).
   const int32_t* chosen_offsets = nullptr;
   const int32_t* chosen = nullptr;
+  int64_t first_step = 0;
+  int64_t steps = 0;
 };
 
 /// Round-to-nearest conversion of fp32 to the 2-byte `dtype` and back (host side).

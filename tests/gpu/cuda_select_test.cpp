@@ -326,6 +326,21 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
     const cp::KeyLists lists = cp::BuildKeyLists(shape, want.evict, cp::kDecodeListSteps);
     CHECK(got.resident.offsets == lists.offsets);
     CHECK(got.resident.keys == lists.keys);
+    // One step's update from the cache (StepReplace): the key step t replaces, as the
+    // whole run's evictions say.
+    for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {
+      for (int64_t t = 1; t < shape.Lk; ++t) {
+        const int64_t list = head * got.resident.query_blocks + (t - 1) / cp::kDecodeListSteps;
+        const int32_t first = got.resident.offsets[list], last = got.resident.offsets[list + 1];
+        const int64_t replaced = cp::StepReplace(
+            cp::HostWarp(), got.resident.keys.data() + first, got.resident.key_evict.data() + first,
+            last - first, t, c.w_kv, topk.key.data() + head * shape.Lk);
+        const int64_t h = head * shape.Lk;
+        const int64_t expected = want.evict[h + t] == t ? -1 : got.dropped[h + t] >= 0 ? got.dropped[h + t] : -2;
+        INFO("head " << head << " step " << t);
+        REQUIRE(replaced == expected);
+      }
+    }
     REQUIRE(got.chosen_offsets == want.offsets);
     for (size_t row = 0; row + 1 < want.offsets.size(); ++row) {
       std::vector<int32_t> a(got.chosen.begin() + got.chosen_offsets[row],
