@@ -12,7 +12,8 @@
 #  4. PyTorch's scaled_dot_product_attention on the same problem, where torch has CUDA;
 #  5. compute-sanitizer memcheck of the numerics of every family;
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
-#     --metrics at L=4096).
+#     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
+#     (ncu at L=16384).
 #   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
 # (scripts/gpu-bundle.sh packs a bundle.) Every log goes to OUT_DIR; RESULT_DIR, when
 # given, receives the few files worth keeping: summary.txt, sparse.jsonl, decode.jsonl,
@@ -156,6 +157,20 @@ for v in "dense" "ks k=64" "dma w=1024" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({"median_ms": j.get("median_ms"), "select_ms": j.get("select_ms"), "hardware": j.get("hardware")}))' \
     "$out/metrics.json" 2>&1 | tee -a "$out/summary.txt"
 done
+# The gathered attention kernels alone under ncu (bench --metrics counts a whole launch,
+# selection included): L=16384, one launch each after the warm-up.
+if command -v ncu >/dev/null; then
+  for v in "ks k=64" "dma w=1024" "lsh k=64"; do
+    set -- $v
+    fits 60 "ncu $v" || continue
+    timeout 90 ncu --kernel-name regex:'attntune_(blocksparse|bucketed)' --launch-skip 1 --launch-count 1 \
+      --metrics gpu__time_duration.sum,dram__bytes.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum \
+      "$at" bench --device cuda:0 --variant "$1" --params "$2" --shape $shape --unchecked \
+      --min-reps 1 --max-seconds 0.1 >"$out/ncu.txt" 2>&1
+    log "ncu $v rc=$?"
+    grep -E "attntune_|gpu__|dram__|sm__|l1tex__" "$out/ncu.txt" | head -8 | tee -a "$out/summary.txt"
+  done
+fi
 log "done in $(( $(date +%s) - start ))s"
 # Everything in one archive (the device tool returns few files).
 tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
