@@ -43,18 +43,15 @@ struct KernelParams {
   const int32_t* evict;
   const float* bias_log2;
   int64_t query_blocks;
-  // Beside each listed key (same index as list_keys), copied with its K and V rows into
-  // shared memory so that the predicate reads no per-key array: top-k, its eviction
-  // (list_aux) and bias (list_bias, or nullptr); bucketed, its spos (list_aux) and, for
-  // hax, its eviction (list_aux2).
-  const int32_t* list_aux;
-  const int32_t* list_aux2;
-  const float* list_bias;
 };
 
-// The bucketed family's second argument: BucketLists' head, row_offsets, rows, lo, hi
-// and spos. (Apart from KernelParams, so that the windowed and top-k kernels keep the
-// parameter block, and the code, that ran on the H100.)
+// The gathered families' second argument. Both: beside each listed key (same index as
+// list_keys), copied with its K and V rows into shared memory so that the predicate
+// reads no per-key array: top-k, its eviction (list_aux) and bias (list_bias, or
+// nullptr); bucketed, its spos (list_aux) and, for hax, its eviction (list_aux2).
+// Bucketed: BucketLists' head, row_offsets, rows, lo, hi and spos, and the device's
+// block count. (Apart from KernelParams, so that the windowed kernel keeps the parameter
+// block, and the code, that ran on the H100.)
 struct BucketParams {
   const int32_t* block_head;
   const int32_t* row_offsets;
@@ -63,6 +60,9 @@ struct BucketParams {
   const int32_t* row_hi;
   const int32_t* spos;
   const int32_t* block_count;  // blocks past it hold no rows and return at once (nullptr: none)
+  const int32_t* list_aux;
+  const int32_t* list_aux2;
+  const float* list_bias;
 };
 
 template <Dtype DT>
@@ -231,9 +231,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     spans.keys = p.list_keys + first;
     spans.n = p.list_offsets[list + 1] - first;
     spans.none = p.lk;
-    aux = p.list_aux + first;
-    if (BUCKETED && p.list_aux2 != nullptr) aux2 = p.list_aux2 + first;
-    if (!BUCKETED && p.list_bias != nullptr) aux2 = reinterpret_cast<const int32_t*>(p.list_bias + first);
+    aux = bp.list_aux + first;
+    if (BUCKETED && bp.list_aux2 != nullptr) aux2 = bp.list_aux2 + first;
+    if (!BUCKETED && bp.list_bias != nullptr) aux2 = reinterpret_cast<const int32_t*>(bp.list_bias + first);
   } else {
     spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
   }
@@ -318,6 +318,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = nt * 8 + 2 * t + (e & 1);
+        // The windowed kernel's key, computed here as in the code that ran on the H100
+        // (the gathered families read theirs from shared memory; this load is dropped).
+        const int64_t j = spans.Key(kblock, c);
         if constexpr (BUCKETED) {
           const int r = e >> 1;
           const int stage = it % STAGES;
@@ -328,12 +331,11 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
         } else if constexpr (GATHERED) {
           const int stage = it % STAGES;
           const int64_t at = pos[e >> 1];
-          const int64_t j = key_s[stage][c];
-          const bool keep = kblock * BC + c < spans.n && j <= at && at < aux_s[stage][c];
+          const int64_t key = key_s[stage][c];
+          const bool keep = kblock * BC + c < spans.n && key <= at && at < aux_s[stage][c];
           const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 + bias : -INFINITY;
         } else {
-          const int64_t j = spans.Key(kblock, c);
           const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
         }
@@ -424,9 +426,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
       attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(             \
-          attntune::cuda_plan::KernelParams p) {                                              \
+          attntune::cuda_plan::KernelParams p, attntune::cuda_plan::BucketParams bp) {        \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages, attntune::cuda_plan::Family::kTopK>(p, {});     \
+                                      stages, attntune::cuda_plan::Family::kTopK>(p, bp);     \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
       attntune_bucketed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
@@ -541,11 +543,13 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
     params.evict = args.evict;
     params.bias_log2 = family == Family::kTopK ? args.bias_log2 : nullptr;
     params.query_blocks = plan.grid_x;
-    params.list_aux = args.list_aux;
-    params.list_aux2 = family == Family::kBucketed ? args.list_aux2 : nullptr;
-    params.list_bias = family == Family::kTopK ? args.list_bias : nullptr;
   }
   BucketParams bucket{};
+  if (gathered) {
+    bucket.list_aux = args.list_aux;
+    bucket.list_aux2 = family == Family::kBucketed ? args.list_aux2 : nullptr;
+    bucket.list_bias = family == Family::kTopK ? args.list_bias : nullptr;
+  }
   if (family == Family::kBucketed) {
     bucket.block_head = args.block_head;
     bucket.row_offsets = args.row_offsets;
@@ -555,7 +559,7 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
     bucket.spos = args.spos;
     bucket.block_count = args.block_count;
   }
-  void* kernel_args[] = {&params, &bucket};  // the windowed and top-k kernels take params only
+  void* kernel_args[] = {&params, &bucket};  // the windowed kernel takes params only
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
                   static_cast<unsigned>(plan.grid_z));
   error = cudaLaunchKernel(function, grid, dim3(plan.threads), kernel_args,
