@@ -1,7 +1,9 @@
 #!/bin/bash
-# Packs what scripts/gpu-checks.sh runs into one folder that travels to a GPU machine:
-# the attntune binary, the GPU and CUDA tests, the windowed benchmark, and the shared
-# libraries they need that a CUDA image lacks (Kokkos, SQLite, CUPTI), stripped.
+# Packs what scripts/gpu-checks.sh runs into one archive that travels to a GPU machine:
+# the attntune binary, the GPU and CUDA tests, the GPU benchmarks, and the shared
+# libraries they need that a CUDA image lacks (Kokkos, SQLite, CUPTI), stripped, as
+# BUNDLE_DIR/bundle.tar.xz (a four-arch build is ~60 MB unpacked, ~12 MB packed; the
+# device tool carries at most 64 MB).
 #   scripts/gpu-bundle.sh BUILD_DIR [BUNDLE_DIR]      (BUNDLE_DIR defaults to build-gpu)
 # then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
 set -eu
@@ -23,4 +25,8 @@ done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libutil|libstdc\
   while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 strip -s "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/* 2>/dev/null || true
 du -sh "$bundle"
-ls "$bundle/lib"
+tar -C "$bundle" -cJf "$bundle.tar.xz" .
+rm -rf "$bundle"
+mkdir -p "$bundle"
+mv "$bundle.tar.xz" "$bundle/bundle.tar.xz"
+du -sh "$bundle/bundle.tar.xz"

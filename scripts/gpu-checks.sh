@@ -20,6 +20,11 @@
 # torch.jsonl, metrics.jsonl and all.tar.gz (every log).
 set -u
 build=$(cd "${1:?build or bundle dir}" && pwd)
+if [ -f "$build/bundle.tar.xz" ] && [ ! -x "$build/attntune" ]; then  # gpu-bundle.sh's archive
+  mkdir -p /tmp/attntune-bundle
+  tar -C /tmp/attntune-bundle -xJf "$build/bundle.tar.xz" || exit 1
+  build=/tmp/attntune-bundle
+fi
 out=${2:?output dir}
 results=${3:-}
 mkdir -p "$out"
