@@ -53,7 +53,7 @@ head -3 "$out/devices.txt" | tee -a "$out/summary.txt"
 
 # 1. Tests: the CPU ones in seconds, then every [gpu] case (none may be skipped).
 for entry in cuda_plan_test:60 cuda_select_test:60 cupti_activity_test:60 cupti_metrics_test:60 \
-    gpu_windowed_test:240; do
+    gpu_windowed_test:240 gpu_library_test:90; do
   t=${entry%%:*}
   limit=${entry##*:}
   [ -x "$build/tests/gpu/$t" ] || { log "$t missing from $build"; continue; }
