@@ -108,8 +108,18 @@ std::string Resolve(const Variant& variant, const Implementation* impl, const Sh
                     const Params& given, Params* out) {
   std::vector<const ParamDecl*> decls;
   for (const ParamDecl& p : variant.params) decls.push_back(&p);
+  // An implementation whose tunables depend on the problem's kind (a CUDA tile compiled
+  // for one head dim) takes those of this shape's kind, so that its defaults fit it.
+  std::vector<ParamDecl> of_kind;
+  if (impl != nullptr && impl->tunables_for) {
+    ProblemKind kind;
+    kind.head_dim = shape.d;
+    if (!impl->phases.empty()) kind.phase = impl->phases.front();
+    if (!impl->dtypes.empty()) kind.dtype = impl->dtypes.front();
+    of_kind = impl->tunables_for(kind);
+  }
   if (impl != nullptr) {
-    for (const ParamDecl& p : impl->tunables) decls.push_back(&p);
+    for (const ParamDecl& p : impl->tunables_for ? of_kind : impl->tunables) decls.push_back(&p);
   }
   const std::string owner = variant.id + (impl != nullptr ? "/" + impl->id : "");
   for (const auto& [name, value] : given) {

@@ -15,7 +15,9 @@
 #     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
 #     (ncu at L=16384).
 #   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
-# (scripts/gpu-bundle.sh packs a bundle.) Every log goes to OUT_DIR; RESULT_DIR, when
+# (scripts/gpu-bundle.sh packs a bundle.) STEPS (default: all) names the steps to run,
+# e.g. STEPS="sparse metrics ncu": tests sparse decode torch memcheck tune metrics ncu.
+# Every log goes to OUT_DIR; RESULT_DIR, when
 # given, receives the few files worth keeping: summary.txt, sparse.jsonl, decode.jsonl,
 # torch.jsonl, metrics.jsonl and all.tar.gz (every log).
 set -u
@@ -36,6 +38,8 @@ start=$(date +%s)
 at="$build/attntune"
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 left() { echo $((deadline - ($(date +%s) - start))); }
+# want STEP: whether STEPS names it (or is empty).
+want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
 # fits SECONDS: whether a step that may take SECONDS still fits; logs a skip if not.
 fits() {
   if [ "$(left)" -lt "$1" ]; then log "skipped (needs ${1}s, $(left)s left): $2"; return 1; fi
@@ -52,7 +56,7 @@ log "attntune devices rc=$?"
 head -3 "$out/devices.txt" | tee -a "$out/summary.txt"
 
 # 1. Tests: the CPU ones in seconds, then every [gpu] case (none may be skipped).
-for entry in cuda_plan_test:60 cuda_select_test:60 cupti_activity_test:60 cupti_metrics_test:60 \
+want tests && for entry in cuda_plan_test:60 cuda_select_test:60 cupti_activity_test:60 cupti_metrics_test:60 \
     gpu_windowed_test:240 gpu_library_test:90; do
   t=${entry%%:*}
   limit=${entry##*:}
@@ -67,7 +71,7 @@ grep -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" 2>/dev/null | sort -rn | hea
 # 2. The sparse benches at L=16384: end to end, with the selection's own time.
 shape=B=1,Hq=16,Hkv=8,L=16384,d=128
 : >"$out/sparse.jsonl"
-for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
+want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   set -- $v
   fits 60 "bench $v" || continue
   timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --shape $shape \
@@ -97,7 +101,7 @@ EOF
 # resident update, chosen keys, attention of that step), beside every step of the
 # sequence at once (benchmarks/cuda_decode_step, CUDA events); then bench's whole-sequence
 # record at t = 4096 (end to end, CUPTI).
-if [ -x "$build/benchmarks/cuda_decode_step" ] && fits 120 "cuda_decode_step"; then
+if want decode && [ -x "$build/benchmarks/cuda_decode_step" ] && fits 120 "cuda_decode_step"; then
   timeout 180 "$build/benchmarks/cuda_decode_step" 4096 65536 >"$out/decode.jsonl" 2>"$out/decode.err"
   log "cuda_decode_step 4096 65536 rc=$?"
   cat "$out/decode.jsonl" | tee -a "$out/summary.txt"
@@ -108,7 +112,7 @@ if 4096 in r and 65536 in r:
     print("one step at t=65536 / at t=4096: %.3f" % (r[65536]["one_step_us"] / r[4096]["one_step_us"]))' \
     "$out/decode.jsonl" | tee -a "$out/summary.txt"
 fi
-if fits 90 "bench dma_decode t=4096"; then
+if want decode && fits 90 "bench dma_decode t=4096"; then
   timeout 120 "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
     --params w_kv=1024,w_q=32,r=64 --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --unchecked --json \
     >"$out/decode.json" 2>"$out/decode.err"
@@ -118,7 +122,7 @@ if fits 90 "bench dma_decode t=4096"; then
 fi
 
 # 4. PyTorch's SDPA on the same problem.
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 90 "torch SDPA"; then
+if want torch && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 90 "torch SDPA"; then
   timeout 120 python3 "$here/benchmarks/torch_sdpa_reference.py" 16384 >"$out/torch.jsonl" 2>&1
   log "torch_sdpa_reference rc=$?"
   cat "$out/torch.jsonl" | tee -a "$out/summary.txt"
@@ -126,7 +130,7 @@ fi
 
 # 5. memcheck over one tile of every family, the bucketed and decode kernels and the
 # device selection (the full numerics run under memcheck takes too long).
-if command -v compute-sanitizer >/dev/null && fits 150 "memcheck"; then
+if want memcheck && command -v compute-sanitizer >/dev/null && fits 150 "memcheck"; then
   (cd "$build/tests/gpu" && timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 \
     ./gpu_windowed_test "The variant table*,Gathered decode*,Split-KV*,Device*" \
     >"$out/memcheck.log" 2>&1)
@@ -136,13 +140,13 @@ fi
 
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse
 # kernels at L=4096 (what limits them: tensor-pipe activity, DRAM bytes).
-if fits 120 "tune --phase decode"; then
+if want tune && fits 120 "tune --phase decode"; then
   timeout 150 "$at" tune --device cuda:0 --phase decode --variants dense,swa,dma_decode \
     --seq-lens 1024,4096 --budget 3 --out "$out/tune" >"$out/tune_decode.log" 2>&1
   log "attntune tune --phase decode rc=$?"
   tail -n 15 "$out/tune_decode.log" | tee -a "$out/summary.txt"
 fi
-if fits 120 "tune --metrics"; then
+if want tune && fits 120 "tune --metrics"; then
   timeout 150 "$at" tune --device cuda:0 --variants dense,ks,lsh --seq-lens 1024 --budget 2 \
     --metrics --out "$out/tune-metrics" >"$out/tune-metrics.log" 2>&1
   log "attntune tune --metrics rc=$?"
@@ -150,7 +154,7 @@ if fits 120 "tune --metrics"; then
   python3 -c 'import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); print(db.execute("select count(distinct trial_id), count(*) from metric where name like \"hw_%\"").fetchone(), "trials with counters, counter rows")' \
     "$out/tune-metrics/attntune.db" 2>&1 | tee -a "$out/summary.txt"
 fi
-for v in "dense" "ks k=64" "dma w=1024" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
+want metrics && for v in "dense" "ks k=64" "dma w=1024" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   set -- $v
   fits 40 "bench --metrics $v" || continue
   timeout 60 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --metrics --unchecked \
@@ -164,7 +168,7 @@ for v in "dense" "ks k=64" "dma w=1024" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
 done
 # The gathered attention kernels alone under ncu (bench --metrics counts a whole launch,
 # selection included): L=16384, one launch each after the warm-up.
-if command -v ncu >/dev/null; then
+if want ncu && command -v ncu >/dev/null; then
   for v in "ks k=64" "dma w=1024" "lsh k=64"; do
     set -- $v
     fits 60 "ncu $v" || continue

@@ -136,6 +136,31 @@ TEST_CASE("ResolveParams fills defaults and names every kind of bad value") {
   CHECK(CheckParams(dense, *dense.FindImplementation("tiled"), shape, {}).empty());
 }
 
+TEST_CASE("ResolveParams takes the tunables of the shape's kind where they depend on it") {
+  // As a CUDA implementation's Tile: every tile in `tunables`, the ones compiled for the
+  // shape's head dim (with their own default) from `tunables_for`.
+  Implementation impl;
+  impl.id = "per_d";
+  impl.phases = {Phase::kPrefill};
+  impl.dtypes = {Dtype::kF16};
+  const auto tile = [](std::vector<std::string> choices) {
+    return ParamDecl{"Tile", ParamKind::kEnum, 0, 0, choices, choices.front(), choices, "tile"};
+  };
+  impl.tunables = {tile({"t64", "t128"})};
+  impl.tunables_for = [tile](const ProblemKind& kind) {
+    return std::vector<ParamDecl>{tile({kind.head_dim == 128 ? "t128" : "t64"})};
+  };
+  const Variant& dense = FindVariant("dense", "x");
+  Shape shape;
+  shape.Lq = shape.Lk = 128;
+  shape.d = 128;
+  CHECK(ParamsToString(ResolveParams(dense, &impl, shape, {}, "--params")) == "Tile=t128");
+  shape.d = 64;
+  CHECK(ParamsToString(ResolveParams(dense, &impl, shape, {}, "--params")) == "Tile=t64");
+  CHECK(UserErrorText([&] { ResolveParams(dense, &impl, shape, {{"Tile", "t128"}}, "--params"); }) ==
+        "--params: Tile='t128' is not one of t64");
+}
+
 TEST_CASE("Every declared default and grid value passes its own declaration") {
   // Each implementation's tunables for the problem kind of `shape` (the CUDA tiles of its
   // dtype and head dimension), on a shape every implementation takes.
