@@ -136,14 +136,23 @@ def expect_too_big(args, what, shape):
            f"attntune {' '.join(args)} -> {start}...\n  got exit {p.returncode}, stderr {p.stderr!r}")
 
 
-expect_too_big(["bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64"],
-               "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64")
+expect_too_big(["bench", "--variant", "dense", "--shape", "B=1,Hq=1024,Hkv=1,L=16777216,d=1024"],
+               "--shape", "B=1,Hq=1024,Hkv=1,L=16777216,d=1024")
 fresh = os.path.join(tmp, "too_big")
-expect_too_big(["tune", "--seq-lens", "64,100000000", "--out", fresh],
-               "--seq-lens", "B=1,Hq=16,Hkv=8,L=100000000,d=128")
+expect_too_big(["tune", "--seq-lens", "64,16000000", "--out", fresh],
+               "--seq-lens", "B=1,Hq=16,Hkv=8,L=16000000,d=128")
 expect(not os.path.exists(fresh), "a tune whose shape cannot fit stores nothing")
 expect_too_big(["allocate", "--rho", "0.5", "--no-measure", "--calib-len", "100000000",
                 "--out", fresh], "--calib-len", "B=1,Hq=2,Hkv=1,L=100000000,d=64")
+
+# Past the limits (docs/reliability.md "Limits"): one line naming the limit.
+expect_error(["bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64"],
+             "attntune: error: --shape: Lq=99999999999 is longer than attntune takes (16777216 tokens)")
+expect_error(["tune", "--seq-lens", "64,100000000", "--out", fresh],
+             "attntune: error: --seq-lens: 100000000 is longer than attntune takes (16777216 tokens)")
+expect_error(["tune", "--batch", "65537", "--out", fresh],
+             "attntune: error: --batch: 65537 is more than attntune takes (65536)")
+expect(not os.path.exists(fresh), "nothing stored past a limit")
 
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)
