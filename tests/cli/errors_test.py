@@ -142,8 +142,12 @@ fresh = os.path.join(tmp, "too_big")
 expect_too_big(["tune", "--seq-lens", "64,16000000", "--out", fresh],
                "--seq-lens", "B=1,Hq=16,Hkv=8,L=16000000,d=128")
 expect(not os.path.exists(fresh), "a tune whose shape cannot fit stores nothing")
-expect_too_big(["allocate", "--rho", "0.5", "--no-measure", "--calib-len", "100000000",
-                "--out", fresh], "--calib-len", "B=1,Hq=2,Hkv=1,L=100000000,d=64")
+wide = os.path.join(tmp, "wide.json")  # 1024 query heads on one KV head: a group of 1024
+with open(wide, "w") as f:
+    f.write('{"num_hidden_layers": 2, "num_attention_heads": 1024, "num_key_value_heads": 1, '
+            '"head_dim": 64}')
+expect_too_big(["allocate", "--model", wide, "--rho", "0.5", "--no-measure", "--calib-len",
+                "16777216", "--out", fresh], "--calib-len", "B=1,Hq=1024,Hkv=1,L=16777216,d=64")
 
 # Past the limits (docs/reliability.md "Limits"): one line naming the limit.
 expect_error(["bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64"],

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/shape.h"
+#include "profiler/device.h"
 #include "search/pareto.h"
 #include "tuner/evaluate.h"
 #include "tuner/allocation/io.h"
@@ -55,6 +57,57 @@ std::string Num(double x) {
   return b;
 }
 
+// The most attended pairs allocate sums (all layers' query heads at the context): 2^62,
+// so that no sum of them overflows int64.
+constexpr double kMaxPairs = 4611686018427387904.0;
+
+// Host memory the measured layers hold at once: the prefill problem's fp32 q, k, v and
+// output, its fp64 references (dense's, with its rows' log-sum-exp, and one per layer
+// pattern measured: each count of SWA heads in a layer, kept while the run lasts), and
+// the decode step's own inputs and references.
+double MeasuredHostBytes(const ModelGeometry& m, int64_t context, Granularity g,
+                         int64_t* references) {
+  const Shape prefill{1, m.q_heads, m.kv_heads, context, context, m.head_dim, true};
+  Shape decode = prefill;
+  decode.Lq = 1;
+  const int64_t patterns = g == Granularity::kLayer ? 2 : m.kv_heads + 1;  // 0..Hkv SWA heads
+  *references = 1 + patterns;
+  const double q = static_cast<double>(prefill.Hq) * context * m.head_dim;
+  const double decode_q = static_cast<double>(decode.Hq) * m.head_dim;
+  return ProblemHostBytes(prefill, false) + 8.0 * q * static_cast<double>(*references) +
+         8.0 * static_cast<double>(prefill.Hq) * context + ProblemHostBytes(decode, false) +
+         8.0 * decode_q * static_cast<double>(*references);
+}
+
+// --context: at most 2^24 tokens, pair sums below 2^62, and (measuring) the layers'
+// inputs and references within this machine's memory.
+void CheckContext(const AllocateOptions& o, const ModelGeometry& m) {
+  if (o.context <= 0) throw UserError("--context: must be a positive integer");
+  CheckSequenceLength(o.context, "--context");
+  const double L = static_cast<double>(o.context);
+  const double pairs = static_cast<double>(m.layers) * m.q_heads * (L * (L + 1) / 2);
+  if (pairs > kMaxPairs) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%.3g attended pairs, more than attntune counts (2^62)",
+                  pairs);
+    throw UserError("--context: " + std::to_string(o.context) + " tokens over " + m.name +
+                    "'s " + std::to_string(m.layers) + " layers of " +
+                    std::to_string(m.q_heads) + " query heads make " + text);
+  }
+  if (!o.measure) return;  // each measured layer is checked against its fp64 references
+  int64_t references = 0;
+  const double need = MeasuredHostBytes(m, o.context, o.granularity, &references);
+  const double have = HostMemoryBytes();
+  if (have <= 0.0 || need <= have) return;
+  const Shape prefill{1, m.q_heads, m.kv_heads, o.context, o.context, m.head_dim, true};
+  char text[224];
+  std::snprintf(text, sizeof text,
+                " needs %.1f GiB for its inputs and outputs and %lld fp64 references (dense and "
+                "each layer pattern), more than this machine's %.1f GiB of memory",
+                need / 1073741824.0, static_cast<long long>(references), have / 1073741824.0);
+  throw UserError("--context: " + prefill.ToString() + text);
+}
+
 }  // namespace
 
 double QualityLoss(const Allocation& a, const CalibStats& stats) {
@@ -92,17 +145,24 @@ void ValidateAllocate(const AllocateOptions& o) {
   if (o.rho >= 0) TargetSwaUnits(o.rho, 1, "--rho");
   if (o.latency_ms >= 0 && !o.measure)
     throw UserError("--latency-ms: needs measured times (drop --no-measure)");
-  if (o.context <= 0) throw UserError("--context: must be a positive integer");
+  CheckContext(o, m);
+  CheckSequenceLength(o.calib_len, "--calib-len");
+  if (o.calib.empty()) {  // one generated head at a time, its statistics against fp64 attention
+    Shape head;
+    head.Hq = m.q_heads / m.kv_heads;
+    head.Lq = head.Lk = o.calib_len;
+    head.d = std::min<int64_t>(m.head_dim, 64);  // as the generator's (RunAllocate)
+    CheckProblemFitsHost(head, true, "--calib-len");
+  }
+  if (o.sink > o.context)
+    throw UserError("--sink: " + std::to_string(o.sink) + " is more than --context " +
+                    std::to_string(o.context));
   if (o.tune_budget < 0) throw UserError("--tune-budget: must be a non-negative integer");
   const int64_t window = AllocationWindow(o, m);
   if (window >= o.context)
     throw UserError("--window: " + std::to_string(window) + " must be below --context " +
                     std::to_string(o.context) +
                     " (a window that covers the context is full attention)");
-  if (o.measure) {  // each measured layer is checked against its fp64 reference
-    const Shape prefill{1, m.q_heads, m.kv_heads, o.context, o.context, m.head_dim, true};
-    CheckProblemFitsHost(prefill, true, "--context");
-  }
 }
 
 AllocateResult RunAllocate(const AllocateOptions& o, Database& db, const DeviceInfo& device,
@@ -122,11 +182,6 @@ AllocateResult RunAllocate(const AllocateOptions& o, Database& db, const DeviceI
     spec.head_dim = std::min<int64_t>(m.head_dim, 64);  // the logit structure, not d, matters
     spec.length = o.calib_len;
     spec.seed = o.seed;
-    Shape head;  // one generated head at a time, its statistics against fp64 attention
-    head.Hq = spec.group;
-    head.Lq = head.Lk = spec.length;
-    head.d = spec.head_dim;
-    CheckProblemFitsHost(head, true, "--calib-len");
     r.calib_window = CalibWindow(r.window, o.context, o.calib_len);
     r.stats = GeneratorStats(spec, r.calib_window, o.sink);
   } else {
