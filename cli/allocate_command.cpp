@@ -40,8 +40,10 @@ void RegisterAllocate(CLI::App& app, int* rc) {
       ->capture_default_str();
   CLI::Option* rho =
       cmd->add_option("--rho", o.rho, "Share of units that use the sliding window, in [0, 1]");
-  cmd->add_option("--latency-ms", o.latency_ms, "Budget: prefill time of all layers (ms)");
-  cmd->add_option("--kv-bytes", o.kv_bytes, "Budget: KV-cache bytes at --context");
+  cmd->add_option("--latency-ms", o.latency_ms, "Budget: prefill time of all layers (ms)")
+      ->check(kPositiveFinite);
+  cmd->add_option("--kv-bytes", o.kv_bytes, "Budget: KV-cache bytes at --context")
+      ->check(kNonNegativeInteger);
   cmd->add_option("--granularity", args->granularity, "layer, head or head-global")
       ->capture_default_str();
   cmd->add_option("--strategy", o.strategy, "rule, greedy, consa or import")->capture_default_str();

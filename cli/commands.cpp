@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -37,6 +38,14 @@ const CLI::Validator kPositiveFinite =
     FiniteCheck([](double v) { return v > 0.0; }, "a positive number");
 const CLI::Validator kNonNegativeFinite =
     FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
+const CLI::Validator kNonNegativeInteger = CLI::Validator(
+    [](std::string& text) -> std::string {
+      int64_t value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || value < 0)
+        return "'" + text + "' is not a non-negative integer";
+      return "";
+    },
+    "a non-negative integer");
 
 namespace {
 

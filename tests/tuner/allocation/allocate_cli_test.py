@@ -129,6 +129,15 @@ expect_error(["allocate", "--model", tiny, "--rho=-0.5", "--out", tmp],
              "attntune: error: --rho: -0.500000 is not a fraction in [0, 1]")
 expect_error(["allocate", "--model", tiny, "--out", tmp],
              "attntune: error: --rho: missing (give --rho R, --latency-ms T or --kv-bytes N)")
+# Budgets that are not budgets are refused naming their own flag (they said "--rho:
+# missing", or with --rho were ignored).
+expect_error(["allocate", "--model", tiny, "--kv-bytes", "-1", "--out", tmp],
+             "attntune: error: --kv-bytes: '-1' is not a non-negative integer")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--kv-bytes", "-1", "--out", tmp],
+             "attntune: error: --kv-bytes: '-1' is not a non-negative integer")
+for value in ["nan", "-3", "0", "inf"]:
+    expect_error(["allocate", "--model", tiny, "--latency-ms", value, "--out", tmp],
+                 f"attntune: error: --latency-ms: '{value}' is not a positive number")
 # --context: at most 2^24 tokens, answered at once (a per-token loop never ended at 1e14).
 QWEN = ["allocate", "--model", "qwen3-1.7b", "--rho", "0.5", "--granularity", "layer",
         "--strategy", "rule"]
