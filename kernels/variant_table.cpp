@@ -187,9 +187,11 @@ Variant Hybrid() {
   v.summary = "a window per KV head (0 = full attention), one launch for all heads";
   v.params = {
       {"w", ParamKind::kInt, 1, INT64_MAX, {}, "", {"128", "256", "512", "1024"},
-       "window of the sliding-window heads"},
+       "window of the sliding-window heads (a `windows` tensor overrides)", ParamRole::kPlain,
+       "windows"},
       {"full", ParamKind::kInt, 0, INT64_MAX, {}, "1", {"0", "1", "2", "4"},
-       "the first min(full, Hkv) KV heads attend everything (a `windows` tensor overrides)"},
+       "the first min(full, Hkv) KV heads attend everything (a `windows` tensor overrides)",
+       ParamRole::kPlain, "windows"},
       SinkParam(),
   };
   v.key_sets = [](const Tensors& t, const Params& p) -> std::unique_ptr<KeySets> {
