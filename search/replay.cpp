@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -27,8 +28,13 @@ using nlohmann::json;
   throw UserError(path + ": not a Kernel Tuner cache file (" + reason + ")");
 }
 
-// The whole file, gunzipped when it is gzip data (zlib reads plain files as they are).
-std::string ReadMaybeGzip(const std::string& path) {
+// The whole file, gunzipped when it is gzip data (zlib reads plain files as they are),
+// refused past `max_bytes` of text (a gzip bomb, a device).
+std::string ReadMaybeGzip(const std::string& path, uint64_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(path + ": is a folder, not a Kernel Tuner cache or T4 file");
+  }
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
     throw UserError(path + ": cannot read (" + std::strerror(errno ? errno : ENOENT) + ")");
@@ -44,6 +50,11 @@ std::string ReadMaybeGzip(const std::string& path) {
       NotACache(path, code == Z_BUF_ERROR ? "truncated gzip data" : "bad gzip data: " + message);
     }
     if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > max_bytes) {
+      gzclose(file);
+      throw UserError(path + ": holds more than attntune reads as a Kernel Tuner cache or T4 "
+                      "file (" + std::to_string(max_bytes >> 20) + " MiB of JSON)");
+    }
     text.append(buffer, static_cast<size_t>(n));
   }
   int code = 0;
@@ -388,8 +399,8 @@ ReplayCache ParseReplayCache(const std::string& text, const std::string& path) {
   return cache;
 }
 
-ReplayCache ReadReplayCache(const std::string& path) {
-  return ParseReplayCache(ReadMaybeGzip(path), path);
+ReplayCache ReadReplayCache(const std::string& path, uint64_t max_bytes) {
+  return ParseReplayCache(ReadMaybeGzip(path, max_bytes), path);
 }
 
 ReplayStatistics Statistics(const ReplayCache& cache) {

@@ -156,6 +156,13 @@ expect_error(["tune", "--seq-lens", "64,100000000", "--out", fresh],
              "attntune: error: --seq-lens: 100000000 is longer than attntune takes (16777216 tokens)")
 expect_error(["tune", "--batch", "65537", "--out", fresh],
              "attntune: error: --batch: 65537 is more than attntune takes (65536)")
+expect_error(["tune", "--model", "/dev/zero", "--out", fresh],
+             "attntune: error: /dev/zero: holds more than attntune reads as a config.json (16 MiB)")
+expect_error(["run", "--variant", "dense", "--in", "/dev/zero", "--out", os.path.join(tmp, "o.st")],
+             "attntune: error: /dev/zero: is not a regular file (a safetensors file's size is "
+             "checked before it is read)")
+expect_error(["replay", "--cache", tmp],
+             f"attntune: error: {tmp}: is a folder, not a Kernel Tuner cache or T4 file")
 expect(not os.path.exists(fresh), "nothing stored past a limit")
 
 # --help and --version succeed and say what attntune is.

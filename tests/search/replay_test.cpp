@@ -158,6 +158,25 @@ TEST_CASE("entries with their values only in the key read as Kernel Tuner reads 
       "'tune_params_keys' its key cannot be read)");
 }
 
+TEST_CASE("a cache past the bound of JSON text, a device or a folder is refused in one line",
+          "[search][replay]") {
+  // A gzip bomb: 2 MiB of text in a few KiB, refused at the bound (1 MiB here, 1 GiB by
+  // default) instead of read whole.
+  const std::string bomb = TempPath("bomb.json.gz");
+  WriteGzip(bomb, std::string(kCache) + std::string(2 << 20, ' '));
+  CHECK(ReadBytes(bomb).size() < 65536);
+  CHECK_THROWS_WITH(ReadReplayCache(bomb, 1 << 20),
+                    bomb + ": holds more than attntune reads as a Kernel Tuner cache or T4 file "
+                           "(1 MiB of JSON)");
+  CHECK(ReadReplayCache(bomb, 3 << 20).entries.size() == 5);
+  CHECK_THROWS_WITH(ReadReplayCache("/dev/zero", 1 << 20),
+                    "/dev/zero: holds more than attntune reads as a Kernel Tuner cache or T4 "
+                    "file (1 MiB of JSON)");
+  CHECK_THROWS_WITH(ReadReplayCache("/tmp"),
+                    "/tmp: is a folder, not a Kernel Tuner cache or T4 file");
+  std::remove(bomb.c_str());
+}
+
 TEST_CASE("the T4 format reads too", "[search][replay]") {
   const char* t4 = R"({"schema_version": "1.0.0", "results": [
     {"configuration": {"a": 2, "s": "x"}, "invalidity": "correct", "objectives": ["time"],

@@ -211,4 +211,9 @@ TEST_CASE("DuoAttention TSV and mask files round-trip") {
   CHECK(AllocationFromScores(logits, Granularity::kHead, -1.0).swa == std::vector<uint8_t>{0, 1});
 }
 
+TEST_CASE("an import file is read to at most 64 MiB (a device never ended)") {
+  CHECK_THROWS_WITH(ReadHeadScores("/dev/zero", "--import"),
+                    "/dev/zero: holds more than attntune reads as an import file (64 MiB)");
+}
+
 }  // namespace attntune
