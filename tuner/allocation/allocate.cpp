@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -165,113 +166,163 @@ void ValidateAllocate(const AllocateOptions& o) {
                     " (a window that covers the context is full attention)");
 }
 
+namespace {
+
+using Allocator = std::function<Allocation(double rho)>;
+
+// Statistics of the calibration inputs: generated (the default) or captured (--calib).
+void Calibrate(const AllocateOptions& o, AllocateResult* r) {
+  const ModelGeometry& m = r->model;
+  if (!o.calib.empty()) {
+    r->stats = SafetensorsStats(o.calib, m, r->window, o.context, o.sink, "--calib");
+    r->calib_window = r->stats.window;
+    return;
+  }
+  GeneratorSpec spec;
+  spec.layers = m.layers;
+  spec.kv_heads = m.kv_heads;
+  spec.group = m.q_heads / m.kv_heads;
+  spec.head_dim = std::min<int64_t>(m.head_dim, 64);  // the logit structure, not d, matters
+  spec.length = o.calib_len;
+  spec.seed = o.seed;
+  r->calib_window = CalibWindow(r->window, o.context, o.calib_len);
+  r->stats = GeneratorStats(spec, r->calib_window, o.sink);
+}
+
+// --strategy import's scores, checked against the model's layers and KV heads (empty for
+// the other strategies).
+HeadScores ImportScores(const AllocateOptions& o, const ModelGeometry& m) {
+  HeadScores scores;
+  if (o.strategy != "import") return scores;
+  if (o.import_path.empty()) throw UserError("--strategy import needs --import FILE");
+  scores = ReadHeadScores(o.import_path, "--import");
+  if (scores.layers != m.layers || scores.kv_heads != m.kv_heads)
+    throw UserError("--import: " + o.import_path + " has " + std::to_string(scores.layers) +
+                    " layers x " + std::to_string(scores.kv_heads) + " KV heads, but " + m.name +
+                    " has " + std::to_string(m.layers) + " x " + std::to_string(m.kv_heads));
+  return scores;
+}
+
+// The cost meter's options: the run's tiles and policy at its context, window and sink.
+CostOptions CostOptionsOf(const AllocateOptions& o, int64_t window) {
+  CostOptions co = o.cost;
+  co.context = o.context;
+  co.window = window;
+  co.sink = o.sink;
+  co.measure = o.measure;
+  return co;
+}
+
+// The sweep over rho (SweepRhos), each point's loss and cost, and the Pareto front of
+// (loss, prefill time or pairs, KV bytes).
+void SweepFront(const AllocateOptions& o, const Allocator& allocate, CostMeter& meter,
+                AllocateResult* r) {
+  for (double rho : SweepRhos(o.granularity, r->model)) {
+    SweepPoint p;
+    p.rho = rho;
+    p.allocation = allocate(rho);
+    p.quality_loss = QualityLoss(p.allocation, r->stats);
+    p.cost = meter.Cost(p.allocation);
+    r->sweep.push_back(p);
+  }
+  std::vector<Scores> points;
+  for (const auto& p : r->sweep)
+    points.push_back({p.quality_loss,
+                      o.measure ? p.cost.prefill_ms : static_cast<double>(p.cost.prefill_pairs),
+                      static_cast<double>(p.cost.kv_bytes)});
+  for (size_t i : ParetoFront(points, {Sense::kMinimize, Sense::kMinimize, Sense::kMinimize}))
+    r->sweep[i].on_front = true;
+}
+
+// --kv-bytes: the smallest reachable rho whose KV cache fits. KV bytes depend only on the
+// SWA count and do not grow with it, so the first fitting count k of n is found by
+// bisection (the same k as trying 0, 1, 2, ... in turn, in log n allocations).
+void ChooseByKvBytes(const AllocateOptions& o, const Allocator& allocate, const CostOptions& co,
+                     AllocateResult* r) {
+  const ModelGeometry& m = r->model;
+  const int64_t n = GroupSize(o.granularity, m);
+  auto rho_of = [n](int64_t k) { return static_cast<double>(k) / static_cast<double>(n); };
+  if (KvCacheBytes(m, allocate(1.0), co) > o.kv_bytes)
+    throw UserError("--kv-bytes: " + std::to_string(o.kv_bytes) +
+                    " is below the smallest KV cache, " +
+                    std::to_string(KvCacheBytes(m, allocate(1.0), co)) + " bytes at rho=1");
+  int64_t lo = 0, hi = n;  // the answer is in [lo, hi]; hi fits
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (KvCacheBytes(m, allocate(rho_of(mid)), co) <= o.kv_bytes) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  r->rho_target = rho_of(lo);
+  r->chosen = allocate(r->rho_target);
+  r->budget = "kv_bytes=" + std::to_string(o.kv_bytes);
+}
+
+// --latency-ms: the swept allocation of least loss whose prefill time fits.
+void ChooseByLatency(const AllocateOptions& o, AllocateResult* r) {
+  const SweepPoint* best = nullptr;
+  for (const auto& p : r->sweep)
+    if (p.cost.prefill_ms <= o.latency_ms &&
+        (best == nullptr || p.quality_loss < best->quality_loss))
+      best = &p;
+  if (best == nullptr) {
+    const SweepPoint* fastest = &r->sweep.front();
+    for (const auto& p : r->sweep)
+      if (p.cost.prefill_ms < fastest->cost.prefill_ms) fastest = &p;
+    throw UserError("--latency-ms: no allocation reaches " + Num(o.latency_ms) +
+                    " ms (fastest: " + Num(fastest->cost.prefill_ms) +
+                    " ms at rho=" + Num(fastest->rho) + ")");
+  }
+  r->rho_target = best->rho;
+  r->chosen = best->allocation;
+  r->budget = "latency_ms=" + Num(o.latency_ms);
+}
+
+// The allocation the budget picks: --rho, --kv-bytes, --latency-ms, else the import
+// file's own binary allocation.
+void Choose(const AllocateOptions& o, const HeadScores& scores, const Allocator& allocate,
+            const CostOptions& co, AllocateResult* r) {
+  if (o.rho >= 0) {
+    r->rho_target = o.rho;
+    r->budget = "rho=" + Num(o.rho);
+    r->chosen = allocate(o.rho);
+  } else if (o.kv_bytes >= 0) {
+    ChooseByKvBytes(o, allocate, co, r);
+  } else if (o.latency_ms >= 0) {
+    ChooseByLatency(o, r);
+  } else {
+    r->chosen = AllocationFromScores(scores, o.granularity, -1.0);
+    r->rho_target = r->chosen.SwaFraction();
+    r->budget = "import";
+  }
+}
+
+}  // namespace
+
 AllocateResult RunAllocate(const AllocateOptions& o, Database& db, const DeviceInfo& device,
                            Timer& timer) {
   ValidateAllocate(o);
   AllocateResult r;
   r.model = LoadModel(o.model, "--model");
-  const ModelGeometry& m = r.model;
-  r.window = AllocationWindow(o, m);
-
-  // Statistics on calibration inputs.
-  if (o.calib.empty()) {
-    GeneratorSpec spec;
-    spec.layers = m.layers;
-    spec.kv_heads = m.kv_heads;
-    spec.group = m.q_heads / m.kv_heads;
-    spec.head_dim = std::min<int64_t>(m.head_dim, 64);  // the logit structure, not d, matters
-    spec.length = o.calib_len;
-    spec.seed = o.seed;
-    r.calib_window = CalibWindow(r.window, o.context, o.calib_len);
-    r.stats = GeneratorStats(spec, r.calib_window, o.sink);
-  } else {
-    r.stats = SafetensorsStats(o.calib, m, r.window, o.context, o.sink, "--calib");
-    r.calib_window = r.stats.window;
-  }
-
-  HeadScores scores;
-  if (o.strategy == "import") {
-    if (o.import_path.empty()) throw UserError("--strategy import needs --import FILE");
-    scores = ReadHeadScores(o.import_path, "--import");
-    if (scores.layers != m.layers || scores.kv_heads != m.kv_heads)
-      throw UserError("--import: " + o.import_path + " has " + std::to_string(scores.layers) +
-                      " layers x " + std::to_string(scores.kv_heads) + " KV heads, but " + m.name +
-                      " has " + std::to_string(m.layers) + " x " + std::to_string(m.kv_heads));
-  }
-  auto allocate = [&](double rho) {
+  r.window = AllocationWindow(o, r.model);
+  Calibrate(o, &r);
+  const HeadScores scores = ImportScores(o, r.model);
+  const Allocator allocate = [&](double rho) {
     return AllocateWith(o.strategy, o.granularity, r.stats, &scores, rho, o.seed);
   };
-
-  CostOptions co = o.cost;
-  co.context = o.context;
-  co.window = r.window;
-  co.sink = o.sink;
-  co.measure = o.measure;
+  const CostOptions co = CostOptionsOf(o, r.window);
   std::optional<MeasureRun> run;
   if (o.measure) {
     EvaluateOptions evaluate;
     evaluate.policy = o.cost.policy;
     run = BeginMeasureRun(db, device, timer, evaluate, o.args_json);
   }
-  CostMeter meter(m, co, run ? &*run : nullptr);
+  CostMeter meter(r.model, co, run ? &*run : nullptr);
   r.cost_method = meter.Method();
-
-  for (double rho : SweepRhos(o.granularity, m)) {
-    SweepPoint p;
-    p.rho = rho;
-    p.allocation = allocate(rho);
-    p.quality_loss = QualityLoss(p.allocation, r.stats);
-    p.cost = meter.Cost(p.allocation);
-    r.sweep.push_back(p);
-  }
-  std::vector<Scores> points;
-  for (const auto& p : r.sweep)
-    points.push_back({p.quality_loss,
-                      o.measure ? p.cost.prefill_ms : static_cast<double>(p.cost.prefill_pairs),
-                      static_cast<double>(p.cost.kv_bytes)});
-  for (size_t i : ParetoFront(points, {Sense::kMinimize, Sense::kMinimize, Sense::kMinimize}))
-    r.sweep[i].on_front = true;
-
-  if (o.rho >= 0) {
-    r.rho_target = o.rho;
-    r.budget = "rho=" + Num(o.rho);
-    r.chosen = allocate(o.rho);
-  } else if (o.kv_bytes >= 0) {
-    // KV bytes depend only on the SWA count: the smallest reachable rho that fits.
-    const int64_t n = GroupSize(o.granularity, m);
-    bool found = false;
-    for (int64_t k = 0; k <= n && !found; ++k) {
-      const double rho = static_cast<double>(k) / static_cast<double>(n);
-      const Allocation a = allocate(rho);
-      if (KvCacheBytes(m, a, co) <= o.kv_bytes) r.rho_target = rho, r.chosen = a, found = true;
-    }
-    if (!found)
-      throw UserError("--kv-bytes: " + std::to_string(o.kv_bytes) +
-                      " is below the smallest KV cache, " +
-                      std::to_string(KvCacheBytes(m, allocate(1.0), co)) + " bytes at rho=1");
-    r.budget = "kv_bytes=" + std::to_string(o.kv_bytes);
-  } else if (o.latency_ms >= 0) {
-    const SweepPoint* best = nullptr;
-    for (const auto& p : r.sweep)
-      if (p.cost.prefill_ms <= o.latency_ms &&
-          (best == nullptr || p.quality_loss < best->quality_loss))
-        best = &p;
-    if (best == nullptr) {
-      const SweepPoint* fastest = &r.sweep.front();
-      for (const auto& p : r.sweep)
-        if (p.cost.prefill_ms < fastest->cost.prefill_ms) fastest = &p;
-      throw UserError("--latency-ms: no allocation reaches " + Num(o.latency_ms) +
-                      " ms (fastest: " + Num(fastest->cost.prefill_ms) +
-                      " ms at rho=" + Num(fastest->rho) + ")");
-    }
-    r.rho_target = best->rho;
-    r.chosen = best->allocation;
-    r.budget = "latency_ms=" + Num(o.latency_ms);
-  } else {  // import with the file's own binary allocation
-    r.chosen = AllocationFromScores(scores, o.granularity, -1.0);
-    r.rho_target = r.chosen.SwaFraction();
-    r.budget = "import";
-  }
+  SweepFront(o, allocate, meter, &r);
+  Choose(o, scores, allocate, co, &r);
   r.quality_loss = QualityLoss(r.chosen, r.stats);
   r.cost = meter.Cost(r.chosen);
   r.tuned = meter.TuneTiles(r.chosen, o.tune_budget, o.seed);
