@@ -42,6 +42,12 @@ struct ReplayCache {
   const ReplayEntry& At(const Point& p) const;
 };
 
+/// The most evaluations a replay runs and keeps: the largest budget times the repeats
+/// (the best-so-far curve holds one value per evaluation and repeat).
+constexpr int64_t kMaxReplayEvaluations = 10000000;
+/// The most threads a replay starts.
+constexpr int kMaxReplayThreads = 1024;
+
 /// The most JSON text (after gunzip) attntune reads from one cache or T4 file.
 constexpr uint64_t kMaxCacheBytes = uint64_t{1} << 30;
 

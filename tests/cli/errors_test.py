@@ -165,6 +165,21 @@ expect_error(["replay", "--cache", tmp],
              f"attntune: error: {tmp}: is a folder, not a Kernel Tuner cache or T4 file")
 expect(not os.path.exists(fresh), "nothing stored past a limit")
 
+# replay: the largest budget times the repeats bounded (a budget of 10^12 built a curve of
+# 10^12 points and never ended; 2e9 repeats ended in bad_alloc), and the threads.
+cache = os.path.join(tmp, "cache.json")
+with open(cache, "w") as f:
+    f.write('{"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, '
+            '"cache": {"1": {"a": 1, "time": 1.0}, "2": {"a": 2, "time": 2.0}}}')
+expect_error(["replay", "--cache", cache, "--budget", "1000000000000", "--repeats", "3"],
+             "attntune: error: --budget, --repeats: 1000000000000 evaluations x 3 repeats is more "
+             "than a replay runs (10000000 in all)")
+expect_error(["replay", "--cache", cache, "--budget", "4", "--repeats", "2000000000"],
+             "attntune: error: --budget, --repeats: 4 evaluations x 2000000000 repeats is more "
+             "than a replay runs (10000000 in all)")
+expect_error(["replay", "--cache", cache, "--threads", "100000"],
+             "attntune: error: --threads: 100000 is more than attntune starts (1024)")
+
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)
 expect("tune" in p.stdout and "bench" in p.stdout and "devices" in p.stdout, "--help lists the subcommands")
