@@ -4,10 +4,12 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <utility>
 
 #include "core/check.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/shape.h"
 
 namespace attntune {
 
@@ -348,9 +350,22 @@ CalibStats SafetensorsStats(const std::string& path, const ModelGeometry& model,
                       " heads (L " + std::to_string(L) + "), but the model has " +
                       std::to_string(model.q_heads) + " query and " +
                       std::to_string(model.kv_heads) + " KV heads");
+    if (q.shape[0] != 1)
+      throw UserError(what + ": " + path + ": layer " + ls + " holds " +
+                      std::to_string(q.shape[0]) + " sequences; the statistics take one (B = 1)");
+    ValidateShape(Shape{1, q.shape[1], k.shape[1], L, L, d, true},
+                  what + ": " + path + ": layer " + ls);
     st.length = L;
     st.window = CalibWindow(context_window, context, L);
     const std::vector<float> qf = q.AsF32(), kf = k.AsF32(), vf = v.AsF32();
+    for (const auto& [name, x] : {std::make_pair("q.", &qf), std::make_pair("k.", &kf),
+                                  std::make_pair("v.", &vf)}) {
+      for (size_t n = 0; n < x->size(); ++n)
+        if (!std::isfinite((*x)[n]))
+          throw UserError(what + ": " + path + ": tensor '" + name + ls + "' holds " +
+                          std::to_string((*x)[n]) + " at element " + std::to_string(n) +
+                          " (attention needs finite inputs)");
+    }
     for (int64_t h = 0; h < model.kv_heads; ++h) {
       Tensors t;
       t.shape = Shape{1, g, 1, L, L, d, true};
