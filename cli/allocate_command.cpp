@@ -62,7 +62,7 @@ CLI::App* AddAllocateFlags(CLI::App& app, AllocateArgs* args, CLI::Option** rho_
       ->capture_default_str();
   cmd->add_option("--min-reps", o.cost.policy.min_reps,
                   "Minimum timed repetitions per layer pattern")
-      ->check(kPositiveFinite)
+      ->check(kRepetitions)
       ->capture_default_str();
   cmd->add_option("--tune-budget", o.tune_budget,
                   "Timed points of the hybrid tile search for the chosen allocation (0: skip)")

@@ -40,7 +40,7 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_option("--min-reps", args->request.min_reps,
                   "Floor of timed repetitions (1: one warm-up and one timed run, e.g. to "
                   "measure peak memory at long lengths)")
-      ->check(kPositiveFinite)
+      ->check(kRepetitions)
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--unchecked", args->unchecked,

@@ -119,8 +119,11 @@ expect_error(["tune", "--max-seconds", "nan", "--out", tmp],
              "attntune: error: --max-seconds: 'nan' is not a positive number")
 expect_error(["tune", "--tolerance", "-1e-5", "--out", tmp],
              "attntune: error: --tolerance: '-1e-5' is not a non-negative number")
-expect_error(["bench", "--variant", "dense", "--shape", S64, "--min-reps", "0"],
-             "attntune: error: --min-reps: '0' is not a positive number")
+for value in ["0", "2.5", "1000000000"]:  # 10^9 reserved 8 GB and ran 10^9 repetitions
+    expect_error(["bench", "--variant", "dense", "--shape", S64, "--min-reps", value],
+                 f"attntune: error: --min-reps: '{value}' is not a count of repetitions from 1 to 1000000")
+expect_error(["allocate", "--rho", "0.5", "--min-reps", "1000001"],
+             "attntune: error: --min-reps: '1000001' is not a count of repetitions from 1 to 1000000")
 expect_error(["allocate", "--rho", "0.5", "--max-seconds", "-2"],
              "attntune: error: --max-seconds: '-2' is not a positive number")
 
