@@ -124,7 +124,7 @@ std::vector<int32_t> StTensor::AsI32() const {
   return out;
 }
 
-StFile ReadSafetensors(const std::string& path) {
+StFile ReadSafetensors(const std::string& path, StMetadata* metadata) {
   // Read whole: the file, its tensors' bytes and their fp32 copies are held at once, so a
   // file may take a third of this machine's memory (all of it when that is unknown).
   std::error_code ec;
@@ -138,10 +138,10 @@ StFile ReadSafetensors(const std::string& path) {
   const uint64_t limit = memory > 0 ? static_cast<uint64_t>(memory / 3) : UINT64_MAX;
   const std::string bytes = ReadInputFile(path, limit, "a safetensors file",
                                           ", a third of this machine's memory");
-  return ParseSafetensors(bytes, path);
+  return ParseSafetensors(bytes, path, metadata);
 }
 
-StFile ParseSafetensors(const std::string& bytes, const std::string& path) {
+StFile ParseSafetensors(const std::string& bytes, const std::string& path, StMetadata* metadata) {
   const auto* file = reinterpret_cast<const uint8_t*>(bytes.data());
   const uint64_t size = bytes.size();
   const Invalid invalid(path);
@@ -176,7 +176,14 @@ StFile ParseSafetensors(const std::string& bytes, const std::string& path) {
   StFile tensors;
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end), name
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      if (!entry.is_object()) invalid("__metadata__ is not a JSON object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) invalid("__metadata__ value '" + key + "' is not a string");
+        if (metadata != nullptr) (*metadata)[key] = value.get<std::string>();
+      }
+      continue;
+    }
     tensors[name] = ParseEntry(name, entry, data_size, data, invalid);
     const nlohmann::json& off = entry["data_offsets"];
     spans.emplace_back(off[0].get<uint64_t>(), off[1].get<uint64_t>(), name);
@@ -199,8 +206,9 @@ StFile ParseSafetensors(const std::string& bytes, const std::string& path) {
   return tensors;
 }
 
-void WriteSafetensors(const std::string& path, const StFile& tensors) {
+void WriteSafetensors(const std::string& path, const StFile& tensors, const StMetadata& metadata) {
   nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     ATTNTUNE_CHECK_MSG(DtypeSize(t.dtype) != 0, "unknown dtype " + t.dtype);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang, AddressSanitizer and UBSan, and runs
 # each from its seed corpus (fuzz/corpus/<target>) in a scratch copy.
-#   scripts/fuzz.sh --short        every target for 12 s (the test command's run, ~1 min)
+#   scripts/fuzz.sh --short        every target for 12 s (the test command's run, about 75 s)
 #   scripts/fuzz.sh --runs N       every target for N executions (docs/reliability.md)
 #   scripts/fuzz.sh --runs N replay database   the named targets only
 # A crash, a leak, undefined behaviour or an exception other than UserError fails the run
@@ -17,7 +17,7 @@ case "$mode" in
   *) echo "usage: scripts/fuzz.sh --short | --runs N [target ...]" >&2; exit 2 ;;
 esac
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parsers safetensors hf_config replay database)
+[ ${#targets[@]} -gt 0 ] || targets=(parsers safetensors hf_config replay database config_json)
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ not found (scripts/install-deps.sh --test installs it)" >&2

@@ -109,7 +109,49 @@ void CheckContext(const AllocateOptions& o, const ModelGeometry& m) {
   throw UserError("--context: " + prefill.ToString() + text);
 }
 
+// Whether every SWA KV head of `a` keeps `floor` under the statistics `stats` were taken at.
+bool KeepsFloor(const Allocation& a, const CalibStats& stats, const QualityFloor& floor) {
+  for (size_t u = 0; u < a.swa.size(); ++u) {
+    const HeadStats& h = stats.heads[u];
+    if (a.swa[u] && !floor.MetBy({{"mass_recall", h.mass_kept}, {"rel_err", h.swa_rel_err}}))
+      return false;
+  }
+  return true;
+}
+
+// Under o.floor: the smallest window of WindowGrid whose statistics let the allocation at
+// o.rho (or the import's) keep the floor on every SWA KV head; sets r->window, stats,
+// calib_window and window_choice. UserError when no window of the grid does.
+void ChooseWindow(const AllocateOptions& o, const ModelGeometry& m, const HeadScores* scores,
+                  AllocateResult* r) {
+  const std::vector<int64_t> grid = WindowGrid(o.context);
+  std::string tried;
+  for (int64_t w : grid) {
+    CalibStats stats = SafetensorsStats(o.calib, m, w, o.context, o.sink, "--calib");
+    const Allocation a = o.rho >= 0 ? AllocateWith(o.strategy, o.granularity, stats, scores, o.rho, o.seed)
+                                    : AllocationFromScores(*scores, o.granularity, -1.0);
+    if (KeepsFloor(a, stats, o.floor)) {
+      r->window = w;
+      r->calib_window = stats.window;
+      r->stats = std::move(stats);
+      r->window_choice = "the smallest of " + std::to_string(grid.front()) + ".." +
+                         std::to_string(grid.back()) + " (powers of 2) that keeps " +
+                         o.floor.ToString() + " on every SWA KV head";
+      return;
+    }
+    tried = std::to_string(w);
+  }
+  throw UserError("--min-quality: no window up to " + tried + " keeps " + o.floor.ToString() +
+                  " on every SWA KV head of the allocation (lower --rho, or the floor)");
+}
+
 }  // namespace
+
+std::vector<int64_t> WindowGrid(int64_t context) {
+  std::vector<int64_t> grid;
+  for (int64_t w = 16; w < context; w *= 2) grid.push_back(w);
+  return grid;
+}
 
 double QualityLoss(const Allocation& a, const CalibStats& stats) {
   return AllocationLoss(a, stats.Loss()) / static_cast<double>(a.swa.size());
@@ -146,6 +188,20 @@ void ValidateAllocate(const AllocateOptions& o) {
   if (o.rho >= 0) TargetSwaUnits(o.rho, 1, "--rho");
   if (o.latency_ms >= 0 && !o.measure)
     throw UserError("--latency-ms: needs measured times (drop --no-measure)");
+  if (!o.floor.Empty()) {
+    if (o.calib.empty())
+      throw UserError("--min-quality: needs --calib (the floor is kept on the model's captured "
+                      "attention)");
+    if (o.latency_ms >= 0 || o.kv_bytes >= 0)
+      throw UserError("--min-quality: chooses the window of the allocation at --rho (or the "
+                      "import's); with --latency-ms or --kv-bytes give --window instead");
+    if (o.window > 0)
+      throw UserError("--window: with --min-quality the window is chosen under the floor; "
+                      "drop --window");
+    if (WindowGrid(o.context).empty())
+      throw UserError("--context: " + std::to_string(o.context) + " leaves no window to choose "
+                      "(the smallest is 16)");
+  }
   CheckContext(o, m);
   CheckSequenceLength(o.calib_len, "--calib-len");
   if (o.calib.empty()) {  // one generated head at a time, its statistics against fp64 attention
@@ -170,10 +226,12 @@ namespace {
 
 using Allocator = std::function<Allocation(double rho)>;
 
-// Statistics of the calibration inputs: generated (the default) or captured (--calib).
+// Statistics of the calibration inputs: generated (the default) or captured (--calib; under
+// --min-quality ChooseWindow takes them at the window it chooses).
 void Calibrate(const AllocateOptions& o, AllocateResult* r) {
   const ModelGeometry& m = r->model;
   if (!o.calib.empty()) {
+    if (!o.floor.Empty()) return;  // ChooseWindow takes them at each window it tries
     r->stats = SafetensorsStats(o.calib, m, r->window, o.context, o.sink, "--calib");
     r->calib_window = r->stats.window;
     return;
@@ -309,6 +367,7 @@ AllocateResult RunAllocate(const AllocateOptions& o, Database& db, const DeviceI
   r.window = AllocationWindow(o, r.model);
   Calibrate(o, &r);
   const HeadScores scores = ImportScores(o, r.model);
+  if (!o.floor.Empty()) ChooseWindow(o, r.model, &scores, &r);
   const Allocator allocate = [&](double rho) {
     return AllocateWith(o.strategy, o.granularity, r.stats, &scores, rho, o.seed);
   };
