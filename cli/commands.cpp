@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "db/database.h"
+#include "profiler/measure.h"
 #include "tuner/emit.h"
 
 namespace attntune {
@@ -37,6 +39,23 @@ const CLI::Validator kPositiveFinite =
     FiniteCheck([](double v) { return v > 0.0; }, "a positive number");
 const CLI::Validator kNonNegativeFinite =
     FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
+const CLI::Validator kRepetitions = CLI::Validator(
+    [](std::string& text) -> std::string {
+      int64_t value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || value < 1 || value > kMaxMinReps)
+        return "'" + text + "' is not a count of repetitions from 1 to " +
+               std::to_string(kMaxMinReps);
+      return "";
+    },
+    "a count of repetitions");
+const CLI::Validator kNonNegativeInteger = CLI::Validator(
+    [](std::string& text) -> std::string {
+      int64_t value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || value < 0)
+        return "'" + text + "' is not a non-negative integer";
+      return "";
+    },
+    "a non-negative integer");
 
 namespace {
 

@@ -2,6 +2,7 @@
 
 #include "core/params.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -105,6 +106,14 @@ void RegisterReplay(CLI::App& app, int* rc) {
     if (options.budgets.empty()) throw UserError("--budget: no budget given (e.g. 25,50,100)");
     if (a.repeats < 1) throw UserError("--repeats: must be a positive integer");
     if (a.threads < 0) throw UserError("--threads: must be 0 or a positive integer");
+    if (a.threads > kMaxReplayThreads)
+      throw UserError("--threads: " + std::to_string(a.threads) + " is more than attntune starts (" +
+                      std::to_string(kMaxReplayThreads) + ")");
+    const int64_t max_budget = *std::max_element(options.budgets.begin(), options.budgets.end());
+    if (static_cast<double>(max_budget) * a.repeats > static_cast<double>(kMaxReplayEvaluations))
+      throw UserError("--budget, --repeats: " + std::to_string(max_budget) + " evaluations x " +
+                      std::to_string(a.repeats) + " repeats is more than a replay runs (" +
+                      std::to_string(kMaxReplayEvaluations) + " in all)");
     options.repeats = a.repeats;
     options.seed = a.seed;
     options.threads = a.threads;

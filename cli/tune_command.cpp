@@ -116,6 +116,9 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
   if (!phase) throw UserError("--phase: '" + args->phase + "' is not prefill or decode");
   options.phase = *phase;
   options.batch = ParsePositiveInt(args->batch, "--batch");
+  if (options.batch > kMaxBatch)
+    throw UserError("--batch: " + args->batch + " is more than attntune takes (" +
+                    std::to_string(kMaxBatch) + ")");
   options.budget = ParsePositiveInt(args->budget, "--budget");
   if (args->time_budget_option->count() > 0) {
     options.time_budget_s = ParseDuration(args->time_budget, "--time-budget");

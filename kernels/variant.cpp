@@ -105,7 +105,8 @@ std::string CheckValue(const ParamDecl& p, const std::string& value, std::string
 
 // The shared body of ResolveParams and CheckParams: "" and `*out` complete, or the reason.
 std::string Resolve(const Variant& variant, const Implementation* impl, const Shape& shape,
-                    const Params& given, Params* out) {
+                    const Params& given, Params* out,
+                    const std::set<std::string>* tensors = nullptr) {
   std::vector<const ParamDecl*> decls;
   for (const ParamDecl& p : variant.params) decls.push_back(&p);
   // An implementation whose tunables depend on the problem's kind (a CUDA tile compiled
@@ -136,13 +137,19 @@ std::string Resolve(const Variant& variant, const Implementation* impl, const Sh
   for (const ParamDecl* p : decls) {
     const auto it = given.find(p->name);
     std::string value;
+    const bool from_tensor = !p->tensor.empty() && tensors != nullptr && tensors->count(p->tensor);
     if (it != given.end()) {
       value = it->second;
+    } else if (from_tensor) {
+      continue;  // the input file's tensor supplies it
     } else if (!p->default_value.empty()) {
       value = p->default_value;
     } else {
       return owner + " requires parameter " + p->name +
-             (p->grid.empty() ? "" : " (e.g. " + p->name + "=" + p->grid.front() + ")");
+             (p->grid.empty() ? "" : " (e.g. " + p->name + "=" + p->grid.front() + ")") +
+             (p->tensor.empty() || tensors == nullptr
+                  ? ""
+                  : " or a '" + p->tensor + "' tensor in the input file");
     }
     std::string canonical;
     const std::string reason = CheckValue(*p, value, &canonical);
@@ -163,9 +170,10 @@ std::string Resolve(const Variant& variant, const Implementation* impl, const Sh
 }  // namespace
 
 Params ResolveParams(const Variant& variant, const Implementation* impl, const Shape& shape,
-                     const Params& given, const std::string& what) {
+                     const Params& given, const std::string& what,
+                     const std::set<std::string>* tensors) {
   Params out;
-  const std::string reason = Resolve(variant, impl, shape, given, &out);
+  const std::string reason = Resolve(variant, impl, shape, given, &out, tensors);
   if (!reason.empty()) throw UserError(what + ": " + reason);
   return out;
 }

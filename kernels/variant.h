@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct ParamDecl {
   std::vector<std::string> grid;     // values the tuner searches by default
   std::string help;
   ParamRole role = ParamRole::kPlain;
+  /// Non-empty: a tensor of this name in the input file (DESIGN.md s1, `run --in`)
+  /// supplies the parameter, which is then not required (hybrid's `windows`).
+  std::string tensor;
 };
 
 /// The values a search tries for a parameter: its declared grid, or its default when the
@@ -167,9 +171,12 @@ const Variant& FindVariant(const std::string& id, const std::string& what);
 
 /// Validates `given` against the variant (and `impl`, if not null): unknown names,
 /// non-integers, out-of-range or unknown enum values, constraint violations -> UserError
-/// naming `what`. Returns the params completed with defaults.
+/// naming `what`. Returns the params completed with defaults. `tensors`, when given, names
+/// the tensors of the input file: a parameter one of them supplies (ParamDecl::tensor) is
+/// left out unless given, and a missing required parameter's refusal names its tensor.
 Params ResolveParams(const Variant& variant, const Implementation* impl, const Shape& shape,
-                     const Params& given, const std::string& what);
+                     const Params& given, const std::string& what,
+                     const std::set<std::string>* tensors = nullptr);
 
 /// Same checks without throwing: "" when valid, else the reason. The tuner uses this to
 /// store a candidate as `invalid`.

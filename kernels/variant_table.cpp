@@ -14,21 +14,43 @@ namespace attntune {
 
 namespace {
 
-// |S(i)| summed over rows (O(Lq)), times B * Hq.
+// sum over x in [a, b] of min(max(x, lo), hi), lo <= hi (0 when a > b), in closed form.
+int64_t SumClamped(int64_t a, int64_t b, int64_t lo, int64_t hi) {
+  if (a > b) return 0;
+  int64_t sum = 0;
+  if (a < lo) sum += (std::min(b, lo - 1) - a + 1) * lo;  // below lo: lo each
+  const int64_t m0 = std::max(a, lo), m1 = std::min(b, hi);
+  if (m0 <= m1) {  // x itself; (m0 + m1)(m1 - m0 + 1) / 2 with the halving on the even factor
+    const int64_t n = m1 - m0 + 1, ends = m0 + m1;
+    sum += n % 2 == 0 ? (n / 2) * ends : n * (ends / 2);
+  }
+  if (b > hi) sum += (b - std::max(a - 1, hi)) * hi;  // above hi: hi each
+  return sum;
+}
+
+// |S(i)| summed over rows in closed form, times B * Hq: row i attends the last
+// min(p + 1, w) keys up to p = LastKey(i) (all p + 1 when w = 0) and the first
+// min(sink, p - w + 1) keys before them.
 int64_t WindowPairs(const Shape& s, int64_t window, int64_t sink) {
+  const int64_t first = LastKey(s, 0), last = LastKey(s, s.Lq - 1);
   int64_t per_head = 0;
-  for (int64_t i = 0; i < s.Lq; ++i) {
-    const int64_t last = LastKey(s, i);
-    const int64_t lo = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
-    per_head += (last - lo + 1) + std::min(sink, lo);
+  if (!s.causal) {  // every row at p = Lk - 1
+    const int64_t p = s.Lk - 1;
+    per_head = s.Lq * (window > 0 ? std::min(p + 1, window) + std::min(sink, std::max<int64_t>(0, p - window + 1))
+                                  : p + 1);
+  } else if (window <= 0) {
+    per_head = SumClamped(first + 1, last + 1, 0, last + 1);
+  } else {
+    per_head = SumClamped(first + 1, last + 1, 0, window) +
+               SumClamped(first - window + 1, last - window + 1, 0, sink);
   }
   return per_head * s.B * s.Hq;
 }
 
 // sum_i min(k, p(i) + 1), times B * Hq: ks and dma attend k keys once k precede.
 int64_t TopKPairs(const Shape& s, int64_t k) {
-  int64_t per_head = 0;
-  for (int64_t i = 0; i < s.Lq; ++i) per_head += std::min(k, LastKey(s, i) + 1);
+  const int64_t per_head = s.causal ? SumClamped(LastKey(s, 0) + 1, LastKey(s, s.Lq - 1) + 1, 0, k)
+                                    : s.Lq * std::min(k, s.Lk);
   return per_head * s.B * s.Hq;
 }
 
@@ -166,9 +188,11 @@ Variant Hybrid() {
   v.summary = "a window per KV head (0 = full attention), one launch for all heads";
   v.params = {
       {"w", ParamKind::kInt, 1, INT64_MAX, {}, "", {"128", "256", "512", "1024"},
-       "window of the sliding-window heads"},
+       "window of the sliding-window heads (a `windows` tensor overrides)", ParamRole::kPlain,
+       "windows"},
       {"full", ParamKind::kInt, 0, INT64_MAX, {}, "1", {"0", "1", "2", "4"},
-       "the first min(full, Hkv) KV heads attend everything (a `windows` tensor overrides)"},
+       "the first min(full, Hkv) KV heads attend everything (a `windows` tensor overrides)",
+       ParamRole::kPlain, "windows"},
       SinkParam(),
   };
   v.key_sets = [](const Tensors& t, const Params& p) -> std::unique_ptr<KeySets> {

@@ -42,9 +42,19 @@ struct ReplayCache {
   const ReplayEntry& At(const Point& p) const;
 };
 
-/// Reads a .json or .json.gz cache file (Kernel Tuner's format or T4). A file that is
-/// not one throws UserError "<path>: not a Kernel Tuner cache file (<reason>)".
-ReplayCache ReadReplayCache(const std::string& path);
+/// The most evaluations a replay runs and keeps: the largest budget times the repeats
+/// (the best-so-far curve holds one value per evaluation and repeat).
+constexpr int64_t kMaxReplayEvaluations = 10000000;
+/// The most threads a replay starts.
+constexpr int kMaxReplayThreads = 1024;
+
+/// The most JSON text (after gunzip) attntune reads from one cache or T4 file.
+constexpr uint64_t kMaxCacheBytes = uint64_t{1} << 30;
+
+/// Reads a .json or .json.gz cache file (Kernel Tuner's format or T4), at most
+/// `max_bytes` of JSON. A file that is not one throws UserError "<path>: not a Kernel
+/// Tuner cache file (<reason>)".
+ReplayCache ReadReplayCache(const std::string& path, uint64_t max_bytes = kMaxCacheBytes);
 /// The same from text already read (`path` names it in errors).
 ReplayCache ParseReplayCache(const std::string& text, const std::string& path);
 

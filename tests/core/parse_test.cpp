@@ -69,6 +69,20 @@ TEST_CASE("ParseShape and ValidateShape error texts") {
   Shape s;
   s.d = 0;
   CHECK(UserErrorText([&] { ValidateShape(s, "--shape"); }) == "--shape: d=0 must be positive");
+
+  // Each extent within what attntune takes (docs/reliability.md "Limits"): counts of
+  // elements and pairs stay far from int64's end.
+  CHECK(ParseShape("B=65536,Hq=1024,Hkv=1024,L=16777216,d=1024", "--shape").Lk == 16777216);
+  CHECK(err("Hq=4,L=16777217,d=64") ==
+        "--shape: Lq=16777217 is longer than attntune takes (16777216 tokens)");
+  CHECK(err("Hq=4,Lq=16,Lk=99999999999,d=64") ==
+        "--shape: Lk=99999999999 is longer than attntune takes (16777216 tokens)");
+  CHECK(err("Hq=1025,Hkv=1,L=16,d=64") == "--shape: Hq=1025 is more than attntune takes (1024)");
+  CHECK(err("Hq=4,L=16,d=1025") == "--shape: d=1025 is more than attntune takes (1024)");
+  CHECK(err("B=65537,Hq=4,L=16,d=64") == "--shape: B=65537 is more than attntune takes (65536)");
+  CHECK(ParseSeqLens("64,16777216", "--seq-lens").back() == 16777216);
+  CHECK(UserErrorText([&] { ParseSeqLens("64,16777217", "--seq-lens"); }) ==
+        "--seq-lens: 16777217 is longer than attntune takes (16777216 tokens)");
 }
 
 TEST_CASE("ParseParams, ParamsToString and ParamInt") {

@@ -1,6 +1,8 @@
 // The fp64 references are the oracle for every kernel, so they are checked against
 // independent, naive implementations of DESIGN.md s1 and against each other.
 #include <catch2/catch.hpp>
+
+#include <chrono>
 #include <cmath>
 
 #include "kernels/kokkos/runtime.h"
@@ -130,10 +132,18 @@ TEST_CASE("Closed-form pair counts equal the counts of the key sets") {
       {"swa", {{"w", "3"}, {"sink", "9"}}},
       {"swa", {{"w", "64"}, {"sink", "4"}}},
       {"swa", {{"w", "1000"}, {"sink", "0"}}},
+      {"swa", {{"w", "30"}, {"sink", "1000000"}}},
+      {"swa", {{"w", "1000000000000"}, {"sink", "3"}}},
+      {"ks", {{"k", "1"}}},
+      {"ks", {{"k", "7"}}},
+      {"ks", {{"k", "100000"}}},
+      {"dma", {{"w", "6"}, {"bias", "1"}, {"seed", "2"}}},
   };
   const std::vector<Shape> shapes = {MakeShape(1, 1, 1, 1, 1, 4), MakeShape(2, 3, 1, 37, 37, 4),
                                      MakeShape(1, 2, 2, 37, 577, 4),
-                                     MakeShape(1, 2, 1, 20, 90, 4, false)};
+                                     MakeShape(1, 2, 1, 20, 90, 4, false),
+                                     MakeShape(1, 1, 1, 1, 64, 4),
+                                     MakeShape(1, 1, 1, 64, 64, 4, false)};
   for (const Shape& s : shapes) {
     const Tensors t = GaussianTensors(s, 1);
     for (const auto& [id, params] : configs) {
@@ -176,6 +186,17 @@ TEST_CASE("Closed-form pair counts equal the counts of the key sets") {
   }
   const Shape s = MakeShape(2, 4, 2, 100, 100, 8);
   CHECK(FindVariant("dense", "x").pairs(s, {}) == 2 * 4 * 100 * 101 / 2);
+
+  // In closed form: 2^31 rows count at once (a loop over the rows took seconds, and at
+  // allocate --context 99999999999999 never ended).
+  const int64_t L = int64_t{1} << 31;
+  const Shape huge = MakeShape(1, 1, 1, L, L, 4);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(FindVariant("dense", "x").pairs(huge, {}) == L / 2 * (L + 1));
+  CHECK(FindVariant("swa", "x").pairs(huge, {{"w", "100"}, {"sink", "4"}}) ==
+        100 * 101 / 2 + (L - 100) * 100 + 4 * (L - 100) - 6);  // sink: 1 + 2 + 3 + 4 + 4 ...
+  CHECK(FindVariant("ks", "x").pairs(huge, {{"k", "64"}}) == 64 * 65 / 2 + (L - 64) * 64);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.5);
   CHECK(UsefulFlops(s, 10) == 4.0 * 8 * 10);
 }
 
