@@ -218,10 +218,10 @@ TEST_CASE("the caller's mistakes are refused with the CLI's one-line texts") {
   CHECK(ErrorOf(attntune::TryRun(swa, p, c.Buffers(o.data()))) ==
         "attntune: error: problem: d=0 must be positive");
   p = c.Api();
-  p.kv_len = p.q_len = int64_t{1} << 56;  // bytes beyond 2^63
+  p.kv_len = p.q_len = int64_t{1} << 56;  // bytes beyond 2^63: refused by the length bound
   CHECK(ErrorOf(attntune::TryRun(swa, p, c.Buffers(o.data()))) ==
-        "attntune: error: problem: B=1,Hq=6,Hkv=3,L=72057594037927936,d=64 has more elements "
-        "than memory can hold");
+        "attntune: error: problem: Lq=72057594037927936 is longer than attntune takes "
+        "(16777216 tokens)");
   p = c.Api();
   p.dtype = attntune::Dtype::kF16;
   CHECK(ErrorOf(attntune::TryRun(swa, p, c.Buffers(o.data()))) ==
