@@ -12,6 +12,12 @@
 namespace attntune {
 namespace strategies {
 
+/// What the model is told about a point still being evaluated when it proposes another
+/// (a batch): the pending point enters the fit with this objective, so that the next
+/// proposal looks elsewhere (constant liar, Ginsbourger et al. 2010; kBeliever: the
+/// model's own prediction, the Kriging believer).
+enum class BatchLie { kMin, kMean, kMax, kBeliever };
+
 struct BoOptions {
   std::string name = "bo";
   int initial = 10;           // random points before the model steers
@@ -30,6 +36,7 @@ struct BoOptions {
   // in many dimensions. The start value when tuned by likelihood with the lengthscales.
   double additive = 0;
   bool tune_additive = false;
+  BatchLie lie = BatchLie::kMin;
 };
 
 std::unique_ptr<EngineStrategy> MakeBoWith(std::shared_ptr<const SpaceIndex> index, uint64_t seed,
