@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what attntune needs on a fresh Debian bookworm machine: the build tool
-# chain and libraries (Debian packages), and with --test what the tests use
+# chain and libraries (Debian packages; Open MPI for tunes on several ranks, which a
+# build without it skips), and with --test what the tests use
 # (headless Chromium; clang for the libFuzzer targets; numpy and safetensors for the
 # independent fp64 checks).
 set -euo pipefail
@@ -10,7 +11,7 @@ want_tests=0
 
 packages=(g++ cmake make pkg-config libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
           libtrilinos-kokkos-dev libjs-chart.js libeigen3-dev zlib1g-dev catch2
-          libopenblas-dev)
+          libopenblas-dev libopenmpi-dev openmpi-bin)
 [ "$want_tests" = 1 ] && packages+=(chromium python3 clang)
 
 missing=()
