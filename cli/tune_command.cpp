@@ -1,4 +1,5 @@
 // attntune tune: the flags of a tune, checked and handed to the tuner's stages.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -131,10 +132,16 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
 
 // The summary of a finished tune on stdout.
 void PrintSummary(const TuneOptions& options, const TuneSummary& s, int ranks) {
+  std::string where;
+  if (ranks > 1) {
+    char loop[96];
+    std::snprintf(loop, sizeof loop, " (rank 0's searches and database: %.2f ms per evaluation)",
+                  1e3 * s.loop_seconds / static_cast<double>(std::max<int64_t>(s.evaluations, 1)));
+    where = " on " + std::to_string(ranks) + " ranks" + loop;
+  }
   std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)%s\n",
               static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
-              static_cast<long long>(s.reused), static_cast<long long>(s.failed),
-              ranks > 1 ? (" on " + std::to_string(ranks) + " ranks").c_str() : "");
+              static_cast<long long>(s.reused), static_cast<long long>(s.failed), where.c_str());
   if (options.metrics)
     std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",
                 static_cast<long long>(s.counted), static_cast<long long>(s.counter_failures));

@@ -466,13 +466,16 @@ void ReleaseClaims(RunState& run) {
 }
 
 void SearchAll(RunState& run) {
+  double busy_since = SteadySeconds();
   for (;;) {
     Dispatch(run);
     const bool held = AnyHeld(run);
     if (run.in_flight.empty() && !held) break;
+    run.summary.loop_seconds += SteadySeconds() - busy_since;
     std::optional<PoolEvent> event =
         run.in_flight.empty() ? std::nullopt
                               : run.pool.Wait(held ? kClaimPollSeconds : kEventWaitSeconds);
+    busy_since = SteadySeconds();
     if (!event) {
       if (run.in_flight.empty()) std::this_thread::sleep_for(
           std::chrono::duration<double>(kClaimPollSeconds));
@@ -484,6 +487,7 @@ void SearchAll(RunState& run) {
       TaskDone(run, *event);
     }
   }
+  run.summary.loop_seconds += SteadySeconds() - busy_since;
   for (const auto& group : run.groups) {
     ATTNTUNE_CHECK_MSG(group->Finished(run.problems.size()), "a group stopped with work left");
   }

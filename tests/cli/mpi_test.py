@@ -208,8 +208,9 @@ def one_error(result, line, what):
            f"{what}: exit 2 and one line {line!r}: exit {result.returncode}, {lines}")
 
 
-small = ["tune", "--model", os.path.join(FIXTURES, "models/tiny/config.json"), "--seq-lens",
-         "64,96", "--budget", "2", "--out", os.path.join(tmp, "errors")]
+base = ["tune", "--model", os.path.join(FIXTURES, "models/tiny/config.json"), "--budget", "2",
+        "--out", os.path.join(tmp, "errors")]
+small = base + ["--seq-lens", "64,96"]
 one_error(mpirun(3, small + ["--metrics"]),
           "attntune: error: --metrics: counter passes run in a tune of one process, not on 3 MPI "
           "ranks (tune here first, then run the same tune with --metrics on each device: it "
@@ -220,7 +221,7 @@ mpmd = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", ATTNTUNE, *small
 one_error(mpmd, "attntune: error: rank 2: --device: 'nope' is not a device (expected cpu or cuda:N)",
           "a device error on rank 2 only")
 mpmd = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", ATTNTUNE, *small, ":", "-np", "1",
-                       ATTNTUNE, *small, "--seq-lens", "64"], capture_output=True, text=True,
+                       ATTNTUNE, *base, "--seq-lens", "64"], capture_output=True, text=True,
                       timeout=300, env=ENV, stdin=subprocess.DEVNULL)
 one_error(mpmd, "attntune: error: rank 2 was started with another tune than rank 0 (seq_lens [64] "
                 "against [64,96]): every rank runs the same command", "another tune on rank 2")
