@@ -19,6 +19,12 @@ namespace {
 // Tables that describe one file or one moment, not results: never merged.
 const std::set<std::string> kNotMerged = {"meta", "claim"};
 
+// A row that breaks a constraint of the destination's schema (a NOT NULL, CHECK or
+// UNIQUE one): it comes from a damaged or foreign source.
+struct ConstraintBroken : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // A prepared statement on one connection; values bound and read as sqlite3_value copies.
 class Query {
  public:
@@ -33,6 +39,7 @@ class Query {
   bool Step() {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) throw ConstraintBroken(sqlite3_errmsg(db_));
     if (rc != SQLITE_DONE) Fail("a query");
     return false;
   }
@@ -153,6 +160,17 @@ using Ids = std::map<std::string, std::map<int64_t, int64_t>>;
   throw UserError(path + ": " + what + " (the database is damaged)");
 }
 
+// `text` with every run of white space (a CHECK constraint's SQL spans lines) one space.
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (space && (out.empty() || out.back() == ' ')) continue;
+    out += space ? ' ' : c;
+  }
+  return out;
+}
+
 std::string Join(const std::vector<std::string>& items, const std::string& each,
                  const std::string& sep) {
   std::string out;
@@ -203,7 +221,7 @@ void MergeTable(sqlite3* to, const std::string& to_path, sqlite3* from,
                          " WHERE " + rowid + " = ?" + std::to_string(columns.size() + 1));
   }
   const int offset = rowid.empty() ? 0 : 1;
-  while (select.Step()) {
+  while (select.Step()) try {
     // Each column's value: a reference mapped to the destination's row, else as read.
     std::map<std::string, int64_t> mapped;
     for (size_t i = 0; i < columns.size(); ++i) {
@@ -250,6 +268,8 @@ void MergeTable(sqlite3* to, const std::string& to_path, sqlite3* from,
     const bool added = sqlite3_changes(to) > 0;
     ++(added ? counts.added : counts.present)[t.name];
     if (!rowid.empty()) ids[t.name][select.Int(0)] = sqlite3_last_insert_rowid(to);
+  } catch (const ConstraintBroken& e) {
+    Damaged(from_path, "a row of table " + t.name + " breaks this schema (" + OneLine(e.what()) + ")");
   }
 }
 

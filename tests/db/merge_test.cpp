@@ -206,6 +206,15 @@ TEST_CASE("db merge: an older file merges as migrated; newer, damaged, missing o
   CHECK(error.rfind(damaged + ": the database is damaged (", 0) == 0);
   CHECK(error.find('\n') == std::string::npos);
 
+  // A row its own schema forbids (written with the checks off): damaged, in one line.
+  const std::string forged = dir.File("forged.db");
+  Fill(forged, "cpu x", 1);
+  Raw(forged, "PRAGMA ignore_check_constraints = 1; UPDATE trial SET status = 'bogus' WHERE id = 2");
+  CHECK(MergeError({forged}, dir.File("e.db")) ==
+        forged + ": a row of table trial breaks this schema (CHECK constraint failed: status IN "
+                 "('ok', 'invalid', 'compile_failed', 'launch_failed', 'wrong_result', "
+                 "'timeout')) (the database is damaged)");
+
   CHECK(MergeError({dir.File("none.db")}, c) == "db merge: '" + dir.File("none.db") + "' does not exist");
   CHECK(MergeError({v1, c}, c) == "--into: '" + c + "' is also a database to merge (name another file)");
 }
