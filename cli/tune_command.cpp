@@ -135,7 +135,7 @@ void PrintSummary(const TuneOptions& options, const TuneSummary& s, int ranks) {
   std::string where;
   if (ranks > 1) {
     char loop[96];
-    std::snprintf(loop, sizeof loop, " (rank 0's searches and database: %.2f ms per evaluation)",
+    std::snprintf(loop, sizeof loop,  " (rank 0's searches and database: %.2f ms CPU per evaluation)",
                   1e3 * s.loop_seconds / static_cast<double>(std::max<int64_t>(s.evaluations, 1)));
     where = " on " + std::to_string(ranks) + " ranks" + loop;
   }

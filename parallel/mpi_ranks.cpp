@@ -50,8 +50,27 @@ constexpr double kSilentSeconds = 30.0;
 constexpr double kSetupSeconds = 600.0;
 // How often a process looks at its peers' pids (a kill(pid, 0) each).
 constexpr double kPidCheckSeconds = 0.1;
-// The sleep of an idle poll: messages wait at most this long, and a poll costs no CPU.
-constexpr std::chrono::microseconds kIdleSleep{500};
+// The sleeps of an idle poll: from the shortest, doubling while nothing arrives, up to
+// the longest; back to the shortest on a message. A message waits at most the longest
+// (far below a candidate's time), and an idle rank wakes 200 times a second at most: a
+// poll every 0.5 ms on every rank's thread slowed ranks measuring on the same cores.
+constexpr std::chrono::microseconds kShortestSleep{50};
+constexpr std::chrono::microseconds kLongestSleep{5000};
+// The sleep of the start's polls (the ranks' setup takes seconds).
+constexpr std::chrono::milliseconds kStartSleep{10};
+
+// The sleeps of one polling loop (see kShortestSleep).
+class Backoff {
+ public:
+  void Sleep() {
+    std::this_thread::sleep_for(sleep_);
+    sleep_ = std::min(sleep_ * 2, kLongestSleep);
+  }
+  void Reset() { sleep_ = kShortestSleep; }
+
+ private:
+  std::chrono::microseconds sleep_ = kShortestSleep;
+};
 // Host names are compared, not printed whole.
 constexpr int kHostBytes = 64;
 
@@ -278,7 +297,7 @@ void MpiJob::StartRoot(wire::Hello own) {
         gone = p.Describe(r) + " did not report its setup in " +
                std::to_string(static_cast<int>(kSetupSeconds)) + " s";
     }
-    std::this_thread::sleep_for(kIdleSleep * 20);
+    std::this_thread::sleep_for(kStartSleep);
   }
   // The first error: rank 0's own, then by rank; then a rank of another build.
   int code = 0;
@@ -333,7 +352,7 @@ void MpiJob::StartWorker(const wire::Hello& own) {
       SkipFinalize();
       throw std::runtime_error(root.Describe(0) + " ended before the tune started");
     }
-    std::this_thread::sleep_for(kIdleSleep * 20);
+    std::this_thread::sleep_for(kStartSleep);
   }
   const double now = Now();
   for (Peer& p : peers_) p.last_heard = p.last_sent = now;
@@ -381,6 +400,7 @@ void MpiJob::Serve(CandidateRunner& runner) {
 std::string MpiJob::CommLoop(TaskQueue& queue) {
   Peer& root = peers_[0];
   double last_pid_check = 0;
+  Backoff backoff;
   for (;;) {
     bool idle = true;
     while (std::optional<Message> m = Poll(0)) {
@@ -422,7 +442,11 @@ std::string MpiJob::CommLoop(TaskQueue& queue) {
       queue.Close();
       return gone + "; rank " + std::to_string(rank_) + " stops (what rank 0 stored stays)";
     }
-    if (idle) std::this_thread::sleep_for(kIdleSleep);
+    if (idle) {
+      backoff.Sleep();
+    } else {
+      backoff.Reset();
+    }
   }
 }
 
@@ -501,6 +525,7 @@ std::optional<PoolEvent> MpiPool::CheckPeers(double now) {
 
 std::optional<PoolEvent> MpiPool::Wait(double max_seconds) {
   const double deadline = Now() + max_seconds;
+  Backoff backoff;
   for (;;) {
     if (std::optional<TaskQueue::Outcome> outcome = local_.TakeOutcome()) {
       if (outcome->failed) return Lose(0, "rank 0's own evaluation failed: " + outcome->why);
@@ -518,7 +543,7 @@ std::optional<PoolEvent> MpiPool::Wait(double max_seconds) {
     const double now = Now();
     if (std::optional<PoolEvent> event = CheckPeers(now)) return event;
     if (now >= deadline) return std::nullopt;
-    if (idle) std::this_thread::sleep_for(kIdleSleep);
+    if (idle) backoff.Sleep();
   }
 }
 

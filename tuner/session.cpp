@@ -1,5 +1,7 @@
 #include "tuner/session.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -465,17 +467,25 @@ void ReleaseClaims(RunState& run) {
   }
 }
 
+// CPU seconds of the calling thread: what the run loop costs, whatever else the machine
+// runs meanwhile.
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 void SearchAll(RunState& run) {
-  double busy_since = SteadySeconds();
+  double busy_since = ThreadCpuSeconds();
   for (;;) {
     Dispatch(run);
     const bool held = AnyHeld(run);
     if (run.in_flight.empty() && !held) break;
-    run.summary.loop_seconds += SteadySeconds() - busy_since;
+    run.summary.loop_seconds += ThreadCpuSeconds() - busy_since;
     std::optional<PoolEvent> event =
         run.in_flight.empty() ? std::nullopt
                               : run.pool.Wait(held ? kClaimPollSeconds : kEventWaitSeconds);
-    busy_since = SteadySeconds();
+    busy_since = ThreadCpuSeconds();
     if (!event) {
       if (run.in_flight.empty()) std::this_thread::sleep_for(
           std::chrono::duration<double>(kClaimPollSeconds));
@@ -487,7 +497,7 @@ void SearchAll(RunState& run) {
       TaskDone(run, *event);
     }
   }
-  run.summary.loop_seconds += SteadySeconds() - busy_since;
+  run.summary.loop_seconds += ThreadCpuSeconds() - busy_since;
   for (const auto& group : run.groups) {
     ATTNTUNE_CHECK_MSG(group->Finished(run.problems.size()), "a group stopped with work left");
   }
