@@ -237,7 +237,11 @@ void RegisterTune(CLI::App& app, int* rc) {
   AddTuneFlags(cmd, args.get());
   cmd->callback([args, rc] {
     // Several MPI ranks (mpirun, srun): one RankJob per process; else a tune of its own.
-    std::unique_ptr<RankJob> job = RankJob::Join();
+    // The job lives until the process ends: its MPI_Finalize lets the other ranks end
+    // (and the launcher stop the job on their exit codes) only after main() has printed
+    // how the tune ended.
+    static std::unique_ptr<RankJob> job;
+    job = RankJob::Join();
     if (job) {
       try {
         RunRank(*job, *args);
