@@ -23,6 +23,7 @@ EvaluateOptions MeasureOptions(const BenchRequest& r, Dtype dtype, const Backend
   const MeasureHooks hooks = backend.Hooks(r.flush_l2);
   options.policy.before_each = hooks.before_each;
   options.after_measure = hooks.after_measure;
+  options.record_launches = hooks.record_launches;
   return options;
 }
 

@@ -102,13 +102,15 @@ Evaluated& Fail(Evaluated& ev, TrialStatus status, std::string message) {
 /// The correctness gate: one run on a NaN-poisoned output. Returns "" and leaves the
 /// output in `out` when the candidate ran, else the exception's text.
 std::string GateRun(const Variant& variant, const Implementation& impl, const Tensors& in,
-                    const Params& params, std::vector<float>* out, Evaluated* ev) {
+                    const Params& params, const EvaluateOptions& options,
+                    std::vector<float>* out, Evaluated* ev) {
   std::fill(out->begin(), out->end(), std::numeric_limits<float>::quiet_NaN());
   try {
     NvtxRange range("check " + variant.id + "/" + impl.id);
-    KernelCapture capture;
+    std::unique_ptr<LaunchRecorder> recorder;
+    if (options.record_launches) recorder = options.record_launches();
     impl.run(in, params, out->data());
-    ev->kernels = capture.Events();
+    if (recorder) ev->kernels = recorder->Events();
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -189,7 +191,7 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
   const ProblemContext::Truth& dense = options.check ? problem.Dense() : unchecked_dense;
 
   std::vector<float> out(static_cast<size_t>(shape.QElems()));
-  if (std::string why = GateRun(variant, impl, in, params, &out, &ev); !why.empty()) {
+  if (std::string why = GateRun(variant, impl, in, params, options, &out, &ev); !why.empty()) {
     return Fail(ev, TrialStatus::kLaunchFailed, why);
   }
   const double tolerance =

@@ -12,7 +12,7 @@
 #include "db/records.h"
 #include "kernels/reference/reference.h"
 #include "kernels/variant.h"
-#include "profiler/kokkos_hooks.h"
+#include "profiler/launches.h"
 #include "profiler/measure.h"
 
 namespace attntune {
@@ -62,11 +62,13 @@ struct EvaluateOptions {
   /// Optional: adds device readings taken right after the measurement (the GPU path
   /// records its SM and memory clocks and temperature here).
   std::function<void(std::map<std::string, double>* metrics)> after_measure;
+  /// Optional: the backend's recorder of what the checked run launches (Evaluated::kernels).
+  std::function<std::unique_ptr<LaunchRecorder>()> record_launches;
 };
 
 struct Evaluated {
   TrialResult result;
-  std::vector<KernelEvent> kernels;  // what one run launched (from the Kokkos hooks)
+  std::vector<KernelEvent> kernels;  // what the checked run launched (record_launches)
 };
 
 /// Runs the candidate once on a poisoned output and checks it against the reference

@@ -94,6 +94,7 @@ TunePlan PlanTune(const TuneOptions& options, Backend& backend, bool open_store)
   const MeasureHooks hooks = backend.Hooks(options.flush_l2);
   if (hooks.before_each) plan.options.evaluate.policy.before_each = hooks.before_each;
   if (hooks.after_measure) plan.options.evaluate.after_measure = hooks.after_measure;
+  if (hooks.record_launches) plan.options.evaluate.record_launches = hooks.record_launches;
   plan.options.evaluate.element_bytes = ElementBytes(options.dtype);
   if (options.metrics) {
     std::string why;
