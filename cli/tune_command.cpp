@@ -241,14 +241,15 @@ void RegisterTune(CLI::App& app, int* rc) {
     // (and the launcher stop the job on their exit codes) only after main() has printed
     // how the tune ended.
     static std::unique_ptr<RankJob> job;
-    job = RankJob::Join();
-    if (job) {
-      try {
+    try {
+      job = RankJob::Join();
+      if (job) {
         RunRank(*job, *args);
         *rc = 0;
-      } catch (const RankStopped& stopped) {  // rank 0 prints why
-        *rc = stopped.exit_code;
+        return;
       }
+    } catch (const RankStopped& stopped) {  // rank 0 prints why
+      *rc = stopped.exit_code;
       return;
     }
     const std::string device = ResolveLocalDevice(args->device, 0);

@@ -19,4 +19,11 @@ int LaunchedRanks() {
   return 1;
 }
 
+int LaunchedRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::max(0, std::atoi(value));
+  }
+  return 0;
+}
+
 }  // namespace attntune

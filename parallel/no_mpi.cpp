@@ -6,6 +6,7 @@ namespace attntune {
 
 std::unique_ptr<RankJob> RankJob::Join() {
   const int ranks = LaunchedRanks();
+  if (ranks > 1 && LaunchedRank() != 0) throw RankStopped{2};  // rank 0 says why
   if (ranks > 1) {
     throw UserError("launched as " + std::to_string(ranks) +
                     " MPI ranks, but this attntune was built without MPI (install "

@@ -24,7 +24,8 @@ struct RankStopped {
 class RankJob {
  public:
   /// nullptr when this process tunes alone (started without an MPI launcher, or as a job
-  /// of one rank). UserError when launched as several ranks by a build without MPI.
+  /// of one rank). When launched as several ranks by a build without MPI: UserError on
+  /// rank 0, RankStopped on the others (one line in all).
   static std::unique_ptr<RankJob> Join();
   virtual ~RankJob() = default;
 
@@ -53,5 +54,7 @@ class RankJob {
 /// The number of ranks an MPI launcher's environment says this process belongs to
 /// (Open MPI's mpirun, PMI, PMIx under srun); 1 when none.
 int LaunchedRanks();
+/// This process's rank as the launcher's environment gives it; 0 when none.
+int LaunchedRank();
 
 }  // namespace attntune

@@ -18,11 +18,25 @@ import time
 
 from clitest import ATTNTUNE, FIXTURES, run, expect, finish
 
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 if os.environ.get("ATTNTUNE_HAVE_MPI") != "ON" or shutil.which("mpirun") is None:
+    if shutil.which("mpirun") is not None:
+        # A build without MPI refuses a launch of several ranks, in one line from rank 0.
+        p = subprocess.run(["mpirun", "--oversubscribe", "-np", "3", ATTNTUNE, "tune", "--model",
+                            os.path.join(FIXTURES, "models/tiny/config.json"), "--budget", "1",
+                            "--seq-lens", "64", "--out", tempfile.mkdtemp()],
+                           capture_output=True, text=True, timeout=300, env=ENV,
+                           stdin=subprocess.DEVNULL)
+        lines = [l for l in p.stdout.splitlines() + p.stderr.splitlines() if l.startswith("attntune")]
+        if lines != ["attntune: error: launched as 3 MPI ranks, but this attntune was built "
+                     "without MPI (install libopenmpi-dev with scripts/install-deps.sh and build "
+                     "again)"]:
+            print(f"FAIL: a launch of 3 ranks without MPI: {lines}")
+            sys.exit(1)
+        print("ok: a launch of 3 ranks without MPI is refused in one line")
     print("skipped: this attntune was built without MPI (or mpirun is missing)")
     sys.exit(77)
 
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 tmp = tempfile.mkdtemp()
 # The tune of the issue: 9 problems of Qwen3-1.7B's geometry, 8 candidates each; each
 # candidate timed for at most 50 ms after its gate, so that the test stays short.
