@@ -19,6 +19,12 @@ namespace {
 // Tables that describe one file or one moment, not results: never merged.
 const std::set<std::string> kNotMerged = {"meta", "claim"};
 
+// References the schema does not declare, as (table, column) -> referenced table: their
+// value 0 names no row. problem.calib_id is the problem's calibration set, 0 for the
+// seeded Gaussian inputs (schema 4; a REFERENCES clause would forbid the 0).
+const std::map<std::pair<std::string, std::string>, std::string> kUndeclaredReferences = {
+    {{"problem", "calib_id"}, "calibration"}};
+
 // A row that breaks a constraint of the destination's schema (a NOT NULL, CHECK or
 // UNIQUE one): it comes from a damaged or foreign source.
 struct ConstraintBroken : std::runtime_error {
@@ -91,6 +97,7 @@ struct Table {
   std::string rowid;                 // an INTEGER PRIMARY KEY column, if the key is one
   std::vector<std::string> unique;   // the first UNIQUE constraint's columns, if any
   std::map<std::string, std::string> references;  // column -> referenced table
+  std::set<std::string> zero_is_none;  // referring columns whose 0 names no row
 };
 
 Table ReadTable(sqlite3* db, const std::string& path, const std::string& name) {
@@ -121,6 +128,13 @@ Table ReadTable(sqlite3* db, const std::string& path, const std::string& name) {
   Query fks(db, path, "SELECT \"from\", \"table\" FROM pragma_foreign_key_list(?1)");
   fks.Bind(1, name);
   while (fks.Step()) t.references[fks.Text(0)] = fks.Text(1);
+  for (const auto& [where, table] : kUndeclaredReferences) {
+    if (where.first != name ||
+        std::find(t.columns.begin(), t.columns.end(), where.second) == t.columns.end())
+      continue;
+    t.references[where.second] = table;
+    t.zero_is_none.insert(where.second);
+  }
   return t;
 }
 
@@ -228,6 +242,7 @@ void MergeTable(sqlite3* to, const std::string& to_path, sqlite3* from,
       const auto ref = t.references.find(columns[i]);
       const int col = static_cast<int>(i) + offset;
       if (ref == t.references.end() || select.IsNull(col) || kNotMerged.count(ref->second)) continue;
+      if (t.zero_is_none.count(columns[i]) && select.Int(col) == 0) continue;
       const std::map<int64_t, int64_t>& table_ids = ids[ref->second];
       const auto it = table_ids.find(select.Int(col));
       if (it == table_ids.end())

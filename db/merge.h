@@ -1,7 +1,8 @@
 // attntune db merge: the rows of one database added to another, each once. The tables,
 // their columns, what identifies a row and what refers to what are read from the schema
 // (PRAGMA table_info, index_list, foreign_key_list), so that a column or table a later
-// schema adds is merged without a change here.
+// schema adds is merged without a change here; a reference the schema cannot declare
+// (problem.calib_id, whose 0 names no calibration set) is listed in merge.cpp.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +25,10 @@ struct MergeCounts {
 /// UNIQUE constraint (device, problem, config, build) is the same as the row with equal
 /// values there; one of a table without (run, trial) the same as the row with equal
 /// NOT NULL columns, whose NULL columns it fills (a run finished since); a row keyed by
-/// its primary key (sample, metric) the same as the row of that key. References are
-/// mapped to the destination's rows. The file's own bookkeeping (meta) and tunes' claims
-/// are not merged. `from` must have this build's schema (OpenReadOnly with `current`).
+/// its primary key (sample, metric, trial_quality, run_problem) the same as the row of
+/// that key. References (problem.calib_id's included) are mapped to the destination's
+/// rows. The file's own bookkeeping (meta) and tunes' claims are not merged. `from` must
+/// have this build's schema (OpenReadOnly with `current`).
 MergeCounts MergeDatabase(Database& into, const Database& from);
 
 /// Merges each of `inputs` (read with OpenReadOnly: a file of a newer schema or a damaged

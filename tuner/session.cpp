@@ -99,6 +99,38 @@ void CounterPasses(TunePlan& plan, const std::map<int64_t, std::vector<Uncounted
   }
 }
 
+// The metric a floor ranks candidates by when none meets it: the worst-case mass_recall
+// (higher is closer), else minus the worst-case rel_err.
+double Closeness(const QualityFloor& floor, const TrialResult& r) {
+  auto worst = [&](const char* name, double none) {
+    auto it = r.metrics.find(name);
+    return it == r.metrics.end() ? none : it->second;
+  };
+  return floor.min_mass_recall || !floor.max_rel_err ? worst("mass_recall_worst", 0.0)
+                                                     : -worst("rel_err_worst", 1e300);
+}
+
+// Folds one evaluated candidate into the problem's choice under `floor`.
+void NoteChoice(const QualityFloor& floor, const std::string& config, const TrialResult& r,
+                ProblemChoice* choice) {
+  if (r.status != TrialStatus::kOk) return;
+  auto ratio = r.metrics.find("pair_ratio");
+  const bool sparse = ratio != r.metrics.end() && ratio->second < 1.0;
+  if (floor.MetBy(r.metrics)) {
+    choice->sparse_found = choice->sparse_found || sparse;
+    if (!choice->found || r.median_ms < choice->result.median_ms) {
+      choice->found = true;
+      choice->sparse = sparse;
+      choice->config = config;
+      choice->result = r;
+    }
+  } else if (sparse && (choice->closest.empty() ||
+                        Closeness(floor, r) > Closeness(floor, choice->closest_result))) {
+    choice->closest = config;
+    choice->closest_result = r;
+  }
+}
+
 struct Group;
 
 // A point of a search that this process has claimed: waiting for a slot, or in flight.
@@ -124,6 +156,8 @@ struct Search {
   std::deque<Candidate> ready;  // claimed and waiting for a slot (their slot was lost)
   // Held by another tune's claim, with when to ask again (SteadySeconds).
   std::vector<std::pair<Candidate, double>> held;
+
+  ProblemChoice choice;   // what it found under the run's floor
 
   bool Done() const { return closed && in_flight == 0 && ready.empty() && held.empty(); }
 };
@@ -152,6 +186,8 @@ struct RunState {
   std::map<int64_t, Candidate> in_flight;  // by ticket
   int64_t next_ticket = 1;
   TuneSummary summary;
+  // The choices of retired searches: (problem, group index) -> choice.
+  std::map<std::pair<size_t, size_t>, ProblemChoice> choices;
   SecondsClock clock;
   double run_start = 0;
   // The ok trials of this run without hardware counters, for the counter passes.
@@ -209,8 +245,12 @@ Search* OpenSearch(RunState& run, Group& group) {
   const TuneProblem& problem = run.problems[search->problem];
   const Variant& variant = *run.plan.variants[problem.variant];
   Database& db = group.store->Db();
-  const ProblemRecord record{0, problem.shape, options.dtype, options.phase};
+  const ProblemRecord record{0, problem.shape, options.dtype, options.phase, run.plan.calib_id};
   search->problem_id = db.PutProblem(record);
+  for (const int64_t run_id : group.store->RunIds())
+    db.PutRunProblem({run_id, search->problem_id, options.floor.ToString()});
+  search->choice.problem = problem.name;
+  search->choice.variant = variant.id;
   // The implementation is a search dimension (DESIGN.md s2): every one the backend runs.
   search->space = BuildSearchSpace(variant, run.plan.impls[problem.variant], problem.shape,
                                    run.plan.Kind());
@@ -219,7 +259,8 @@ Search* OpenSearch(RunState& run, Group& group) {
     ProblemRecord here = record;
     here.id = search->problem_id;
     WarmStart(*search->strategy, WarmStartPoints(db, group.store->Peers(), variant,
-                                                 search->space, here, kWarmStartPoints));
+                                                 search->space, here, kWarmStartPoints,
+                                                 options.floor));
   }
   search->budget = ProblemBudget(run, static_cast<int64_t>(search->problem) + 1);
   if (search->budget.max_seconds > 0) search->start = run.clock();
@@ -264,7 +305,11 @@ void Answer(RunState& run, Search& search, const Candidate& c, const TrialStore:
   ev.status = ToString(result.status);
   ev.median_ms = result.median_ms;
   if (run.progress) run.progress(ev);
-  search.strategy->Tell(Evaluation{c.point, result.status == TrialStatus::kOk, result.median_ms});
+  const QualityFloor& floor = run.plan.options.floor;
+  NoteChoice(floor, ev.config, result, &search.choice);
+  // A candidate below the floor is no answer to the search (it is stored all the same).
+  const bool answer = result.status == TrialStatus::kOk && floor.MetBy(result.metrics);
+  search.strategy->Tell(Evaluation{c.point, answer, result.median_ms});
 }
 
 // Claims `c`: returns it when this process is to evaluate it; answers it from the
@@ -331,8 +376,13 @@ int64_t InFlightCap(const RunState& run, const Group& group) {
   return std::max<int64_t>(1, (group.live + asking - 1) / asking);
 }
 
-// Drops the group's finished searches.
-void Retire(Group& group) {
+// Drops the group's finished searches, keeping what each chose.
+void Retire(RunState& run, Group& group) {
+  size_t index = 0;
+  while (run.groups[index].get() != &group) ++index;
+  for (const auto& s : group.active) {
+    if (s->Done()) run.choices[{s->problem, index}] = std::move(s->choice);
+  }
   group.active.erase(std::remove_if(group.active.begin(), group.active.end(),
                                     [](const std::unique_ptr<Search>& s) { return s->Done(); }),
                      group.active.end());
@@ -347,7 +397,7 @@ std::optional<Candidate> NextCandidate(RunState& run, Group& group) {
       if (search->in_flight >= cap && search->ready.empty()) continue;
       if (std::optional<Candidate> c = TakeFrom(run, *search)) return c;
     }
-    Retire(group);
+    Retire(run, group);
     if (group.next_problem == run.problems.size()) return std::nullopt;
     OpenSearch(run, group);
   }
@@ -508,9 +558,10 @@ void SearchAll(RunState& run) {
 TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress) {
   const TuneOptions& options = plan.options;
   ATTNTUNE_CHECK_MSG(!options.metrics || pool.Slots() == 1, "counter passes need one slot");
-  RunState run{plan, pool, progress, TuneProblems(plan), {}, {}, {}, {}, {}, 1, {},
+  RunState run{plan, pool, progress, TuneProblems(plan), {}, {}, {}, {}, {}, 1, {}, {},
                options.clock ? options.clock : SecondsClock(SteadySeconds), 0, {}};
   run.summary.db_path = plan.db_path;
+  run.summary.quality_source = plan.calibration ? plan.calibration->Describe() : "gaussian inputs";
   run.run_start = run.clock();
   FormGroups(run);
   try {
@@ -523,6 +574,12 @@ TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress
     NvtxRange range("counters");
     CounterPasses(plan, run.uncounted, static_cast<int64_t>(run.problems.size()), progress,
                   &run.summary);
+  }
+  // Per problem, then per model of device (named when there are several).
+  for (auto& [key, choice] : run.choices) {
+    if (run.groups.size() > 1)
+      choice.problem += " on " + run.pool.Device(run.groups[key.second]->slots.front()).name;
+    run.summary.choices.push_back(std::move(choice));
   }
   for (const auto& group : run.groups) group->store->Finish();
   {

@@ -97,6 +97,12 @@ void TrialStore::FindPeers() {
   ATTNTUNE_CHECK(!peers_.empty());  // the units themselves
 }
 
+std::vector<int64_t> TrialStore::RunIds() const {
+  std::vector<int64_t> ids;
+  for (const Unit& unit : units_) ids.push_back(unit.run_id);
+  return ids;
+}
+
 void TrialStore::Finish() {
   for (const Unit& unit : units_) db_.FinishRun(unit.run_id, UtcNow());
 }

@@ -37,6 +37,8 @@ class TrialStore {
   Database& Db() { return db_; }
   /// The first unit's device row.
   int64_t DeviceRowId() const { return units_.front().device_id; }
+  /// Every unit's run.
+  std::vector<int64_t> RunIds() const;
   /// Every stored device of the model, the units' included (reuse and warm start).
   const std::vector<int64_t>& Peers() const { return peers_; }
 
