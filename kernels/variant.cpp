@@ -196,6 +196,7 @@ std::string CanonicalTunablesJson(const Implementation& impl, const Params& para
 int64_t AttendedPairs(const Variant& variant, const Tensors& tensors, const Params& params) {
   const Shape& s = tensors.shape;
   if (variant.pairs) return variant.pairs(s, params);
+  if (variant.count_pairs) return variant.count_pairs(tensors, params);
   const std::unique_ptr<KeySets> sets = variant.key_sets(tensors, params);
   std::vector<int64_t> keys;
   int64_t pairs = 0;

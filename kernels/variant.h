@@ -141,6 +141,9 @@ struct Variant {
   /// Attended (i, j) pairs summed over batch and query heads; closed form where one
   /// exists (empty: counted from key_sets).
   std::function<int64_t(const Shape&, const Params&)> pairs;
+  /// The same count for given inputs, faster than row by row through key_sets (from the
+  /// selection's own structures); empty: counted from key_sets. Used where `pairs` is empty.
+  std::function<int64_t(const Tensors&, const Params&)> count_pairs;
   std::vector<Implementation> implementations;
 
   /// The implementation `id` of `platform` (empty: of any platform, the first).

@@ -6,6 +6,7 @@
 #include "kernels/kokkos/sparse.h"
 #include "kernels/kokkos/windowed.h"
 #include "kernels/reference/key_sets.h"
+#include "kernels/selection/lsh_layout.h"
 #include "kernels/selection/selection.h"
 #include "kernels/variant.h"
 
@@ -223,6 +224,35 @@ Variant Ks() {
   return v;
 }
 
+// hax's pairs: per row |lsh| + |ks| - |both|; the ks set of a row at p has min(p + 1,
+// k_ks) keys, and an lsh key j (j <= p) is in both iff p < evict[j] (PrefixTopKEvictions).
+// O(k_lsh) per row where the key sets' union takes O(L).
+int64_t HaxPairs(const Tensors& t, const Params& p) {
+  const Shape& s = t.shape;
+  const int64_t k_lsh = ParamInt(p, "k_lsh"), k_ks = ParamInt(p, "k_ks");
+  const LshBins bins = ComputeLshBins(t, ParamInt(p, "bits"), ArgmaxRule(p), Seed(p));
+  const std::vector<double> x = KsScores(t);
+  int64_t pairs = 0;
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
+    const std::vector<int32_t> evict = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k_ks);
+    const BinnedKeys keys = SortByBin(bins.key_bin.data() + head * s.Lk, s.Lk, bins.bins);
+    for (int64_t hq = hkv * s.Group(); hq < (hkv + 1) * s.Group(); ++hq) {
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        const int64_t pos = LastKey(s, i);
+        const int32_t c = bins.query_bin[(b * s.Hq + hq) * s.Lq + i];
+        const auto begin = keys.perm.begin() + keys.start[c], end = keys.perm.begin() + keys.start[c + 1];
+        const int64_t hi = std::upper_bound(begin, end, pos) - keys.perm.begin();
+        const int64_t lo = std::max<int64_t>(keys.start[c], hi - k_lsh);
+        int64_t both = 0;
+        for (int64_t u = lo; u < hi; ++u) both += pos < evict[keys.perm[u]];
+        pairs += (hi - lo) + std::min(pos + 1, k_ks) - both;
+      }
+    }
+  }
+  return pairs;
+}
+
 Variant Hax() {
   Variant v;
   v.id = "hax";
@@ -238,6 +268,7 @@ Variant Hax() {
         MakeLshKeySets(t, ParamInt(p, "bits"), ArgmaxRule(p), ParamInt(p, "k_lsh"), Seed(p)),
         MakeTopKKeySets(t.shape, KsScores(t), ParamInt(p, "k_ks"), false));
   };
+  v.count_pairs = HaxPairs;
   v.implementations = {
       Sparse("union",
              "one pass in (bin, position) order per chunk of rows, a KV head's query heads "
@@ -313,6 +344,18 @@ Variant DmaDecode() {
   v.key_sets = [](const Tensors& t, const Params& p) -> std::unique_ptr<KeySets> {
     return MakeDecodeKeySets(t, DmaScores(t, Seed(p)), ParamInt(p, "w_kv"), ParamInt(p, "w_q"),
                              ParamInt(p, "r"), ParamInt(p, "bias") == 1);
+  };
+  // The resident set holds min(t + 1, w_kv) keys at step t (it fills, then stays full);
+  // the chosen keys are counted by the Kokkos decode's own selection (parallel over KV
+  // heads), where the key sets rebuild each step's set.
+  v.count_pairs = [](const Tensors& t, const Params& p) {
+    const int64_t w_kv = ParamInt(p, "w_kv");
+    const DecodeSelection sel = SelectDecodeKokkos(t, DmaScores(t, Seed(p)), w_kv,
+                                                   ParamInt(p, "w_q"), ParamInt(p, "r"));
+    const Shape& s = t.shape;
+    int64_t pairs = static_cast<int64_t>(sel.chosen.size());
+    for (int64_t step = 0; step < s.Lk; ++step) pairs += s.B * s.Hq * std::min(step + 1, w_kv);
+    return pairs;
   };
   Implementation decode;
   decode.id = "decode";

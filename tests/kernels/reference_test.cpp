@@ -143,6 +143,37 @@ TEST_CASE("Closed-form pair counts equal the counts of the key sets") {
       CHECK(AttendedPairs(FindVariant(id, "x"), t, params) == AttendedPairs(counted, t, params));
     }
   }
+  // Counts from the selection's structures (hax, dma_decode) against the key sets, ties
+  // included (ks scores of few values; dma's b all equal).
+  const std::vector<std::pair<std::string, Params>> counted_configs = {
+      {"hax", {{"k_lsh", "3"}, {"k_ks", "5"}, {"bits", "2"}}},
+      {"hax", {{"k_lsh", "100"}, {"k_ks", "1"}, {"bits", "1"}, {"rule", "argmax"}}},
+      {"hax", {{"k_lsh", "1"}, {"k_ks", "1000"}, {"bits", "3"}}},
+      {"dma_decode", {{"w_kv", "5"}, {"w_q", "3"}, {"r", "4"}}},
+      {"dma_decode", {{"w_kv", "1000"}, {"w_q", "2"}, {"r", "9"}}},
+      {"dma_decode", {{"w_kv", "2"}, {"w_q", "0"}, {"r", "0"}}},
+  };
+  for (const Shape& shape : {MakeShape(1, 1, 1, 1, 1, 4), MakeShape(2, 4, 2, 37, 37, 8),
+                             MakeShape(1, 2, 1, 30, 90, 8)}) {
+    for (const bool tied : {false, true}) {
+      Tensors t = GaussianTensors(shape, 3);
+      if (tied) {
+        t.scores.assign(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk), 0.f);
+        for (size_t n = 0; n < t.scores.size(); ++n) t.scores[n] = static_cast<float>(n % 3);
+        t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.f);
+      }
+      for (const auto& [id, given] : counted_configs) {
+        if (id == "dma_decode" && shape.Lq != shape.Lk) continue;
+        const Variant& variant = FindVariant(id, "x");
+        const Params params = ResolveParams(variant, nullptr, shape, given, "x");
+        Variant by_sets = variant;
+        by_sets.count_pairs = nullptr;
+        INFO(shape.ToString() << " " << id << " " << ParamsToString(params) << " tied=" << tied);
+        REQUIRE(variant.count_pairs);
+        CHECK(AttendedPairs(variant, t, params) == AttendedPairs(by_sets, t, params));
+      }
+    }
+  }
   const Shape s = MakeShape(2, 4, 2, 100, 100, 8);
   CHECK(FindVariant("dense", "x").pairs(s, {}) == 2 * 4 * 100 * 101 / 2);
   CHECK(UsefulFlops(s, 10) == 4.0 * 8 * 10);
@@ -220,11 +251,15 @@ attntune::Tensors OneHead(const attntune::Tensors& t, int64_t hq) {
   h.shape.Hq = 1;
   h.shape.Hkv = 1;
   const int64_t hkv = hq / s.Group();
+  std::vector<float> q, k, v;
   for (int64_t b = 0; b < s.B; ++b) {
-    h.q.insert(h.q.end(), t.Q(b, hq, 0), t.Q(b, hq, 0) + s.Lq * s.d);
-    h.k.insert(h.k.end(), t.K(b, hkv, 0), t.K(b, hkv, 0) + s.Lk * s.d);
-    h.v.insert(h.v.end(), t.V(b, hkv, 0), t.V(b, hkv, 0) + s.Lk * s.d);
+    q.insert(q.end(), t.Q(b, hq, 0), t.Q(b, hq, 0) + s.Lq * s.d);
+    k.insert(k.end(), t.K(b, hkv, 0), t.K(b, hkv, 0) + s.Lk * s.d);
+    v.insert(v.end(), t.V(b, hkv, 0), t.V(b, hkv, 0) + s.Lk * s.d);
   }
+  h.q = std::move(q);
+  h.k = std::move(k);
+  h.v = std::move(v);
   return h;
 }
 
