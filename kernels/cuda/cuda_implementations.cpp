@@ -166,12 +166,21 @@ cp::WindowedProblem ProblemOf(const std::string& variant, const Tensors& t, cons
 }
 
 template <class T>
-void UploadRaw(DeviceBuffer& buffer, const std::vector<T>& host) {
-  buffer.Resize(host.size() * sizeof(T));
-  if (!host.empty()) {
-    Check(cudaMemcpy(buffer.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-          "cudaMemcpy");
+void UploadRaw(DeviceBuffer& buffer, const T* host, size_t size) {
+  buffer.Resize(size * sizeof(T));
+  if (size > 0) {
+    Check(cudaMemcpy(buffer.ptr, host, size * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
+}
+
+template <typename T>
+void UploadRaw(DeviceBuffer& buffer, const std::vector<T>& host) {
+  UploadRaw(buffer, host.data(), host.size());
+}
+
+template <typename T>
+void UploadRaw(DeviceBuffer& buffer, const TensorData<T>& host) {
+  UploadRaw(buffer, host.data(), host.size());
 }
 
 cp::Family FamilyOf(const std::string& variant) {

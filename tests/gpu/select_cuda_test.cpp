@@ -33,6 +33,11 @@ T* Upload(cp::SelectWorkspace& ws, const std::string& name, const std::vector<T>
 }
 
 template <class T>
+T* Upload(cp::SelectWorkspace& ws, const std::string& name, const attntune::TensorData<T>& host) {
+  return Upload(ws, name, host.ToVector());
+}
+
+template <class T>
 std::vector<T> Download(const T* device, int64_t count) {
   std::vector<T> host(static_cast<size_t>(count));
   REQUIRE(cp::CopyToHost(host.data(), device, host.size() * sizeof(T)) == "");  // synchronises
@@ -106,9 +111,9 @@ TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
     const int64_t heads = shape.B * shape.Hkv;
     INFO(text);
     cp::SelectWorkspace ws;
-    const float* q = Upload(ws, "q", t.q);
-    const float* k = Upload(ws, "k", t.k);
-    const float* v = Upload(ws, "v", t.v);
+    const float* q = Upload(ws, "q", t.q.ToVector());
+    const float* k = Upload(ws, "k", t.k.ToVector());
+    const float* v = Upload(ws, "v", t.v.ToVector());
     for (int64_t budget : {1, 16, 300}) {
       cp::TopKDevice topk;
       cp::AllocTopK(heads, shape.Lk, budget, false, ws, "ks", &topk);
@@ -163,8 +168,8 @@ TEST_CASE("Device LSH bins and bucketed layout equal the host's", "[gpu]") {
     const int64_t heads = shape.B * shape.Hkv;
     INFO(c.variant << " " << c.shape << " bits=" << c.bits << " k=" << c.k);
     cp::SelectWorkspace ws;
-    const float* q = Upload(ws, "q", t.q);
-    const float* k = Upload(ws, "k", t.k);
+    const float* q = Upload(ws, "q", t.q.ToVector());
+    const float* k = Upload(ws, "k", t.k.ToVector());
     const float* mu = c.mu ? Upload(ws, "mu", t.mu) : nullptr;
     const float* rt = Upload(ws, "rt", cp::LshProjectionRows(t, c.bits, 5));
     int32_t* key_bin = ws.Get<int32_t>("key_bin", heads * shape.Lk);
@@ -230,12 +235,12 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos", "[gpu]") {
     attntune::DmaDeltaA(t, 4, &delta, &a);
     cp::TopKDevice topk;
     cp::AllocTopK(heads, shape.Lk, c.w_kv, true, ws, "topk", &topk);
-    REQUIRE(cp::EnqueueDmaScores(shape, Upload(ws, "v", t.v), Upload(ws, "delta", delta),
+    REQUIRE(cp::EnqueueDmaScores(shape, Upload(ws, "v", t.v.ToVector()), Upload(ws, "delta", delta),
                                  Upload(ws, "a", a), cp::HostFusesDmaProducts(), &topk,
                                  nullptr) == "");
     REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr) == "");
     cp::DecodeDevice got;
-    REQUIRE(cp::EnqueueDecodeSelection(shape, Upload(ws, "q", t.q), Upload(ws, "k", t.k), topk,
+    REQUIRE(cp::EnqueueDecodeSelection(shape, Upload(ws, "q", t.q.ToVector()), Upload(ws, "k", t.k), topk,
                                        c.w_q, c.r, &got, ws, nullptr) == "");
     const attntune::DecodeSelection want =
         attntune::SelectDecodeKokkos(t, attntune::DmaScores(t, 4), c.w_kv, c.w_q, c.r);
