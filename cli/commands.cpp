@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "db/database.h"
+#include "db/merge.h"
 #include "profiler/measure.h"
 #include "tuner/emit.h"
 
@@ -112,6 +113,28 @@ std::unique_ptr<Database> OpenExisting(const std::string& path) {
   return Database::OpenReadOnly(path);
 }
 
+// `attntune db merge A.db B.db ... --into C.db`: each input's rows that C lacks.
+void RegisterMerge(CLI::App* dbcmd, int* rc) {
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto into = std::make_shared<std::string>();
+  auto* merge = dbcmd->add_subcommand(
+      "merge", "Add the trials of databases (separate jobs, clusters) to one, each once");
+  merge->add_option("databases", *inputs, "Databases to merge")->required();
+  merge->add_option("--into", *into, "The database they go into (created if absent)")->required();
+  merge->callback([inputs, into, rc] {
+    for (const auto& [path, counts] : MergeFiles(*inputs, *into)) {
+      std::string added, present;
+      for (const auto& [table, n] : counts.added)
+        added += (added.empty() ? "" : ", ") + table + " " + std::to_string(n);
+      for (const auto& [table, n] : counts.present)
+        present += (present.empty() ? "" : ", ") + table + " " + std::to_string(n);
+      std::printf("%s: added %s\n  already in %s: %s\n", path.c_str(), added.c_str(),
+                  into->c_str(), present.c_str());
+    }
+    *rc = 0;
+  });
+}
+
 void RegisterEmitReportDb(CLI::App& app, int* rc) {
   auto emit_db = std::make_shared<std::string>();
   auto emit_out = std::make_shared<std::string>("attntune_out");
@@ -138,7 +161,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
     *rc = 0;
   });
 
-  auto* dbcmd = app.add_subcommand("db", "Inspect a database");
+  auto* dbcmd = app.add_subcommand("db", "Inspect or merge databases");
   dbcmd->require_subcommand(1);
   auto info_db = std::make_shared<std::string>();
   auto* info = dbcmd->add_subcommand("info", "Counts of what a database holds");
@@ -158,6 +181,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
     std::printf("calibration sets %lld\n", static_cast<long long>(i.calibrations));
     *rc = 0;
   });
+  RegisterMerge(dbcmd, rc);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what attntune needs on a fresh Debian bookworm machine: the build tool
-# chain and libraries (Debian packages), and with --test what the tests use
+# chain and libraries (Debian packages; Open MPI for tunes on several ranks, which a
+# build without it skips), and with --test what the tests use
 # (headless Chromium; clang for the libFuzzer targets; numpy and safetensors for the
 # independent fp64 checks; python3-dev, pybind11-dev, libdlpack-dev and scikit-build-core
 # for the Python binding, which the library's install test builds with pip; torch and
@@ -13,7 +14,7 @@ want_tests=0
 
 packages=(g++ cmake make pkg-config libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
           libtrilinos-kokkos-dev libjs-chart.js libeigen3-dev zlib1g-dev catch2
-          libopenblas-dev libssl-dev)
+          libopenblas-dev libssl-dev libopenmpi-dev openmpi-bin)
 [ "$want_tests" = 1 ] && packages+=(chromium python3 clang python3-dev pybind11-dev libdlpack-dev)
 
 missing=()

@@ -513,17 +513,29 @@ std::vector<Trace> ReplayTraces(const ReplayCache& cache, const ReplayOptions& o
           make(SplitMix(options.seed * 0x100000001b3ULL + static_cast<uint64_t>(r)));
       Trace& trace = traces[static_cast<size_t>(r)];
       double best = std::numeric_limits<double>::infinity(), clock = 0;
+      std::vector<Point> batch;
       // Long enough for the largest budget and for the score's time budget.
       while (static_cast<int64_t>(trace.best.size()) < max_budget || clock < score_time) {
-        std::optional<Point> p = strategy->Next();
-        if (!p) break;
-        const ReplayEntry& e = cache.At(*p);
-        Evaluation ev{*p, e.ok, e.value};
-        strategy->Tell(ev);
-        if (e.ok) best = std::min(best, e.value);
-        clock += e.cost;
-        trace.cost.push_back(e.cost);
-        trace.best.push_back(best);
+        const double start = SteadySeconds();
+        batch.clear();
+        while (static_cast<int>(batch.size()) < options.batch) {
+          std::optional<Point> p = strategy->Next();
+          if (!p) break;
+          batch.push_back(std::move(*p));
+        }
+        double slowest = 0;
+        for (const Point& p : batch) {
+          const ReplayEntry& e = cache.At(p);
+          strategy->Tell(Evaluation{p, e.ok, e.value});
+          if (e.ok) best = std::min(best, e.value);
+          clock += e.cost;
+          slowest = std::max(slowest, e.cost);
+          trace.cost.push_back(e.cost);
+          trace.best.push_back(best);
+        }
+        trace.strategy_seconds += SteadySeconds() - start;
+        trace.wall += slowest;
+        if (batch.empty()) break;
       }
     }
   };
@@ -538,7 +550,7 @@ std::vector<Trace> ReplayTraces(const ReplayCache& cache, const ReplayOptions& o
 }
 
 ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
-  ATTNTUNE_CHECK(options.repeats >= 1);
+  ATTNTUNE_CHECK(options.repeats >= 1 && options.batch >= 1);
   const ReplayStatistics stats = Statistics(cache);
   const double optimum = stats.values.front();
   int64_t max_budget = 1;
@@ -583,6 +595,14 @@ ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
     result.curve_p90.push_back(f[static_cast<size_t>(0.9 * (f.size() - 1) + 0.5)]);
     result.curve_random.push_back(optimum / ExpectedRandomBest(stats, static_cast<double>(k)));
   }
+  double evaluations = 0, wall = 0, strategy = 0;
+  for (const Trace& t : traces) {
+    evaluations += static_cast<double>(t.cost.size());
+    wall += t.wall;
+    strategy += t.strategy_seconds;
+  }
+  result.wall_ms_per_eval = evaluations > 0 ? wall / evaluations : 0;
+  result.strategy_ms_per_eval = evaluations > 0 ? 1e3 * strategy / evaluations : 0;
   result.p_score = PerformanceScore(stats, traces, options.score);
   result.score_fevals = FevalsToCutoff(stats, options.score.cutoff);
   return result;

@@ -95,6 +95,8 @@ int64_t FevalsToCutoff(const ReplayStatistics& s, double percentile);
 struct Trace {
   std::vector<double> cost;
   std::vector<double> best;
+  double wall = 0;             // simulated wall time (ms): each batch takes its slowest cost
+  double strategy_seconds = 0;  // measured: the strategy's own Next() and Tell() calls
 };
 
 /// The performance score: the mean of P(t) = (f_alg(t) - f_rand(t)) / (f_opt - f_rand(t))
@@ -108,6 +110,9 @@ struct ReplayOptions {
   int repeats = 100;
   uint64_t seed = 1;
   int threads = 0;  // 0: one per hardware thread
+  /// Points asked before any of them is told, as a tune with this many workers asks them
+  /// (1: the sequential search). Scores count evaluations and their costs as before.
+  int batch = 1;
   ScoreSettings score;
 };
 
@@ -123,6 +128,10 @@ struct ReplayResult {
   std::vector<Budget> budgets;
   double p_score = 0;
   int64_t score_fevals = 0;  // the score's budget in evaluations of median cost
+  // Per evaluation, mean over repeats: the simulated wall time with `batch` workers (each
+  // batch takes its slowest cost, ms) and the strategy's own time (measured, ms).
+  double wall_ms_per_eval = 0;
+  double strategy_ms_per_eval = 0;
   // Per evaluation 1..max budget: mean, 10th and 90th percentile of fraction of optimum
   // over repeats, and random search's expected fraction (for the report).
   std::vector<double> curve_mean, curve_p10, curve_p90, curve_random;

@@ -259,5 +259,24 @@ TEST_CASE("replay is deterministic and exhaustive search finds the optimum", "[s
   CHECK_THROWS_WITH(Replay(c, o), Catch::Contains("--strategy: unknown strategy 'nope'"));
 }
 
+TEST_CASE("replay in batches: the same points for exhaustive, each batch taking its slowest cost", "[search][replay]") {
+  const ReplayCache c = ParseReplayCache(kCache, "mem.json");
+  ReplayOptions o;
+  o.strategy = "exhaustive";
+  o.budgets = {1, 2, 5};
+  o.repeats = 2;
+  const ReplayResult one = Replay(c, o);
+  o.batch = 2;
+  const ReplayResult two = Replay(c, o);
+  for (size_t i = 0; i < one.budgets.size(); ++i)
+    CHECK(two.budgets[i].fraction.mean == one.budgets[i].fraction.mean);
+  CHECK(two.p_score == one.p_score);  // the score counts each evaluation's own cost
+  // Costs 111 ms (ok) and 50 ms (the failed one, third in row-major order). One at a time:
+  // 4 x 111 + 50 over 5; in pairs: max(111, 111) + max(50, 111) + 111 over 5.
+  CHECK(one.wall_ms_per_eval == Approx((4 * 111.0 + 50) / 5));
+  CHECK(two.wall_ms_per_eval == Approx(3 * 111.0 / 5));
+  CHECK(one.strategy_ms_per_eval >= 0);
+}
+
 }  // namespace
 }  // namespace attntune
