@@ -7,7 +7,8 @@ links a backend-specific library, or names a platform. core/ depends on nothing 
 attntune's. library/ sits over kernels/ and core/ (and profiler/device.h for device
 names), never over tuner/, search/, db/, reports/, cli/ or backends/; its public headers
 (library/include/attntune/) include the standard library and each other only (the
-CUDA component's header also cuda_runtime_api.h). Exits 1 naming every violation."""
+CUDA component's header also cuda_runtime_api.h). The attention libraries (cuDNN,
+FlashInfer) are named in kernels/ and backends/ only. Exits 1 naming every violation."""
 import os
 import re
 import sys
@@ -22,11 +23,17 @@ FORBIDDEN_INCLUDE = re.compile(
     r"kernels/kokkos/|kernels/cuda/|profiler/cuda/|backends/(?!backend\.h)|"
     r"cuda|cupti|nvtx|cudnn|Kokkos)")
 # Libraries a neutral module must not link.
-FORBIDDEN_LINK = re.compile(r"\b(kernels_gpu|kernels_cuda\w*|profiler_cuda|profiler_cupti|"
+FORBIDDEN_LINK = re.compile(r"\b(kernels_gpu|kernels_cuda\w*|kernels_cudnn\w*|profiler_cuda|profiler_cupti|"
                             r"backend_(?!api)\w+|CUDA::\w+|attntune_kokkos)\b")
-# Names of platforms: the neutral modules never ask which backend runs.
+# Names of platforms and of the attention libraries (cuDNN, FlashInfer): the neutral
+# modules never ask which backend or library runs.
 FORBIDDEN_NAME = re.compile(r"\b(kCudaPlatform|kKokkosPlatform|ATTNTUNE_HAVE_CUDA|"
                             r"ATTNTUNE_HAVE_CUPTI)\b")
+# The attention libraries are named in kernels/ and backends/ (and the build's cmake/) alone:
+# every other
+# module, cli/ and library/ included, reaches them through the variant table.
+LIBRARY_NAME = re.compile(r"\b(\w*cudnn\w*|\w*CUDNN\w*|\w*flashinfer\w*|\w*FLASHINFER\w*)\b")
+LIBRARY_FREE = ["core", "profiler", "tuner", "search", "db", "reports", "cli", "library"]
 CORE_INCLUDE = re.compile(r'#\s*include\s*"(?!core/)[a-z_]+/')
 # What library/ may include of attntune's: its own files, kernels/, core/, the device
 # names of profiler/, and the generated build_info.h.
@@ -68,6 +75,17 @@ def main():
                 problems.append(f"{rel}: includes {m.group(0).split(None, 1)[-1]}")
             for m in FORBIDDEN_NAME.finditer(code):
                 problems.append(f"{rel}: names {m.group(1)}")
+    for folder in LIBRARY_FREE:
+        for path in sources(folder):
+            rel = os.path.relpath(path, ROOT)
+            with open(path, encoding="utf-8") as f:
+                raw = f.read()
+            if path.endswith("CMakeLists.txt"):
+                code = "\n".join(l.split("#")[0] for l in raw.splitlines())
+            else:
+                code = strip_comments(raw)
+            for m in LIBRARY_NAME.finditer(code):
+                problems.append(f"{rel}: names the attention library {m.group(1)}")
     for path in sources("core"):
         rel = os.path.relpath(path, ROOT)
         with open(path, encoding="utf-8") as f:
