@@ -90,6 +90,11 @@ void RegisterVariants(CLI::App& app, int* rc) {
       }
       for (const std::string& line : lines) std::printf("%s\n", line.c_str());
     }
+    const std::vector<AbsentImplementation>& absent = AbsentImplementations();
+    if (!absent.empty()) std::printf("not built in this attntune:\n");
+    for (const AbsentImplementation& a : absent) {
+      std::printf("  %s %s: %s\n", a.platform.c_str(), a.id.c_str(), a.reason.c_str());
+    }
     *rc = 0;
   });
 }

@@ -162,6 +162,22 @@ struct Variant {
 /// platform built in.
 const std::vector<Variant>& Variants();
 
+/// An implementation this build does not hold, and why (the attention libraries are
+/// built when their headers are found at configure time, as CUDA is).
+struct AbsentImplementation {
+  std::string id;        // "cudnn"
+  std::string platform;  // kCudaPlatform
+  std::string reason;    // "the cuDNN frontend's headers were not found at configure time (...)"
+};
+
+/// The implementations this build lacks, in table order (`attntune variants` lists them).
+const std::vector<AbsentImplementation>& AbsentImplementations();
+
+/// The versions of the libraries the implementations of `platform` load at run time
+/// ("cudnn 9.26.0"; "" when none): part of a build's identity, so that trials measured
+/// with another library version are not reused.
+std::string RuntimeLibraries(const std::string& platform);
+
 /// The variants `platform` runs for problems of `kind` ("dense, swa, ..."): what a
 /// backend supports, read from the table for error messages and listings.
 std::string SupportedVariantsText(const std::string& platform, const ProblemKind& kind);

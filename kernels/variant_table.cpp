@@ -396,15 +396,33 @@ Variant DmaDecode() {
 
 }  // namespace
 
-const std::vector<Variant>& Variants() {
-  static const std::vector<Variant> kVariants = [] {
-    std::vector<Variant> rows = {Dense(), Swa(), Hybrid(), Lsh(), Ks(), Hax(), Dma(), DmaDecode()};
+namespace {
+
+struct Table {
+  std::vector<Variant> rows;
+  std::vector<AbsentImplementation> absent;
+};
+
+const Table& TheTable() {
+  static const Table kTable = [] {
+    Table t;
+    t.rows = {Dense(), Swa(), Hybrid(), Lsh(), Ks(), Hax(), Dma(), DmaDecode()};
     // The implementations of the other platforms built in, after the Kokkos ones of each
     // row (explicit, not self-registering: STYLE.md).
-    AddCudaImplementations(&rows);
-    return rows;
+    AddCudaImplementations(&t.rows, &t.absent);
+    return t;
   }();
-  return kVariants;
+  return kTable;
+}
+
+}  // namespace
+
+const std::vector<Variant>& Variants() { return TheTable().rows; }
+
+const std::vector<AbsentImplementation>& AbsentImplementations() { return TheTable().absent; }
+
+std::string RuntimeLibraries(const std::string& platform) {
+  return platform == kCudaPlatform ? CudaRuntimeLibraries() : "";
 }
 
 }  // namespace attntune

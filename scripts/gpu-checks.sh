@@ -10,16 +10,22 @@
 #     against dense, the selection's share) in OUT/summary.txt;
 #  3. dma_decode: one step at t = 4096 and t = 65536, and every step at once;
 #  4. PyTorch's scaled_dot_product_attention on the same problem, where torch has CUDA;
+#     the attention libraries' implementations (cuDNN's SDPA, `--impl cudnn`) beside
+#     attntune's own dense kernel: dense and swa w=1024 at L=16384, fp16 (and bf16 dense),
+#     as bench --json records in OUT/libs.jsonl, with their ratios;
 #  5. compute-sanitizer memcheck of the numerics of every family;
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
 #     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
 #     (ncu at L=16384).
 #   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
 # (scripts/gpu-bundle.sh packs a bundle.) STEPS (default: all) names the steps to run,
-# e.g. STEPS="sparse metrics ncu": tests sparse decode torch memcheck tune metrics ncu.
+# e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu.
 # Every log goes to OUT_DIR; RESULT_DIR, when
 # given, receives the few files worth keeping: summary.txt, sparse.jsonl, decode.jsonl,
-# torch.jsonl, metrics.jsonl and all.tar.gz (every log).
+# torch.jsonl, libs.jsonl, metrics.jsonl and all.tar.gz (every log).
+# libcudnn is loaded at run time (kernels/cuda/libraries/cudnn_loader.h): where it is not
+# on the loader's path, ATTNTUNE_CUDNN_LIBRARY is set to the one python3's nvidia-cudnn
+# package holds, and that package's neighbours (nvrtc, cuBLAS) join LD_LIBRARY_PATH.
 set -u
 build=$(cd "${1:?build or bundle dir}" && pwd)
 if [ -f "$build/bundle.tar.xz" ] && [ ! -x "$build/attntune" ]; then  # gpu-bundle.sh's archive
@@ -33,6 +39,15 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "$0")/.." && pwd)
 export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -z "${ATTNTUNE_CUDNN_LIBRARY:-}" ]; then
+  cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
+  if [ -n "$cudnn_lib" ] && [ -f "$cudnn_lib" ]; then
+    export ATTNTUNE_CUDNN_LIBRARY=$cudnn_lib
+    for d in "$(dirname "$(dirname "$(dirname "$cudnn_lib")")")"/*/lib; do
+      LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+    done
+  fi
+fi
 deadline=${DEADLINE:-570}
 start=$(date +%s)
 at="$build/attntune"
@@ -54,19 +69,26 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,
 "$at" devices >"$out/devices.txt" 2>&1
 log "attntune devices rc=$?"
 head -3 "$out/devices.txt" | tee -a "$out/summary.txt"
+log "ATTNTUNE_CUDNN_LIBRARY=${ATTNTUNE_CUDNN_LIBRARY:-unset}"
 
 # 1. Tests: the CPU ones in seconds, then every [gpu] case (none may be skipped).
-want tests && for entry in cuda_plan_test:60 cuda_select_test:60 cupti_activity_test:60 cupti_metrics_test:60 \
-    gpu_windowed_test:240 gpu_library_test:90; do
+# The cuDNN cases ([cudnn]: graph builds take seconds) run apart, in gpu_cudnn.log.
+want tests && for entry in cuda_plan_test:60 cuda_select_test:60 library_plan_test:60 cudnn_test:60 \
+    cupti_activity_test:60 cupti_metrics_test:60 gpu_windowed_test:240 gpu_library_test:90 \
+    gpu_cudnn:150; do
   t=${entry%%:*}
   limit=${entry##*:}
-  [ -x "$build/tests/gpu/$t" ] || { log "$t missing from $build"; continue; }
+  bin=$t
+  filter=""
+  if [ "$t" = gpu_windowed_test ]; then filter="~[cudnn]"; fi
+  if [ "$t" = gpu_cudnn ]; then bin=gpu_windowed_test; filter="[cudnn]"; fi
+  [ -x "$build/tests/gpu/$bin" ] || { log "$bin missing from $build"; continue; }
   fits "$limit" "$t" || continue
-  (cd "$build/tests/gpu" && timeout "$limit" ./$t -d yes >"$out/$t.log" 2>&1)
+  (cd "$build/tests/gpu" && timeout "$limit" ./$bin -d yes ${filter:+"$filter"} >"$out/$t.log" 2>&1)
   log "$t rc=$?"
   tail -n 3 "$out/$t.log" | tee -a "$out/summary.txt"
 done
-grep -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
+grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
 
 # 2. The sparse benches at L=16384: end to end, with the selection's own time.
 shape=B=1,Hq=16,Hkv=8,L=16384,d=128
@@ -128,6 +150,37 @@ if want torch && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/
   cat "$out/torch.jsonl" | tee -a "$out/summary.txt"
 fi
 
+# 4b. The attention libraries beside attntune's own dense kernel (same run, same
+# problem): cuDNN's SDPA (its graph is built on the first call, in bench's warm-up).
+: >"$out/libs.jsonl"
+want libs && for v in "dense cuda fp16" "dense cudnn fp16" "swa cuda fp16 w=1024,sink=0" \
+    "swa cudnn fp16 w=1024,sink=0" "dense cuda bf16" "dense cudnn bf16"; do
+  set -- $v
+  fits 45 "bench $v" || continue
+  timeout 90 "$at" bench --device cuda:0 --variant "$1" --impl "$2" --dtype "$3" \
+    ${4:+--params $4} --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
+  rc=$?
+  log "bench L=16384 $v rc=$rc"
+  if [ $rc -eq 0 ]; then compact "$out/bench.json" >>"$out/libs.jsonl"; else tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; fi
+done
+python3 - "$out/libs.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+own = {}
+for r in recs:
+    if r.get("status") == "ok" and r.get("implementation") == "cuda":
+        own[(r["variant"], r.get("dtype"))] = r
+print("variant dtype implementation params | median_ms | attntune cuda / this")
+for r in recs:
+    if r.get("status") != "ok":
+        print(r["variant"], r.get("implementation"), r.get("status"), r.get("message"))
+        continue
+    base = own.get((r["variant"], r.get("dtype")))
+    ratio = "%.2f" % (base["median_ms"] / r["median_ms"]) if base and r["median_ms"] > 0 else ""
+    print("%s %s %s %s | %.4f | %s" % (r["variant"], r.get("dtype"), r.get("implementation"),
+          json.dumps(r.get("params", {})), r["median_ms"], ratio))
+EOF
+
 # 5. memcheck over one tile of every family, the bucketed and decode kernels and the
 # device selection (the full numerics run under memcheck takes too long).
 if want memcheck && command -v compute-sanitizer >/dev/null && fits 150 "memcheck"; then
@@ -185,7 +238,7 @@ log "done in $(( $(date +%s) - start ))s"
 tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
 if [ -n "$results" ]; then
   mkdir -p "$results"
-  for f in summary.txt sparse.jsonl decode.jsonl torch.jsonl metrics.jsonl all.tar.gz; do
+  for f in summary.txt sparse.jsonl decode.jsonl torch.jsonl libs.jsonl metrics.jsonl all.tar.gz; do
     if [ -f "$out/$f" ]; then cp "$out/$f" "$results/"; fi
   done
 fi

@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cuda/cuda_resident.h"
+#include "kernels/cuda/libraries/library_implementations.h"
 #include "kernels/cuda/plan.h"
 #include "kernels/cuda/select_cuda.h"
 #include "kernels/cuda/windowed_cuda.h"
@@ -526,7 +528,73 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   return impl;
 }
 
+// The windows of each KV head of a windowed variant on the host (dense all 0, swa all w,
+// hybrid HybridWindows).
+std::vector<int64_t> HostWindows(const std::string& variant, const Tensors& t, const Params& p) {
+  if (variant == "hybrid") return HybridWindows(t, p);
+  const int64_t w = variant == "swa" ? ParamInt(p, "w") : 0;
+  return std::vector<int64_t>(static_cast<size_t>(t.shape.Hkv), w);
+}
+
+// The same for the caller's device tensors: hybrid's windows copied from the caller's
+// device tensor (the stream waits for it), else from w and full.
+std::vector<int64_t> CallerWindows(const std::string& variant, const DeviceTensors& t,
+                                   const Params& p) {
+  const int64_t hkv = t.shape.Hkv;
+  std::vector<int64_t> out(static_cast<size_t>(hkv), variant == "swa" ? ParamInt(p, "w") : 0);
+  if (variant != "hybrid") return out;
+  if (t.windows == nullptr) {
+    const int64_t full = ParamInt(p, "full"), w = ParamInt(p, "w");
+    for (int64_t h = 0; h < hkv; ++h) out[h] = h < full ? 0 : w;
+    return out;
+  }
+  std::vector<int32_t> host(static_cast<size_t>(hkv));
+  const cudaStream_t stream = static_cast<cudaStream_t>(t.stream);
+  Check(cudaMemcpyAsync(host.data(), t.windows, host.size() * 4, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync");
+  Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  for (int64_t h = 0; h < hkv; ++h) out[h] = host[h];
+  return out;
+}
+
+// The resident inputs as device tensors on the default stream.
+DeviceTensors ResidentTensors(const Resident& r, const Shape& shape, Dtype dtype) {
+  DeviceTensors d;
+  d.shape = shape;
+  d.dtype = dtype;
+  d.q = r.q.ptr;
+  d.k = r.k.ptr;
+  d.v = r.v.ptr;
+  d.o = r.o.ptr;
+  d.device = r.device;
+  return d;
+}
+
 }  // namespace
+
+void WireWindowedDeviceLaunch(Implementation* impl, const std::string& variant, Dtype dtype,
+                              WindowedDeviceLaunch launch) {
+  const cp::Dtype dt = dtype == Dtype::kBf16 ? cp::Dtype::kBf16 : cp::Dtype::kF16;
+  auto on_resident = [variant, dtype, dt, launch](const Tensors& t, const Params& p) {
+    Resident& r = Prepare(t, dt);
+    launch(ResidentTensors(r, t.shape, dtype), p, HostWindows(variant, t, p));
+  };
+  impl->run = [on_resident, dt](const Tensors& t, const Params& p, float* out) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    RunChecked(t, dt, [&] { on_resident(t, p); }, out);
+  };
+  impl->launch = [on_resident](const Tensors& t, const Params& p) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    on_resident(t, p);
+  };
+  impl->run_device = [variant, launch](const DeviceTensors& t, const Params& p) {
+    DeviceGuard device(t.device);
+    launch(t, p, CallerWindows(variant, t, p));
+  };
+  // As attntune's own kernels: inputs rounded once to the dtype, P rounded once before P V.
+  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
+  impl->tolerance = [tolerance](const Params&) { return tolerance; };
+}
 
 bool CudaKernelsBuilt() { return true; }
 
@@ -669,14 +737,19 @@ std::optional<Implementation> DecodeImplementation(const Variant& variant, cp::D
 
 }  // namespace
 
-void AddCudaImplementations(std::vector<Variant>* rows) {
+void AddCudaImplementations(std::vector<Variant>* rows,
+                            std::vector<AbsentImplementation>* absent) {
   for (Variant& v : *rows) {
     for (const cp::Dtype dt : {cp::Dtype::kF16, cp::Dtype::kBf16}) {
       if (auto impl = PrefillImplementation(v, dt)) v.implementations.push_back(std::move(*impl));
       if (auto impl = DecodeImplementation(v, dt)) v.implementations.push_back(std::move(*impl));
     }
   }
+  // The attention libraries' implementations after attntune's own (library_implementations.h).
+  AddLibraryImplementations(rows, absent);
 }
+
+std::string CudaRuntimeLibraries() { return CudnnRuntimeVersion(); }
 
 std::string SelectCudaDevice(int index) {
   const cudaError_t error = cudaSetDevice(index);

@@ -8,8 +8,9 @@ parallel/'s sources: no header of parallel/ includes it, nor does cli/. core/ de
 nothing of attntune's. library/ sits over kernels/ and core/ (and profiler/device.h for
 device names), never over tuner/, search/, db/, reports/, cli/, parallel/ or backends/;
 its public headers (library/include/attntune/) include the standard library and each
-other only (the CUDA component's header also cuda_runtime_api.h). Exits 1 naming every
-violation."""
+other only (the CUDA component's header also cuda_runtime_api.h). The attention
+libraries (cuDNN, FlashInfer) are named in kernels/ and backends/ only. Exits 1 naming
+every violation."""
 import os
 import re
 import sys
@@ -24,13 +25,20 @@ FORBIDDEN_INCLUDE = re.compile(
     r"kernels/kokkos/|kernels/cuda/|profiler/cuda/|backends/(?!backend\.h)|"
     r"cuda|cupti|nvtx|cudnn|Kokkos|mpi\.h|parallel/)")
 # Libraries a neutral module must not link.
-FORBIDDEN_LINK = re.compile(r"\b(kernels_gpu|kernels_cuda\w*|profiler_cuda|profiler_cupti|"
-                            r"backend_(?!api)\w+|CUDA::\w+|attntune_kokkos|MPI::\w+|parallel)\b")
+FORBIDDEN_LINK = re.compile(r"\b(kernels_gpu|kernels_cuda\w*|kernels_cudnn\w*|profiler_cuda|"
+                            r"profiler_cupti|backend_(?!api)\w+|CUDA::\w+|attntune_kokkos|MPI::\w+|"
+                            r"parallel)\b")
 # Names of platforms: the neutral modules never ask which backend runs.
 FORBIDDEN_NAME = re.compile(r"\b(kCudaPlatform|kKokkosPlatform|ATTNTUNE_HAVE_CUDA|"
                             r"ATTNTUNE_HAVE_CUPTI|ATTNTUNE_HAVE_MPI)\b")
 # MPI's header: only parallel/'s sources include it.
 MPI_INCLUDE = re.compile(r'#\s*include\s*[<"]mpi\.h[>"]')
+# The attention libraries (cuDNN, FlashInfer) are named in kernels/ and backends/ (and the
+# build's cmake/) alone: every other module, cli/ and library/ included, reaches them
+# through the variant table.
+LIBRARY_NAME = re.compile(r"\b(\w*cudnn\w*|\w*CUDNN\w*|\w*flashinfer\w*|\w*FLASHINFER\w*)\b")
+LIBRARY_FREE = ["core", "profiler", "tuner", "search", "db", "reports", "cli", "library",
+                "parallel"]
 CORE_INCLUDE = re.compile(r'#\s*include\s*"(?!core/)[a-z_]+/')
 # What library/ may include of attntune's: its own files, kernels/, core/, the device
 # names of profiler/, and the generated build_info.h.
@@ -81,6 +89,17 @@ def main():
                 code = strip_comments(f.read())
             for m in MPI_INCLUDE.finditer(code):
                 problems.append(f"{rel}: includes mpi.h (only parallel/'s sources may)")
+    for folder in LIBRARY_FREE:
+        for path in sources(folder):
+            rel = os.path.relpath(path, ROOT)
+            with open(path, encoding="utf-8") as f:
+                raw = f.read()
+            if path.endswith("CMakeLists.txt"):
+                code = "\n".join(l.split("#")[0] for l in raw.splitlines())
+            else:
+                code = strip_comments(raw)
+            for m in LIBRARY_NAME.finditer(code):
+                problems.append(f"{rel}: names the attention library {m.group(1)}")
     for path in sources("core"):
         rel = os.path.relpath(path, ROOT)
         with open(path, encoding="utf-8") as f:

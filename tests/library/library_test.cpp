@@ -177,7 +177,9 @@ TEST_CASE("the caller's mistakes are refused with the CLI's one-line texts") {
   const attntune::Config swa = attntune::MakeConfig("swa", "tiled", "w=5");
   attntune::Config config;
   const std::string known_impls =
-#ifdef ATTNTUNE_HAVE_CUDA
+#if defined(ATTNTUNE_HAVE_CUDA) && defined(ATTNTUNE_HAVE_CUDNN)
+      "tiled, generic, cuda, cuda_decode, cudnn";
+#elif defined(ATTNTUNE_HAVE_CUDA)
       "tiled, generic, cuda, cuda_decode";
 #else
       "tiled, generic";
@@ -303,13 +305,25 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
   attntune::Tensors t;
   // Host selection (ks, dma, lsh, hax, dma_decode): not on caller device buffers; the
   // list is read from the table.
+#ifdef ATTNTUNE_HAVE_CUDNN
+  const std::string on_callers =
+      "dense/cuda, dense/cuda_decode, dense/cudnn, swa/cuda, swa/cuda_decode, swa/cudnn, "
+      "hybrid/cuda, hybrid/cudnn";
+#else
+  const std::string on_callers =
+      "dense/cuda, dense/cuda_decode, swa/cuda, swa/cuda_decode, hybrid/cuda";
+#endif
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("ks", "cuda", "k=16"), p, t)) ==
         "attntune: error: config: ks/cuda runs only on attntune's own device buffers (tune, "
-        "bench), not on the caller's (on the caller's: dense/cuda, dense/cuda_decode, swa/cuda, "
-        "swa/cuda_decode, hybrid/cuda)");
+        "bench), not on the caller's (on the caller's: " + on_callers + ")");
+#ifdef ATTNTUNE_HAVE_CUDNN
+  const std::string swa_there = "cuda, cuda_decode, cudnn";
+#else
+  const std::string swa_there = "cuda, cuda_decode";
+#endif
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "tiled", "w=16"), p, t)) ==
-        "attntune: error: config: swa/tiled does not run on cuda:0 (swa runs there as: cuda, "
-        "cuda_decode)");
+        "attntune: error: config: swa/tiled does not run on cuda:0 (swa runs there as: " +
+            swa_there + ")");
   p.head_dim = 40;
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "cuda", "w=16"), p, t)) ==
         "attntune: error: problem: swa/cuda: no CUDA tile compiled for fp16, d=40");

@@ -753,9 +753,18 @@ TEST_CASE("PlanTune refuses variants the backend cannot run, before storing anyt
   o.variants = {"hybrid"};
   FakeBackend gpu(kCudaPlatform, {Dtype::kF16, Dtype::kBf16});  // planning only: no device
   const std::string runs = SupportedVariantsText(kCudaPlatform, {Phase::kDecode, Dtype::kF16, 128});
+  // An attention library's entry that takes the phase and dtype but does not load says why
+  // (the cudnn entries, kept from loading here: tests/tuner/CMakeLists.txt).
+  std::string why;
+  for (const Implementation& impl : FindVariant("hybrid", "test").implementations) {
+    const bool takes = impl.platform == kCudaPlatform &&
+                       std::count(impl.phases.begin(), impl.phases.end(), Phase::kDecode) &&
+                       std::count(impl.dtypes.begin(), impl.dtypes.end(), Dtype::kF16);
+    if (takes && why.empty()) why = impl.Refuses({Phase::kDecode, Dtype::kF16, 128});
+  }
   CHECK_THROWS_WITH(PlanTune(o, gpu),
                     "--variants: hybrid has no cuda implementation for the decode phase, fp16, "
-                    "d=128 (cuda runs: " + runs + ")");
+                    "d=128" + (why.empty() ? "" : ": " + why) + " (cuda runs: " + runs + ")");
   CHECK_FALSE(std::filesystem::exists(o.db_path));
   o.dtype = Dtype::kF16;
   CHECK_THROWS_WITH(PlanTune(o, TestCpu()), "--dtype: 'fp16' is not available on cpu (it takes fp32)");
