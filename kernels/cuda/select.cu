@@ -8,7 +8,6 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
-#include <cub/device/device_segmented_sort.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -84,6 +83,16 @@ struct SeqParams {
   int64_t count;
   int64_t step;
   int64_t modulo;  // a[x] = (x % modulo) * step; 0: x * step
+};
+
+struct HeadSortParams {
+  const uint64_t* keys_in;  // [heads * n]
+  const int32_t* index;     // sorted global indices
+  uint64_t* head_key;
+  uint64_t* keys_out;
+  int32_t* positions;
+  int64_t count;
+  int32_t n;
 };
 
 struct FillParams {
@@ -265,6 +274,21 @@ using namespace attntune::cuda_plan;
 extern "C" __global__ void __launch_bounds__(256) attntune_select_seq(SeqParams p) {
   const int64_t x = GlobalThread();
   if (x < p.count) p.a[x] = static_cast<int32_t>((p.modulo > 0 ? x % p.modulo : x) * p.step);
+}
+
+// Per-head sort, after one sort of every head's (key, global index) pairs by key: the
+// head of each sorted item (a sort key), then each head's sorted keys and positions.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_sort_heads(HeadSortParams p) {
+  const int64_t x = GlobalThread();
+  if (x < p.count) p.head_key[x] = static_cast<uint64_t>(p.index[x] / p.n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_sort_gather(HeadSortParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.count) return;
+  const int32_t i = p.index[x];
+  p.keys_out[x] = p.keys_in[i];
+  p.positions[x] = i % p.n;
 }
 
 extern "C" __global__ void __launch_bounds__(256) attntune_select_fill(FillParams p) {
@@ -776,20 +800,6 @@ std::string Fill(int32_t* a, int64_t count, int32_t value, void* stream) {
              FillParams{a, count, value}, stream);
 }
 
-/// Stable sort of each segment [offsets[s], offsets[s+1]) of (key, value) pairs by key.
-/// (DeviceSegmentedSort: DeviceSegmentedRadixSort's kernel for 64-bit keys spills 12
-/// bytes on sm_86 and sm_89.)
-std::string SegmentedSort(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
-                          uint64_t* keys_out, const int32_t* values_in, int32_t* values_out,
-                          int64_t items, int64_t segments, const int32_t* offsets, void* stream) {
-  if (items >= INT32_MAX) return name + ": more than 2^31 items";
-  return Cub(ws, name, [&](void* temp, size_t& bytes) {
-    return cub::DeviceSegmentedSort::StableSortPairs(
-        temp, bytes, keys_in, keys_out, values_in, values_out, static_cast<int>(items),
-        static_cast<int>(segments), offsets, offsets + 1, Stream(stream));
-  });
-}
-
 /// Stable sort of (key, value) pairs by the key's bits [0, end_bit).
 std::string Sort(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
                  uint64_t* keys_out, const int32_t* values_in, int32_t* values_out, int64_t items,
@@ -799,6 +809,46 @@ std::string Sort(SelectWorkspace& ws, const std::string& name, const uint64_t* k
     return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in, values_out,
                                            static_cast<int>(items), 0, end_bit, Stream(stream));
   });
+}
+
+int BitsFor(int64_t values) {  // bits that hold 0 .. values - 1
+  int bits = 1;
+  while ((int64_t{1} << bits) < values) ++bits;
+  return bits;
+}
+
+/// Each head's n keys keys_in[head * n, +n) sorted stably: keys_out and positions (in
+/// [0, n)) in (key, position) order per head. One DeviceRadixSort of all heads' keys with
+/// their global index (stable: equal keys in index order), then a stable sort of that
+/// order by head: both over every key at once (a segmented sort gives one block per head).
+std::string SortHeads(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
+                      uint64_t* keys_out, int32_t* positions, int64_t heads, int64_t n,
+                      void* stream) {
+  const int64_t items = heads * n;
+  if (items >= INT32_MAX) return name + ": more than 2^31 items";
+  int32_t* index = ws.Get<int32_t>(name + ".index", items);
+  int32_t* by_key = ws.Get<int32_t>(name + ".by_key", items);
+  int32_t* by_head = ws.Get<int32_t>(name + ".by_head", items);
+  uint64_t* key_scratch = ws.Get<uint64_t>(name + ".key_scratch", items);
+  uint64_t* head_key = ws.Get<uint64_t>(name + ".head_key", items);
+  HeadSortParams p{keys_in, by_key, head_key, keys_out, positions, items, static_cast<int32_t>(n)};
+  const dim3 grid(Blocks(items, 256));
+  std::string error = Seq(index, items, 1, 0, stream);
+  if (error.empty()) {
+    error = Sort(ws, name + ".key_sort", keys_in, key_scratch, index, by_key, items, 64, stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_sort_heads", attntune_select_sort_heads, grid, dim3(256), p, stream);
+  }
+  if (error.empty()) {
+    error = Sort(ws, name + ".head_sort", head_key, key_scratch, by_key, by_head, items,
+                 BitsFor(heads), stream);
+  }
+  p.index = by_head;
+  if (error.empty()) {
+    error = Run("attntune_select_sort_gather", attntune_select_sort_gather, grid, dim3(256), p, stream);
+  }
+  return error;
 }
 
 std::string Strip(const uint64_t* in, int32_t* out, int64_t count, int bits, void* stream) {
@@ -930,14 +980,8 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   p.chunk = TopKChunk(k);
   p.chunks = (n + p.chunk - 1) / p.chunk;
   p.state_cap = std::min(k, n);
-  int32_t* iota = ws.Get<int32_t>(tag + ".iota", heads * n);
-  int32_t* segments = ws.Get<int32_t>(tag + ".segments", heads + 1);
-  std::string error = Seq(iota, heads * n, 1, n, stream);
-  if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
-  if (error.empty()) {
-    error = SegmentedSort(ws, tag + ".sort", out->key, out->sorted_key, iota, out->order,
-                          heads * n, heads, segments, stream);
-  }
+  std::string error = SortHeads(ws, tag + ".sort", out->key, out->sorted_key, out->order, heads, n,
+                                stream);
   if (error.empty()) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
   if (error.empty() && k < n) {  // k >= n: every key is held to the end
     p.state = ws.Get<int32_t>(tag + ".state", heads * p.chunks * p.state_cap);
@@ -1020,16 +1064,6 @@ std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const
   return Run("attntune_select_lsh_bins", attntune_select_lsh_bins, dim3(Blocks(p.rows, 8)),
              dim3(128), p, stream);
 }
-
-namespace {
-
-int BitsFor(int64_t values) {  // bits that hold 0 .. values - 1
-  int bits = 1;
-  while ((int64_t{1} << bits) < values) ++bits;
-  return bits;
-}
-
-}  // namespace
 
 std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key_bin,
                                 const int32_t* query_bin, int64_t k_lsh, const TopKDevice* topk,
@@ -1241,8 +1275,6 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   int32_t* event_step_sorted = ws.Get<int32_t>(t + ".event_step_sorted", heads * n);
   p.event_key_sorted = event_key_sorted;
   p.event_step_sorted = event_step_sorted;
-  int32_t* iota = ws.Get<int32_t>(t + ".iota", heads * n);
-  int32_t* segments = ws.Get<int32_t>(t + ".segments", heads + 1);
   const unsigned grid = Blocks(heads * n, 256);
   std::string error = Run("attntune_select_decode_slots", attntune_select_decode_slots, dim3(grid),
                           dim3(256), p, stream);
@@ -1255,11 +1287,9 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
     error = Run("attntune_select_decode_events", attntune_select_decode_events, dim3(grid),
                 dim3(256), p, stream);
   }
-  if (error.empty()) error = Seq(iota, heads * n, 1, n, stream);
-  if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
   if (error.empty()) {
-    error = SegmentedSort(ws, t + ".event_sort", p.event_key, event_key_sorted, iota,
-                          event_step_sorted, heads * n, heads, segments, stream);
+    error = SortHeads(ws, t + ".event_sort", p.event_key, event_key_sorted, event_step_sorted,
+                      heads, n, stream);
   }
   out->evict = ws.Get<int32_t>(t + ".evict", heads * n);
   p.evict_d = out->evict;
