@@ -313,42 +313,58 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_sums(
 extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_prefix(KsParams p) {
   const int64_t hq = blockIdx.x, b = blockIdx.y;
   double* sums = p.sums + (b * p.hq + hq) * p.chunks * p.d;
+  // Eight chunks' sums loaded before any is written: eight loads in flight, not one.
+  constexpr int kAhead = 8;
   for (int64_t e = threadIdx.x; e < p.d; e += blockDim.x) {
     double run = 0.0;
-    for (int64_t c = 0; c < p.chunks; ++c) {
-      const double t = sums[c * p.d + e];
-      sums[c * p.d + e] = run;
-      run += t;
+    for (int64_t c0 = 0; c0 < p.chunks; c0 += kAhead) {
+      double t[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) t[u] = c0 + u < p.chunks ? sums[(c0 + u) * p.d + e] : 0.0;
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        if (c0 + u < p.chunks) {
+          sums[(c0 + u) * p.d + e] = run;
+          run += t[u];
+        }
+      }
     }
   }
 }
 
-// ks: one warp per (chunk of query rows, KV head, batch): for each query head of the
-// group in order, the running sum S from the chunk's prefix, k_j · S / |S| added to x_j
-// (j = the key at the row's position), then the RankKeys. Keys before the first query
-// position score 0.
-extern "C" __global__ void __launch_bounds__(32) attntune_select_ks_scores(KsParams p) {
-  __shared__ double xs[kKsChunk];
+// ks: one block per (chunk of query rows, KV head, batch), one warp per query head g of
+// the group (group x 32 threads): warp g runs the running sum S of head g from the chunk's
+// prefix and writes k_j · S / |S| (0 when |S| = 0) to its own row of xs; then
+// x_j = xs[0] + xs[1] + ... in g order, the sum the host's one loop over g gives (a sum
+// that starts at +0 is never -0, so adding an absent head's +0 changes nothing). Then
+// the RankKeys. Keys before the first query position score 0.
+extern "C" __global__ void __launch_bounds__(32 * kKsMaxGroup) attntune_select_ks_scores(KsParams p) {
+  __shared__ double xs[kKsMaxGroup][kKsChunk];
   __shared__ double prefix[kKsMaxGroup * 32 * kKsMaxPerLane];
   const int64_t c = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-  const DeviceWarp w{static_cast<int>(threadIdx.x)};
+  const int g = static_cast<int>(threadIdx.x / 32);
+  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
   const int64_t group = p.hq / p.hkv;
   const int64_t i0 = c * p.chunk, i1 = min(p.lq, i0 + p.chunk);
   const int64_t shift = p.lk - p.lq;  // key j = i + shift
-  for (int64_t x = w.lane; x < kKsChunk; x += 32) xs[x] = 0.0;
-  for (int64_t x = w.lane; x < group * p.d; x += 32) {  // the group's prefixes, [g][d]
-    const int64_t hq = hk * group + x / p.d;
-    prefix[x] = p.sums[((b * p.hq + hq) * p.chunks + c) * p.d + x % p.d];
+  const int64_t hq = hk * group + g;
+  for (int64_t x = w.lane; x < kKsChunk; x += 32) xs[g][x] = 0.0;
+  for (int64_t x = w.lane; x < p.d; x += 32) {  // head g's prefix, [g][d]
+    prefix[g * p.d + x] = p.sums[((b * p.hq + hq) * p.chunks + c) * p.d + x];
   }
   __syncwarp();
-  const int64_t hq0 = hk * group;
-  KsChunkScores(w, p.q + (b * p.hq + hq0) * p.lq * p.d, p.lq * p.d,
-                p.k + (b * p.hkv + hk) * p.lk * p.d, prefix, group, i0, i1, shift, p.d, xs);
-  __syncwarp();
+  KsChunkScores(w, p.q + (b * p.hq + hq) * p.lq * p.d, p.lq * p.d,
+                p.k + (b * p.hkv + hk) * p.lk * p.d, prefix + g * p.d, 1, i0, i1, shift, p.d,
+                xs[g]);
+  __syncthreads();
   uint64_t* key = p.key + (b * p.hkv + hk) * p.lk;
-  for (int64_t i = i0 + w.lane; i < i1; i += 32) key[i + shift] = RankKey(xs[i - i0]);
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+    double x = xs[0][i - i0];
+    for (int64_t h = 1; h < group; ++h) x = AddD(x, xs[h][i - i0]);
+    key[i + shift] = RankKey(x);
+  }
   if (c == 0) {
-    for (int64_t j = w.lane; j < shift; j += 32) key[j] = RankKey(0.0);
+    for (int64_t j = threadIdx.x; j < shift; j += blockDim.x) key[j] = RankKey(0.0);
   }
 }
 
@@ -943,7 +959,7 @@ std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopK
     error = Run("attntune_select_ks_scores", attntune_select_ks_scores,
                 dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(s.Hkv),
                      static_cast<unsigned>(s.B)),
-                dim3(32), p, stream);
+                dim3(static_cast<unsigned>(32 * s.Group())), p, stream);
   }
   return error;
 }

@@ -148,7 +148,8 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
   return out;
 }
 
-/// EnqueueKsScores: chunk sums, their exclusive prefix, the chunks' scores by a warp.
+/// EnqueueKsScores: chunk sums, their exclusive prefix, the chunks' scores by a warp per
+/// query head, summed over the group in order.
 inline std::vector<double> KsScores(const attntune::Tensors& t) {
   const attntune::Shape& s = t.shape;
   const int64_t chunk = 64, chunks = (s.Lq + chunk - 1) / chunk, group = s.Group();
@@ -167,7 +168,7 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
     }
   }
   std::vector<double> x(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0);
-  std::vector<double> prefix(static_cast<size_t>(group * s.d)), xs(chunk);
+  std::vector<double> prefix(static_cast<size_t>(group * s.d)), xs(group * chunk);
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t hk = 0; hk < s.Hkv; ++hk) {
       for (int64_t c = 0; c < chunks; ++c) {
@@ -177,9 +178,16 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
         }
         std::fill(xs.begin(), xs.end(), 0.0);
         const int64_t i0 = c * chunk, i1 = std::min(s.Lq, i0 + chunk);
-        cp::KsChunkScores(cp::HostWarp(), t.Q(b, hk * group, 0), s.Lq * s.d, t.K(b, hk, 0),
-                          prefix.data(), group, i0, i1, s.Lk - s.Lq, s.d, xs.data());
-        for (int64_t i = i0; i < i1; ++i) x[(b * s.Hkv + hk) * s.Lk + i + s.Lk - s.Lq] = xs[i - i0];
+        for (int64_t g = 0; g < group; ++g) {  // one warp per query head of the group
+          cp::KsChunkScores(cp::HostWarp(), t.Q(b, hk * group + g, 0), s.Lq * s.d, t.K(b, hk, 0),
+                            prefix.data() + g * s.d, 1, i0, i1, s.Lk - s.Lq, s.d,
+                            xs.data() + g * chunk);
+        }
+        for (int64_t i = i0; i < i1; ++i) {
+          double sum = xs[i - i0];
+          for (int64_t g = 1; g < group; ++g) sum += xs[g * chunk + i - i0];
+          x[(b * s.Hkv + hk) * s.Lk + i + s.Lk - s.Lq] = sum;
+        }
       }
     }
   }
