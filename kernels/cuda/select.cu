@@ -384,8 +384,10 @@ extern "C" __global__ void __launch_bounds__(kDmaRows) attntune_select_dma_score
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kDmaRows;
   const int64_t count = min(static_cast<int64_t>(kDmaRows), p.lk - j0);
   const float* v = p.v + (head * p.lk + j0) * p.d;
-  for (int64_t x = threadIdx.x; x < count * p.d; x += blockDim.x) {
-    rows[(x / p.d) * (p.d + 1) + x % p.d] = v[x];
+  // Staged a row at a time, the warp's lanes along the row (no 64-bit division per float).
+  const int d = static_cast<int>(p.d), rows_here = static_cast<int>(count);
+  for (int rr = 0; rr < rows_here; ++rr) {
+    for (int c = threadIdx.x; c < d; c += blockDim.x) rows[rr * (d + 1) + c] = v[rr * d + c];
   }
   __syncthreads();
   const int64_t r = threadIdx.x;
