@@ -476,38 +476,52 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(List
 }
 
 // LSH bins: a half-warp per row (keys, then queries), each lane one of the host's 16
-// fp32 partial sums, lane 0 the combination and the bin.
+// fp32 partial sums of every projection from its terms x - mu held in registers; lane c
+// combines projection c, lane 0 the bin.
 extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins(BinParams p) {
   __shared__ float lanes[8][16][16];  // [row of the block][projection][lane]
+  __shared__ double proj[8][16];      // [row of the block][projection]
   const int local = threadIdx.x / 16, lane = threadIdx.x % 16;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + local;
+  // 32-bit index arithmetic (the launcher checks rows < 2^31): 64-bit divisions are calls.
+  const int32_t row = static_cast<int32_t>(blockIdx.x) * 8 + local;
   const bool valid = row < p.rows;
   const float* x = nullptr;
-  int64_t hk = 0;
-  if (valid && row < p.keys) {
-    x = p.k + row * p.d;
-    hk = (row / p.lk) % p.hkv;
+  int32_t hk = 0;
+  const int32_t keys = static_cast<int32_t>(p.keys), hkv = p.hkv;
+  if (valid && row < keys) {
+    x = p.k + static_cast<int64_t>(row) * p.d;
+    hk = (row / static_cast<int32_t>(p.lk)) % hkv;
   } else if (valid) {
-    const int64_t qrow = row - p.keys;
-    x = p.q + qrow * p.d;
-    hk = (qrow / p.lq) % p.hq / (p.hq / p.hkv);
+    const int32_t qrow = row - keys;
+    x = p.q + static_cast<int64_t>(qrow) * p.d;
+    hk = (qrow / static_cast<int32_t>(p.lq)) % p.hq / (p.hq / hkv);
   }
   const float* mu = p.mu != nullptr ? p.mu + hk * p.d : nullptr;
   const float* r = p.rt + hk * p.h * p.d;
-  for (int64_t c = 0; c < p.h; ++c) {
-    lanes[local][c][lane] = valid ? LshLane(x, mu, r + c * p.d, p.d, lane, p.fused) : 0.f;
+  if (p.d / 16 <= kLshMaxPerLane) {
+    float u[kLshMaxPerLane];
+    LshTerms(x, mu, valid ? p.d : 0, lane, u);  // an invalid row reads nothing
+    for (int64_t c = 0; c < p.h; ++c) {
+      lanes[local][c][lane] = valid ? LshLaneTerms(u, r + c * p.d, p.d, lane, p.fused) : 0.f;
+    }
+  } else {
+    for (int64_t c = 0; c < p.h; ++c) {
+      lanes[local][c][lane] = valid ? LshLane(x, mu, r + c * p.d, p.d, lane, p.fused) : 0.f;
+    }
+  }
+  __syncwarp();
+  if (valid && lane < p.h) {
+    proj[local][lane] = LshCombine(lanes[local][lane], x, mu, r + lane * p.d, p.d);
   }
   __syncwarp();
   if (!valid || lane != 0) return;
   int32_t bin = 0;
   double best = 0.0;
-  for (int64_t c = 0; c < p.h; ++c) {
-    LshBinStep(c, LshCombine(lanes[local][c], x, mu, r + c * p.d, p.d), p.argmax, &bin, &best);
-  }
-  if (row < p.keys) {
+  for (int64_t c = 0; c < p.h; ++c) LshBinStep(c, proj[local][c], p.argmax, &bin, &best);
+  if (row < keys) {
     p.key_bin[row] = bin;
   } else {
-    p.query_bin[row - p.keys] = bin;
+    p.query_bin[row - keys] = bin;
   }
 }
 
@@ -1079,6 +1093,7 @@ std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const
   p.rows = p.keys + s.B * s.Hq * s.Lq;
   p.argmax = argmax_rule;
   p.fused = fused;
+  if (p.rows + 8 >= INT32_MAX) return "LSH bins: 2^31 rows or more";
   return Run("attntune_select_lsh_bins", attntune_select_lsh_bins, dim3(Blocks(p.rows, 8)),
              dim3(128), p, stream);
 }

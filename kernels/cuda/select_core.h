@@ -25,6 +25,14 @@
 #define ATTNTUNE_HD_INLINE inline
 #endif
 
+// Unrolled on the device, so that a lane's small arrays stay in registers (a loop with a
+// runtime index would put them on the stack); nothing on the host.
+#if defined(__CUDA_ARCH__)
+#define ATTNTUNE_UNROLL _Pragma("unroll")
+#else
+#define ATTNTUNE_UNROLL
+#endif
+
 namespace attntune {
 namespace cuda_plan {
 
@@ -519,6 +527,33 @@ ATTNTUNE_HD inline float LshLane(const float* x, const float* mu, const float* r
   for (int64_t e = lane; e < d16; e += 16) {
     const float u = mu != nullptr ? x[e] - mu[e] : x[e];
     acc = MulAddF(u, r[e], acc, fused);
+  }
+  return acc;
+}
+
+/// A lane's terms u_e = x[e] - mu[e] (x[e] without mu), e = lane + 16 m < d16, in u[m]:
+/// computed once per row and reused by every projection (LshLaneTerms). d16 <= 16 *
+/// kLshMaxPerLane.
+constexpr int kLshMaxPerLane = 16;
+ATTNTUNE_HD_INLINE void LshTerms(const float* x, const float* mu, int64_t d, int lane,
+                                 float u[kLshMaxPerLane]) {
+  const int64_t d16 = d / 16 * 16;
+  ATTNTUNE_UNROLL
+  for (int m = 0; m < kLshMaxPerLane; ++m) {
+    const int64_t e = lane + 16 * m;
+    u[m] = e < d16 ? (mu != nullptr ? x[e] - mu[e] : x[e]) : 0.f;
+  }
+}
+
+/// LshLane from the lane's terms (LshTerms): the same products in the same order.
+ATTNTUNE_HD_INLINE float LshLaneTerms(const float u[kLshMaxPerLane], const float* r, int64_t d,
+                                      int lane, bool fused) {
+  const int64_t d16 = d / 16 * 16;
+  float acc = 0.f;
+  ATTNTUNE_UNROLL
+  for (int m = 0; m < kLshMaxPerLane; ++m) {
+    const int64_t e = lane + 16 * m;
+    if (e < d16) acc = MulAddF(u[m], r[e], acc, fused);
   }
   return acc;
 }

@@ -294,9 +294,16 @@ inline void Bins(const attntune::Tensors& t, const std::vector<float>& rt, int64
     const float* r = rt.data() + hk * h * s.d;
     int32_t bin = 0;
     double best = 0.0;
+    // The kernel keeps each lane's terms in registers while d / 16 * 16 <= 256.
+    const bool terms = s.d / 16 <= cp::kLshMaxPerLane;
+    float u[16][cp::kLshMaxPerLane];
+    for (int lane = 0; lane < 16 && terms; ++lane) cp::LshTerms(x, mu, s.d, lane, u[lane]);
     for (int64_t c = 0; c < h; ++c) {
       float lanes[16];
-      for (int lane = 0; lane < 16; ++lane) lanes[lane] = cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
+      for (int lane = 0; lane < 16; ++lane) {
+        lanes[lane] = terms ? cp::LshLaneTerms(u[lane], r + c * s.d, s.d, lane, fused)
+                            : cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
+      }
       cp::LshBinStep(c, cp::LshCombine(lanes, x, mu, r + c * s.d, s.d), argmax, &bin, &best);
     }
     return bin;
