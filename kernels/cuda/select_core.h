@@ -276,6 +276,7 @@ ATTNTUNE_HD inline int64_t TopKChunk(int64_t k) {
   return wide < 128 ? 128 : wide > 4096 ? 4096 : wide;
 }
 
+constexpr int kScanAhead = 4;
 /// The state of chunk [a, ...): the top-min(k, a) keys of the prefix [0, a) in rank
 /// order (best first), scanned from `order` by one warp; returns its size.
 template <class Warp>
@@ -283,15 +284,28 @@ ATTNTUNE_HD_INLINE int64_t ChunkState(const Warp& w, const int32_t* order, int64
                                int64_t k, int32_t* state) {
   const int64_t need = k < a ? k : a;
   int64_t got = 0;
-  for (int64_t r0 = 0; r0 < n && got < need; r0 += 32) {
-    const uint32_t hits = w.Ballot([&](int lane) {
-      const int64_t r = r0 + lane;
-      return r < n && order[r] < a;
+  // kScanAhead x 32 entries of the order loaded before any ballot (several loads in
+  // flight per lane), then taken in order; entries past `need` are not written.
+  for (int64_t r0 = 0; r0 < n && got < need; r0 += 32 * kScanAhead) {
+    int32_t o[Warp::kSlots][kScanAhead];
+    w.Each([&](int lane) {
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kScanAhead; ++u) {
+        const int64_t r = r0 + 32 * u + lane;
+        o[w.Slot(lane)][u] = r < n ? order[r] : -1;
+      }
     });
-    EmitLanes(w, hits, got, [&](int64_t slot, int lane) {
-      if (slot < need) state[slot] = order[r0 + lane];
-    });
-    got += PopCount32(hits);
+    ATTNTUNE_UNROLL
+    for (int u = 0; u < kScanAhead; ++u) {
+      const uint32_t hits = w.Ballot([&](int lane) {
+        const int64_t r = r0 + 32 * u + lane;
+        return r < n && o[w.Slot(lane)][u] < a;
+      });
+      EmitLanes(w, hits, got, [&](int64_t slot, int lane) {
+        if (slot < need) state[slot] = o[w.Slot(lane)][u];
+      });
+      got += PopCount32(hits);
+    }
   }
   return got < need ? got : need;
 }
@@ -349,6 +363,7 @@ ATTNTUNE_HD inline bool Listed(int64_t j, int64_t e, int64_t p0) { return e > j 
 /// n), walked by one warp in ascending j: tile_max[t] = the largest eviction position of
 /// keys [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
 /// emit(slot, j) for the listed keys (slots 0, 1, ... in ascending j); returns their count.
+constexpr int kListAhead = 4;
 template <class Warp, class Emit>
 ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const int32_t* tile_max,
                              int64_t n, int64_t p0, int64_t p1, const Emit& emit) {
@@ -362,14 +377,34 @@ ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const i
       return t < tiles && tile_max[t] > p0;
     });
     while (live != 0) {
-      const int64_t j0 = (t0 + LowestBit(live)) * 32;
-      live &= live - 1;
-      const uint32_t keep = w.Ballot([&](int lane) {
-        const int64_t j = j0 + lane;
-        return j <= last && Listed(j, evict[j], p0);
+      // Up to kListAhead live tiles at a time, their evictions loaded before any ballot
+      // (several loads in flight per lane), then emitted in tile order.
+      int64_t j0[kListAhead];
+      int tiles_now = 0;
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kListAhead; ++u) {
+        j0[u] = live != 0 ? (t0 + LowestBit(live)) * 32 : -1;
+        if (live != 0) ++tiles_now;
+        live &= live - 1;
+      }
+      int32_t e[Warp::kSlots][kListAhead];
+      w.Each([&](int lane) {
+        ATTNTUNE_UNROLL
+        for (int u = 0; u < kListAhead; ++u) {
+          const int64_t j = j0[u] + lane;
+          e[w.Slot(lane)][u] = u < tiles_now && j <= last ? evict[j] : -1;
+        }
       });
-      EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, j0 + lane); });
-      count += PopCount32(keep);
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kListAhead; ++u) {
+        if (u >= tiles_now) break;
+        const uint32_t keep = w.Ballot([&](int lane) {
+          const int64_t j = j0[u] + lane;
+          return j <= last && Listed(j, e[w.Slot(lane)][u], p0);
+        });
+        EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, j0[u] + lane); });
+        count += PopCount32(keep);
+      }
     }
   }
   return count;
