@@ -133,7 +133,9 @@ struct DmaParams {
   bool fused;
 };
 
-constexpr int kDmaRows = 32;  // keys per block (one per thread)
+constexpr int kDmaRows = 32;  // keys per block (one per thread of the first warp)
+constexpr int kDmaStageThreads = 128;  // threads per block, all staging the value rows
+constexpr int kDmaAhead = 8;           // loads per thread before their stores
 
 // ---- top-k ----
 
@@ -375,19 +377,31 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_score_keys(Sco
   if (p.bias_log2 != nullptr) p.bias_log2[x] = static_cast<float>(p.x[x] * kLog2e);
 }
 
-// dma: one thread per key over its value row, staged through shared memory (rows read
-// coalesced); the dot in index order as DmaScores computes it.
-extern "C" __global__ void __launch_bounds__(kDmaRows) attntune_select_dma_scores(DmaParams p) {
+// dma: a block of 128 threads per 32 keys stages their value rows in shared memory (read
+// coalesced), then one thread of the first warp per key: the dot in index order as
+// DmaScores computes it.
+extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_dma_scores(DmaParams p) {
   extern __shared__ float rows[];  // [kDmaRows][d + 1]
   const int64_t head = blockIdx.y;  // b * Hkv + hk
   const int64_t hk = head % p.hkv;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kDmaRows;
   const int64_t count = min(static_cast<int64_t>(kDmaRows), p.lk - j0);
   const float* v = p.v + (head * p.lk + j0) * p.d;
-  // Staged a row at a time, the warp's lanes along the row (no 64-bit division per float).
-  const int d = static_cast<int>(p.d), rows_here = static_cast<int>(count);
-  for (int rr = 0; rr < rows_here; ++rr) {
-    for (int c = threadIdx.x; c < d; c += blockDim.x) rows[rr * (d + 1) + c] = v[rr * d + c];
+  // Staged by all kDmaStageThreads threads, kDmaAhead loads in flight per thread before
+  // their stores (one load at a time left the block waiting on memory), 32-bit indices.
+  const int d = static_cast<int>(p.d), total = static_cast<int>(count) * d;
+  for (int x0 = threadIdx.x; x0 < total; x0 += kDmaStageThreads * kDmaAhead) {
+    float staged[kDmaAhead];
+#pragma unroll
+    for (int u = 0; u < kDmaAhead; ++u) {
+      const int x = x0 + u * kDmaStageThreads;
+      staged[u] = x < total ? v[x] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kDmaAhead; ++u) {
+      const int x = x0 + u * kDmaStageThreads;
+      if (x < total) rows[(x / d) * (d + 1) + x % d] = staged[u];
+    }
   }
   __syncthreads();
   const int64_t r = threadIdx.x;
@@ -993,7 +1007,7 @@ std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta
               static_cast<int>(s.B), fused};
   const size_t smem = static_cast<size_t>(kDmaRows * (s.d + 1)) * sizeof(float);
   return Run("attntune_select_dma_scores", attntune_select_dma_scores,
-             dim3(Blocks(s.Lk, kDmaRows), static_cast<unsigned>(s.B * s.Hkv)), dim3(kDmaRows), p,
+             dim3(Blocks(s.Lk, kDmaRows), static_cast<unsigned>(s.B * s.Hkv)), dim3(kDmaStageThreads), p,
              stream, smem);
 }
 
