@@ -465,8 +465,8 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_list_count(Lis
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
   int64_t p0, p1;
   BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
-  const int64_t count = ListWalk(w, p.evict + head * p.n, p.tile_max + head * p.tiles, p.n, p0,
-                                 p1, [](int64_t, int64_t) {});
+  const int64_t count = ListWalk(w, p.evict + head * p.n, p.tile_max + head * p.tiles, nullptr,
+                                 p.n, p0, p1, [](int64_t, int64_t, int32_t, float) {});
   if (w.lane == 0) p.counts[list] = static_cast<int32_t>(count);
 }
 
@@ -480,13 +480,15 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(List
   const int32_t* evict = p.evict + head * p.n;
   const float* bias = p.bias != nullptr ? p.bias + head * p.n : nullptr;
   const int64_t base = p.offsets[list];
-  ListWalk(w, evict, p.tile_max + head * p.tiles, p.n, p0, p1, [&](int64_t slot, int64_t j) {
-    const int64_t x = base + slot;
-    if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
-    p.keys[x] = static_cast<int32_t>(j);
-    p.key_evict[x] = evict[j];
-    if (bias != nullptr) p.key_bias[x] = bias[j];
-  });
+  // Each key's eviction and bias come from the walk's loads (no second, dependent read).
+  ListWalk(w, evict, p.tile_max + head * p.tiles, bias, p.n, p0, p1,
+           [&](int64_t slot, int64_t j, int32_t e, float b) {
+             const int64_t x = base + slot;
+             if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
+             p.keys[x] = static_cast<int32_t>(j);
+             p.key_evict[x] = e;
+             if (bias != nullptr) p.key_bias[x] = b;
+           });
 }
 
 // LSH bins: a half-warp per row (keys, then queries), each lane one of the host's 16

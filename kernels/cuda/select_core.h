@@ -362,11 +362,13 @@ ATTNTUNE_HD inline bool Listed(int64_t j, int64_t e, int64_t p0) { return e > j 
 /// The list of a query block with rows at positions [p0, p1] over one head's evict[0,
 /// n), walked by one warp in ascending j: tile_max[t] = the largest eviction position of
 /// keys [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
-/// emit(slot, j) for the listed keys (slots 0, 1, ... in ascending j); returns their count.
+/// emit(slot, j, evict[j], bias[j]) for the listed keys (slots 0, 1, ... in ascending j;
+/// bias nullptr: 0); returns their count.
 constexpr int kListAhead = 4;
 template <class Warp, class Emit>
 ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const int32_t* tile_max,
-                             int64_t n, int64_t p0, int64_t p1, const Emit& emit) {
+                             const float* bias, int64_t n, int64_t p0, int64_t p1,
+                             const Emit& emit) {
   const int64_t last = p1 < n - 1 ? p1 : n - 1;
   if (last < 0) return 0;
   const int64_t tiles = last / 32 + 1;
@@ -388,11 +390,14 @@ ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const i
         live &= live - 1;
       }
       int32_t e[Warp::kSlots][kListAhead];
+      float b[Warp::kSlots][kListAhead];  // the keys' bias, loaded beside their evictions
       w.Each([&](int lane) {
         ATTNTUNE_UNROLL
         for (int u = 0; u < kListAhead; ++u) {
           const int64_t j = j0[u] + lane;
-          e[w.Slot(lane)][u] = u < tiles_now && j <= last ? evict[j] : -1;
+          const bool in = u < tiles_now && j <= last;
+          e[w.Slot(lane)][u] = in ? evict[j] : -1;
+          b[w.Slot(lane)][u] = in && bias != nullptr ? bias[j] : 0.f;
         }
       });
       ATTNTUNE_UNROLL
@@ -402,7 +407,9 @@ ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const i
           const int64_t j = j0[u] + lane;
           return j <= last && Listed(j, e[w.Slot(lane)][u], p0);
         });
-        EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, j0[u] + lane); });
+        EmitLanes(w, keep, count, [&](int64_t slot, int lane) {
+          emit(slot, j0[u] + lane, e[w.Slot(lane)][u], b[w.Slot(lane)][u]);
+        });
         count += PopCount32(keep);
       }
     }

@@ -124,7 +124,7 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
       out.capacity += cp::ListBound(p0, p1, t.k);
       counts.push_back(static_cast<int32_t>(
           cp::ListWalk(cp::HostWarp(), t.evict.data() + head * t.n, t.tile_max.data() + head * tiles,
-                       t.n, p0, p1, [](int64_t, int64_t) {})));
+                       nullptr, t.n, p0, p1, [](int64_t, int64_t, int32_t, float) {})));
     }
   }
   out.offsets = ExclusiveSum(counts);
@@ -137,11 +137,12 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
       int64_t p0, p1;
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
       const int64_t base = out.offsets[head * out.query_blocks + qb];
-      cp::ListWalk(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, t.n, p0, p1,
-                   [&](int64_t slot, int64_t j) {
+      const float* bias = t.bias.empty() ? nullptr : t.bias.data() + head * t.n;
+      cp::ListWalk(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, bias, t.n, p0, p1,
+                   [&](int64_t slot, int64_t j, int32_t e, float b) {
                      out.keys[base + slot] = static_cast<int32_t>(j);
-                     out.key_evict[base + slot] = evict[j];
-                     if (!t.bias.empty()) out.key_bias[base + slot] = t.bias[head * t.n + j];
+                     out.key_evict[base + slot] = e;
+                     if (bias != nullptr) out.key_bias[base + slot] = b;
                    });
     }
   }
