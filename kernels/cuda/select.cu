@@ -514,7 +514,14 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins(BinPa
   }
   const float* mu = p.mu != nullptr ? p.mu + hk * p.d : nullptr;
   const float* r = p.rt + hk * p.h * p.d;
-  if (p.d / 16 <= kLshMaxPerLane) {
+  // The terms' loops unrolled to the fewest steps that cover d (8 for d = 128).
+  if (p.d / 16 <= 8) {
+    float u[8];
+    LshTerms<8>(x, mu, valid ? p.d : 0, lane, u);  // an invalid row reads nothing
+    for (int64_t c = 0; c < p.h; ++c) {
+      lanes[local][c][lane] = valid ? LshLaneTerms<8>(u, r + c * p.d, p.d, lane, p.fused) : 0.f;
+    }
+  } else if (p.d / 16 <= kLshMaxPerLane) {
     float u[kLshMaxPerLane];
     LshTerms(x, mu, valid ? p.d : 0, lane, u);  // an invalid row reads nothing
     for (int64_t c = 0; c < p.h; ++c) {

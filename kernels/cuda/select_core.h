@@ -574,27 +574,28 @@ ATTNTUNE_HD inline float LshLane(const float* x, const float* mu, const float* r
 }
 
 /// A lane's terms u_e = x[e] - mu[e] (x[e] without mu), e = lane + 16 m < d16, in u[m]:
-/// computed once per row and reused by every projection (LshLaneTerms). d16 <= 16 *
-/// kLshMaxPerLane.
+/// computed once per row and reused by every projection (LshLaneTerms). d16 <= 16 * kPer
+/// (the kernel takes kPer = 8 up to d = 143, so that no unrolled step is dead for d = 128).
 constexpr int kLshMaxPerLane = 16;
-ATTNTUNE_HD_INLINE void LshTerms(const float* x, const float* mu, int64_t d, int lane,
-                                 float u[kLshMaxPerLane]) {
-  const int64_t d16 = d / 16 * 16;
+template <int kPer = kLshMaxPerLane>
+ATTNTUNE_HD_INLINE void LshTerms(const float* x, const float* mu, int64_t d, int lane, float* u) {
+  const int d16 = static_cast<int>(d / 16 * 16);
   ATTNTUNE_UNROLL
-  for (int m = 0; m < kLshMaxPerLane; ++m) {
-    const int64_t e = lane + 16 * m;
+  for (int m = 0; m < kPer; ++m) {
+    const int e = lane + 16 * m;
     u[m] = e < d16 ? (mu != nullptr ? x[e] - mu[e] : x[e]) : 0.f;
   }
 }
 
 /// LshLane from the lane's terms (LshTerms): the same products in the same order.
-ATTNTUNE_HD_INLINE float LshLaneTerms(const float u[kLshMaxPerLane], const float* r, int64_t d,
-                                      int lane, bool fused) {
-  const int64_t d16 = d / 16 * 16;
+template <int kPer = kLshMaxPerLane>
+ATTNTUNE_HD_INLINE float LshLaneTerms(const float* u, const float* r, int64_t d, int lane,
+                                      bool fused) {
+  const int d16 = static_cast<int>(d / 16 * 16);
   float acc = 0.f;
   ATTNTUNE_UNROLL
-  for (int m = 0; m < kLshMaxPerLane; ++m) {
-    const int64_t e = lane + 16 * m;
+  for (int m = 0; m < kPer; ++m) {
+    const int e = lane + 16 * m;
     if (e < d16) acc = MulAddF(u[m], r[e], acc, fused);
   }
   return acc;

@@ -295,15 +295,23 @@ inline void Bins(const attntune::Tensors& t, const std::vector<float>& rt, int64
     const float* r = rt.data() + hk * h * s.d;
     int32_t bin = 0;
     double best = 0.0;
-    // The kernel keeps each lane's terms in registers while d / 16 * 16 <= 256.
-    const bool terms = s.d / 16 <= cp::kLshMaxPerLane;
+    // The kernel keeps each lane's terms in registers while d / 16 * 16 <= 256 (8 of
+    // them while d / 16 * 16 <= 128).
+    const bool terms = s.d / 16 <= cp::kLshMaxPerLane, eight = s.d / 16 <= 8;
     float u[16][cp::kLshMaxPerLane];
-    for (int lane = 0; lane < 16 && terms; ++lane) cp::LshTerms(x, mu, s.d, lane, u[lane]);
+    for (int lane = 0; lane < 16 && terms; ++lane) {
+      if (eight) {
+        cp::LshTerms<8>(x, mu, s.d, lane, u[lane]);
+      } else {
+        cp::LshTerms(x, mu, s.d, lane, u[lane]);
+      }
+    }
     for (int64_t c = 0; c < h; ++c) {
       float lanes[16];
       for (int lane = 0; lane < 16; ++lane) {
-        lanes[lane] = terms ? cp::LshLaneTerms(u[lane], r + c * s.d, s.d, lane, fused)
-                            : cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
+        lanes[lane] = eight   ? cp::LshLaneTerms<8>(u[lane], r + c * s.d, s.d, lane, fused)
+                      : terms ? cp::LshLaneTerms(u[lane], r + c * s.d, s.d, lane, fused)
+                              : cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
       }
       cp::LshBinStep(c, cp::LshCombine(lanes, x, mu, r + c * s.d, s.d), argmax, &bin, &best);
     }
