@@ -8,7 +8,6 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
-#include <cub/device/device_segmented_sort.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -86,6 +85,16 @@ struct SeqParams {
   int64_t modulo;  // a[x] = (x % modulo) * step; 0: x * step
 };
 
+struct HeadSortParams {
+  const uint64_t* keys_in;  // [heads * n]
+  const int32_t* index;     // sorted global indices
+  uint64_t* head_key;
+  uint64_t* keys_out;
+  int32_t* positions;
+  int64_t count;
+  int32_t n;
+};
+
 struct FillParams {
   int32_t* a;
   int64_t count;
@@ -124,7 +133,9 @@ struct DmaParams {
   bool fused;
 };
 
-constexpr int kDmaRows = 32;  // keys per block (one per thread)
+constexpr int kDmaRows = 32;  // keys per block (one per thread of the first warp)
+constexpr int kDmaStageThreads = 128;  // threads per block, all staging the value rows
+constexpr int kDmaAhead = 8;           // loads per thread before their stores
 
 // ---- top-k ----
 
@@ -267,6 +278,21 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_seq(SeqParams 
   if (x < p.count) p.a[x] = static_cast<int32_t>((p.modulo > 0 ? x % p.modulo : x) * p.step);
 }
 
+// Per-head sort, after one sort of every head's (key, global index) pairs by key: the
+// head of each sorted item (a sort key), then each head's sorted keys and positions.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_sort_heads(HeadSortParams p) {
+  const int64_t x = GlobalThread();
+  if (x < p.count) p.head_key[x] = static_cast<uint64_t>(p.index[x] / p.n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_sort_gather(HeadSortParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.count) return;
+  const int32_t i = p.index[x];
+  p.keys_out[x] = p.keys_in[i];
+  p.positions[x] = i % p.n;
+}
+
 extern "C" __global__ void __launch_bounds__(256) attntune_select_fill(FillParams p) {
   const int64_t x = GlobalThread();
   if (x < p.count) p.a[x] = p.value;
@@ -289,42 +315,58 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_sums(
 extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_prefix(KsParams p) {
   const int64_t hq = blockIdx.x, b = blockIdx.y;
   double* sums = p.sums + (b * p.hq + hq) * p.chunks * p.d;
+  // Eight chunks' sums loaded before any is written: eight loads in flight, not one.
+  constexpr int kAhead = 8;
   for (int64_t e = threadIdx.x; e < p.d; e += blockDim.x) {
     double run = 0.0;
-    for (int64_t c = 0; c < p.chunks; ++c) {
-      const double t = sums[c * p.d + e];
-      sums[c * p.d + e] = run;
-      run += t;
+    for (int64_t c0 = 0; c0 < p.chunks; c0 += kAhead) {
+      double t[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) t[u] = c0 + u < p.chunks ? sums[(c0 + u) * p.d + e] : 0.0;
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        if (c0 + u < p.chunks) {
+          sums[(c0 + u) * p.d + e] = run;
+          run += t[u];
+        }
+      }
     }
   }
 }
 
-// ks: one warp per (chunk of query rows, KV head, batch): for each query head of the
-// group in order, the running sum S from the chunk's prefix, k_j · S / |S| added to x_j
-// (j = the key at the row's position), then the RankKeys. Keys before the first query
-// position score 0.
-extern "C" __global__ void __launch_bounds__(32) attntune_select_ks_scores(KsParams p) {
-  __shared__ double xs[kKsChunk];
+// ks: one block per (chunk of query rows, KV head, batch), one warp per query head g of
+// the group (group x 32 threads): warp g runs the running sum S of head g from the chunk's
+// prefix and writes k_j · S / |S| (0 when |S| = 0) to its own row of xs; then
+// x_j = xs[0] + xs[1] + ... in g order, the sum the host's one loop over g gives (a sum
+// that starts at +0 is never -0, so adding an absent head's +0 changes nothing). Then
+// the RankKeys. Keys before the first query position score 0.
+extern "C" __global__ void __launch_bounds__(32 * kKsMaxGroup) attntune_select_ks_scores(KsParams p) {
+  __shared__ double xs[kKsMaxGroup][kKsChunk];
   __shared__ double prefix[kKsMaxGroup * 32 * kKsMaxPerLane];
   const int64_t c = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-  const DeviceWarp w{static_cast<int>(threadIdx.x)};
+  const int g = static_cast<int>(threadIdx.x / 32);
+  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
   const int64_t group = p.hq / p.hkv;
   const int64_t i0 = c * p.chunk, i1 = min(p.lq, i0 + p.chunk);
   const int64_t shift = p.lk - p.lq;  // key j = i + shift
-  for (int64_t x = w.lane; x < kKsChunk; x += 32) xs[x] = 0.0;
-  for (int64_t x = w.lane; x < group * p.d; x += 32) {  // the group's prefixes, [g][d]
-    const int64_t hq = hk * group + x / p.d;
-    prefix[x] = p.sums[((b * p.hq + hq) * p.chunks + c) * p.d + x % p.d];
+  const int64_t hq = hk * group + g;
+  for (int64_t x = w.lane; x < kKsChunk; x += 32) xs[g][x] = 0.0;
+  for (int64_t x = w.lane; x < p.d; x += 32) {  // head g's prefix, [g][d]
+    prefix[g * p.d + x] = p.sums[((b * p.hq + hq) * p.chunks + c) * p.d + x];
   }
   __syncwarp();
-  const int64_t hq0 = hk * group;
-  KsChunkScores(w, p.q + (b * p.hq + hq0) * p.lq * p.d, p.lq * p.d,
-                p.k + (b * p.hkv + hk) * p.lk * p.d, prefix, group, i0, i1, shift, p.d, xs);
-  __syncwarp();
+  KsChunkScores(w, p.q + (b * p.hq + hq) * p.lq * p.d, p.lq * p.d,
+                p.k + (b * p.hkv + hk) * p.lk * p.d, prefix + g * p.d, 1, i0, i1, shift, p.d,
+                xs[g]);
+  __syncthreads();
   uint64_t* key = p.key + (b * p.hkv + hk) * p.lk;
-  for (int64_t i = i0 + w.lane; i < i1; i += 32) key[i + shift] = RankKey(xs[i - i0]);
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+    double x = xs[0][i - i0];
+    for (int64_t h = 1; h < group; ++h) x = AddD(x, xs[h][i - i0]);
+    key[i + shift] = RankKey(x);
+  }
   if (c == 0) {
-    for (int64_t j = w.lane; j < shift; j += 32) key[j] = RankKey(0.0);
+    for (int64_t j = threadIdx.x; j < shift; j += blockDim.x) key[j] = RankKey(0.0);
   }
 }
 
@@ -335,17 +377,31 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_score_keys(Sco
   if (p.bias_log2 != nullptr) p.bias_log2[x] = static_cast<float>(p.x[x] * kLog2e);
 }
 
-// dma: one thread per key over its value row, staged through shared memory (rows read
-// coalesced); the dot in index order as DmaScores computes it.
-extern "C" __global__ void __launch_bounds__(kDmaRows) attntune_select_dma_scores(DmaParams p) {
+// dma: a block of 128 threads per 32 keys stages their value rows in shared memory (read
+// coalesced), then one thread of the first warp per key: the dot in index order as
+// DmaScores computes it.
+extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_dma_scores(DmaParams p) {
   extern __shared__ float rows[];  // [kDmaRows][d + 1]
   const int64_t head = blockIdx.y;  // b * Hkv + hk
   const int64_t hk = head % p.hkv;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kDmaRows;
   const int64_t count = min(static_cast<int64_t>(kDmaRows), p.lk - j0);
   const float* v = p.v + (head * p.lk + j0) * p.d;
-  for (int64_t x = threadIdx.x; x < count * p.d; x += blockDim.x) {
-    rows[(x / p.d) * (p.d + 1) + x % p.d] = v[x];
+  // Staged by all kDmaStageThreads threads, kDmaAhead loads in flight per thread before
+  // their stores (one load at a time left the block waiting on memory), 32-bit indices.
+  const int d = static_cast<int>(p.d), total = static_cast<int>(count) * d;
+  for (int x0 = threadIdx.x; x0 < total; x0 += kDmaStageThreads * kDmaAhead) {
+    float staged[kDmaAhead];
+#pragma unroll
+    for (int u = 0; u < kDmaAhead; ++u) {
+      const int x = x0 + u * kDmaStageThreads;
+      staged[u] = x < total ? v[x] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kDmaAhead; ++u) {
+      const int x = x0 + u * kDmaStageThreads;
+      if (x < total) rows[(x / d) * (d + 1) + x % d] = staged[u];
+    }
   }
   __syncthreads();
   const int64_t r = threadIdx.x;
@@ -409,8 +465,8 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_list_count(Lis
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
   int64_t p0, p1;
   BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
-  const int64_t count = ListWalk(w, p.evict + head * p.n, p.tile_max + head * p.tiles, p.n, p0,
-                                 p1, [](int64_t, int64_t) {});
+  const int64_t count = ListWalk(w, p.evict + head * p.n, p.tile_max + head * p.tiles, nullptr,
+                                 p.n, p0, p1, [](int64_t, int64_t, int32_t, float) {});
   if (w.lane == 0) p.counts[list] = static_cast<int32_t>(count);
 }
 
@@ -424,48 +480,71 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(List
   const int32_t* evict = p.evict + head * p.n;
   const float* bias = p.bias != nullptr ? p.bias + head * p.n : nullptr;
   const int64_t base = p.offsets[list];
-  ListWalk(w, evict, p.tile_max + head * p.tiles, p.n, p0, p1, [&](int64_t slot, int64_t j) {
-    const int64_t x = base + slot;
-    if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
-    p.keys[x] = static_cast<int32_t>(j);
-    p.key_evict[x] = evict[j];
-    if (bias != nullptr) p.key_bias[x] = bias[j];
-  });
+  // Each key's eviction and bias come from the walk's loads (no second, dependent read).
+  ListWalk(w, evict, p.tile_max + head * p.tiles, bias, p.n, p0, p1,
+           [&](int64_t slot, int64_t j, int32_t e, float b) {
+             const int64_t x = base + slot;
+             if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
+             p.keys[x] = static_cast<int32_t>(j);
+             p.key_evict[x] = e;
+             if (bias != nullptr) p.key_bias[x] = b;
+           });
 }
 
 // LSH bins: a half-warp per row (keys, then queries), each lane one of the host's 16
-// fp32 partial sums, lane 0 the combination and the bin.
+// fp32 partial sums of every projection from its terms x - mu held in registers; lane c
+// combines projection c, lane 0 the bin.
 extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins(BinParams p) {
   __shared__ float lanes[8][16][16];  // [row of the block][projection][lane]
+  __shared__ double proj[8][16];      // [row of the block][projection]
   const int local = threadIdx.x / 16, lane = threadIdx.x % 16;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + local;
+  // 32-bit index arithmetic (the launcher checks rows < 2^31): 64-bit divisions are calls.
+  const int32_t row = static_cast<int32_t>(blockIdx.x) * 8 + local;
   const bool valid = row < p.rows;
   const float* x = nullptr;
-  int64_t hk = 0;
-  if (valid && row < p.keys) {
-    x = p.k + row * p.d;
-    hk = (row / p.lk) % p.hkv;
+  int32_t hk = 0;
+  const int32_t keys = static_cast<int32_t>(p.keys), hkv = p.hkv;
+  if (valid && row < keys) {
+    x = p.k + static_cast<int64_t>(row) * p.d;
+    hk = (row / static_cast<int32_t>(p.lk)) % hkv;
   } else if (valid) {
-    const int64_t qrow = row - p.keys;
-    x = p.q + qrow * p.d;
-    hk = (qrow / p.lq) % p.hq / (p.hq / p.hkv);
+    const int32_t qrow = row - keys;
+    x = p.q + static_cast<int64_t>(qrow) * p.d;
+    hk = (qrow / static_cast<int32_t>(p.lq)) % p.hq / (p.hq / hkv);
   }
   const float* mu = p.mu != nullptr ? p.mu + hk * p.d : nullptr;
   const float* r = p.rt + hk * p.h * p.d;
-  for (int64_t c = 0; c < p.h; ++c) {
-    lanes[local][c][lane] = valid ? LshLane(x, mu, r + c * p.d, p.d, lane, p.fused) : 0.f;
+  // The terms' loops unrolled to the fewest steps that cover d (8 for d = 128).
+  if (p.d / 16 <= 8) {
+    float u[8];
+    LshTerms<8>(x, mu, valid ? p.d : 0, lane, u);  // an invalid row reads nothing
+    for (int64_t c = 0; c < p.h; ++c) {
+      lanes[local][c][lane] = valid ? LshLaneTerms<8>(u, r + c * p.d, p.d, lane, p.fused) : 0.f;
+    }
+  } else if (p.d / 16 <= kLshMaxPerLane) {
+    float u[kLshMaxPerLane];
+    LshTerms(x, mu, valid ? p.d : 0, lane, u);  // an invalid row reads nothing
+    for (int64_t c = 0; c < p.h; ++c) {
+      lanes[local][c][lane] = valid ? LshLaneTerms(u, r + c * p.d, p.d, lane, p.fused) : 0.f;
+    }
+  } else {
+    for (int64_t c = 0; c < p.h; ++c) {
+      lanes[local][c][lane] = valid ? LshLane(x, mu, r + c * p.d, p.d, lane, p.fused) : 0.f;
+    }
+  }
+  __syncwarp();
+  if (valid && lane < p.h) {
+    proj[local][lane] = LshCombine(lanes[local][lane], x, mu, r + lane * p.d, p.d);
   }
   __syncwarp();
   if (!valid || lane != 0) return;
   int32_t bin = 0;
   double best = 0.0;
-  for (int64_t c = 0; c < p.h; ++c) {
-    LshBinStep(c, LshCombine(lanes[local][c], x, mu, r + c * p.d, p.d), p.argmax, &bin, &best);
-  }
-  if (row < p.keys) {
+  for (int64_t c = 0; c < p.h; ++c) LshBinStep(c, proj[local][c], p.argmax, &bin, &best);
+  if (row < keys) {
     p.key_bin[row] = bin;
   } else {
-    p.query_bin[row - p.keys] = bin;
+    p.query_bin[row - keys] = bin;
   }
 }
 
@@ -776,20 +855,6 @@ std::string Fill(int32_t* a, int64_t count, int32_t value, void* stream) {
              FillParams{a, count, value}, stream);
 }
 
-/// Stable sort of each segment [offsets[s], offsets[s+1]) of (key, value) pairs by key.
-/// (DeviceSegmentedSort: DeviceSegmentedRadixSort's kernel for 64-bit keys spills 12
-/// bytes on sm_86 and sm_89.)
-std::string SegmentedSort(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
-                          uint64_t* keys_out, const int32_t* values_in, int32_t* values_out,
-                          int64_t items, int64_t segments, const int32_t* offsets, void* stream) {
-  if (items >= INT32_MAX) return name + ": more than 2^31 items";
-  return Cub(ws, name, [&](void* temp, size_t& bytes) {
-    return cub::DeviceSegmentedSort::StableSortPairs(
-        temp, bytes, keys_in, keys_out, values_in, values_out, static_cast<int>(items),
-        static_cast<int>(segments), offsets, offsets + 1, Stream(stream));
-  });
-}
-
 /// Stable sort of (key, value) pairs by the key's bits [0, end_bit).
 std::string Sort(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
                  uint64_t* keys_out, const int32_t* values_in, int32_t* values_out, int64_t items,
@@ -799,6 +864,46 @@ std::string Sort(SelectWorkspace& ws, const std::string& name, const uint64_t* k
     return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in, values_out,
                                            static_cast<int>(items), 0, end_bit, Stream(stream));
   });
+}
+
+int BitsFor(int64_t values) {  // bits that hold 0 .. values - 1
+  int bits = 1;
+  while ((int64_t{1} << bits) < values) ++bits;
+  return bits;
+}
+
+/// Each head's n keys keys_in[head * n, +n) sorted stably: keys_out and positions (in
+/// [0, n)) in (key, position) order per head. One DeviceRadixSort of all heads' keys with
+/// their global index (stable: equal keys in index order), then a stable sort of that
+/// order by head: both over every key at once (a segmented sort gives one block per head).
+std::string SortHeads(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
+                      uint64_t* keys_out, int32_t* positions, int64_t heads, int64_t n,
+                      void* stream) {
+  const int64_t items = heads * n;
+  if (items >= INT32_MAX) return name + ": more than 2^31 items";
+  int32_t* index = ws.Get<int32_t>(name + ".index", items);
+  int32_t* by_key = ws.Get<int32_t>(name + ".by_key", items);
+  int32_t* by_head = ws.Get<int32_t>(name + ".by_head", items);
+  uint64_t* key_scratch = ws.Get<uint64_t>(name + ".key_scratch", items);
+  uint64_t* head_key = ws.Get<uint64_t>(name + ".head_key", items);
+  HeadSortParams p{keys_in, by_key, head_key, keys_out, positions, items, static_cast<int32_t>(n)};
+  const dim3 grid(Blocks(items, 256));
+  std::string error = Seq(index, items, 1, 0, stream);
+  if (error.empty()) {
+    error = Sort(ws, name + ".key_sort", keys_in, key_scratch, index, by_key, items, 64, stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_sort_heads", attntune_select_sort_heads, grid, dim3(256), p, stream);
+  }
+  if (error.empty()) {
+    error = Sort(ws, name + ".head_sort", head_key, key_scratch, by_key, by_head, items,
+                 BitsFor(heads), stream);
+  }
+  p.index = by_head;
+  if (error.empty()) {
+    error = Run("attntune_select_sort_gather", attntune_select_sort_gather, grid, dim3(256), p, stream);
+  }
+  return error;
 }
 
 std::string Strip(const uint64_t* in, int32_t* out, int64_t count, int bits, void* stream) {
@@ -893,7 +998,7 @@ std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopK
     error = Run("attntune_select_ks_scores", attntune_select_ks_scores,
                 dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(s.Hkv),
                      static_cast<unsigned>(s.B)),
-                dim3(32), p, stream);
+                dim3(static_cast<unsigned>(32 * s.Group())), p, stream);
   }
   return error;
 }
@@ -911,7 +1016,7 @@ std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta
               static_cast<int>(s.B), fused};
   const size_t smem = static_cast<size_t>(kDmaRows * (s.d + 1)) * sizeof(float);
   return Run("attntune_select_dma_scores", attntune_select_dma_scores,
-             dim3(Blocks(s.Lk, kDmaRows), static_cast<unsigned>(s.B * s.Hkv)), dim3(kDmaRows), p,
+             dim3(Blocks(s.Lk, kDmaRows), static_cast<unsigned>(s.B * s.Hkv)), dim3(kDmaStageThreads), p,
              stream, smem);
 }
 
@@ -930,14 +1035,8 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   p.chunk = TopKChunk(k);
   p.chunks = (n + p.chunk - 1) / p.chunk;
   p.state_cap = std::min(k, n);
-  int32_t* iota = ws.Get<int32_t>(tag + ".iota", heads * n);
-  int32_t* segments = ws.Get<int32_t>(tag + ".segments", heads + 1);
-  std::string error = Seq(iota, heads * n, 1, n, stream);
-  if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
-  if (error.empty()) {
-    error = SegmentedSort(ws, tag + ".sort", out->key, out->sorted_key, iota, out->order,
-                          heads * n, heads, segments, stream);
-  }
+  std::string error = SortHeads(ws, tag + ".sort", out->key, out->sorted_key, out->order, heads, n,
+                                stream);
   if (error.empty()) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
   if (error.empty() && k < n) {  // k >= n: every key is held to the end
     p.state = ws.Get<int32_t>(tag + ".state", heads * p.chunks * p.state_cap);
@@ -1017,19 +1116,10 @@ std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const
   p.rows = p.keys + s.B * s.Hq * s.Lq;
   p.argmax = argmax_rule;
   p.fused = fused;
+  if (p.rows + 8 >= INT32_MAX) return "LSH bins: 2^31 rows or more";
   return Run("attntune_select_lsh_bins", attntune_select_lsh_bins, dim3(Blocks(p.rows, 8)),
              dim3(128), p, stream);
 }
-
-namespace {
-
-int BitsFor(int64_t values) {  // bits that hold 0 .. values - 1
-  int bits = 1;
-  while ((int64_t{1} << bits) < values) ++bits;
-  return bits;
-}
-
-}  // namespace
 
 std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key_bin,
                                 const int32_t* query_bin, int64_t k_lsh, const TopKDevice* topk,
@@ -1241,8 +1331,6 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   int32_t* event_step_sorted = ws.Get<int32_t>(t + ".event_step_sorted", heads * n);
   p.event_key_sorted = event_key_sorted;
   p.event_step_sorted = event_step_sorted;
-  int32_t* iota = ws.Get<int32_t>(t + ".iota", heads * n);
-  int32_t* segments = ws.Get<int32_t>(t + ".segments", heads + 1);
   const unsigned grid = Blocks(heads * n, 256);
   std::string error = Run("attntune_select_decode_slots", attntune_select_decode_slots, dim3(grid),
                           dim3(256), p, stream);
@@ -1255,11 +1343,9 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
     error = Run("attntune_select_decode_events", attntune_select_decode_events, dim3(grid),
                 dim3(256), p, stream);
   }
-  if (error.empty()) error = Seq(iota, heads * n, 1, n, stream);
-  if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
   if (error.empty()) {
-    error = SegmentedSort(ws, t + ".event_sort", p.event_key, event_key_sorted, iota,
-                          event_step_sorted, heads * n, heads, segments, stream);
+    error = SortHeads(ws, t + ".event_sort", p.event_key, event_key_sorted, event_step_sorted,
+                      heads, n, stream);
   }
   out->evict = ws.Get<int32_t>(t + ".evict", heads * n);
   p.evict_d = out->evict;

@@ -25,6 +25,14 @@
 #define ATTNTUNE_HD_INLINE inline
 #endif
 
+// Unrolled on the device, so that a lane's small arrays stay in registers (a loop with a
+// runtime index would put them on the stack); nothing on the host.
+#if defined(__CUDA_ARCH__)
+#define ATTNTUNE_UNROLL _Pragma("unroll")
+#else
+#define ATTNTUNE_UNROLL
+#endif
+
 namespace attntune {
 namespace cuda_plan {
 
@@ -268,6 +276,7 @@ ATTNTUNE_HD inline int64_t TopKChunk(int64_t k) {
   return wide < 128 ? 128 : wide > 4096 ? 4096 : wide;
 }
 
+constexpr int kScanAhead = 4;
 /// The state of chunk [a, ...): the top-min(k, a) keys of the prefix [0, a) in rank
 /// order (best first), scanned from `order` by one warp; returns its size.
 template <class Warp>
@@ -275,15 +284,28 @@ ATTNTUNE_HD_INLINE int64_t ChunkState(const Warp& w, const int32_t* order, int64
                                int64_t k, int32_t* state) {
   const int64_t need = k < a ? k : a;
   int64_t got = 0;
-  for (int64_t r0 = 0; r0 < n && got < need; r0 += 32) {
-    const uint32_t hits = w.Ballot([&](int lane) {
-      const int64_t r = r0 + lane;
-      return r < n && order[r] < a;
+  // kScanAhead x 32 entries of the order loaded before any ballot (several loads in
+  // flight per lane), then taken in order; entries past `need` are not written.
+  for (int64_t r0 = 0; r0 < n && got < need; r0 += 32 * kScanAhead) {
+    int32_t o[Warp::kSlots][kScanAhead];
+    w.Each([&](int lane) {
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kScanAhead; ++u) {
+        const int64_t r = r0 + 32 * u + lane;
+        o[w.Slot(lane)][u] = r < n ? order[r] : -1;
+      }
     });
-    EmitLanes(w, hits, got, [&](int64_t slot, int lane) {
-      if (slot < need) state[slot] = order[r0 + lane];
-    });
-    got += PopCount32(hits);
+    ATTNTUNE_UNROLL
+    for (int u = 0; u < kScanAhead; ++u) {
+      const uint32_t hits = w.Ballot([&](int lane) {
+        const int64_t r = r0 + 32 * u + lane;
+        return r < n && o[w.Slot(lane)][u] < a;
+      });
+      EmitLanes(w, hits, got, [&](int64_t slot, int lane) {
+        if (slot < need) state[slot] = o[w.Slot(lane)][u];
+      });
+      got += PopCount32(hits);
+    }
   }
   return got < need ? got : need;
 }
@@ -340,10 +362,13 @@ ATTNTUNE_HD inline bool Listed(int64_t j, int64_t e, int64_t p0) { return e > j 
 /// The list of a query block with rows at positions [p0, p1] over one head's evict[0,
 /// n), walked by one warp in ascending j: tile_max[t] = the largest eviction position of
 /// keys [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
-/// emit(slot, j) for the listed keys (slots 0, 1, ... in ascending j); returns their count.
+/// emit(slot, j, evict[j], bias[j]) for the listed keys (slots 0, 1, ... in ascending j;
+/// bias nullptr: 0); returns their count.
+constexpr int kListAhead = 4;
 template <class Warp, class Emit>
 ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const int32_t* tile_max,
-                             int64_t n, int64_t p0, int64_t p1, const Emit& emit) {
+                             const float* bias, int64_t n, int64_t p0, int64_t p1,
+                             const Emit& emit) {
   const int64_t last = p1 < n - 1 ? p1 : n - 1;
   if (last < 0) return 0;
   const int64_t tiles = last / 32 + 1;
@@ -354,14 +379,39 @@ ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const i
       return t < tiles && tile_max[t] > p0;
     });
     while (live != 0) {
-      const int64_t j0 = (t0 + LowestBit(live)) * 32;
-      live &= live - 1;
-      const uint32_t keep = w.Ballot([&](int lane) {
-        const int64_t j = j0 + lane;
-        return j <= last && Listed(j, evict[j], p0);
+      // Up to kListAhead live tiles at a time, their evictions loaded before any ballot
+      // (several loads in flight per lane), then emitted in tile order.
+      int64_t j0[kListAhead];
+      int tiles_now = 0;
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kListAhead; ++u) {
+        j0[u] = live != 0 ? (t0 + LowestBit(live)) * 32 : -1;
+        if (live != 0) ++tiles_now;
+        live &= live - 1;
+      }
+      int32_t e[Warp::kSlots][kListAhead];
+      float b[Warp::kSlots][kListAhead];  // the keys' bias, loaded beside their evictions
+      w.Each([&](int lane) {
+        ATTNTUNE_UNROLL
+        for (int u = 0; u < kListAhead; ++u) {
+          const int64_t j = j0[u] + lane;
+          const bool in = u < tiles_now && j <= last;
+          e[w.Slot(lane)][u] = in ? evict[j] : -1;
+          b[w.Slot(lane)][u] = in && bias != nullptr ? bias[j] : 0.f;
+        }
       });
-      EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, j0 + lane); });
-      count += PopCount32(keep);
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kListAhead; ++u) {
+        if (u >= tiles_now) break;
+        const uint32_t keep = w.Ballot([&](int lane) {
+          const int64_t j = j0[u] + lane;
+          return j <= last && Listed(j, e[w.Slot(lane)][u], p0);
+        });
+        EmitLanes(w, keep, count, [&](int64_t slot, int lane) {
+          emit(slot, j0[u] + lane, e[w.Slot(lane)][u], b[w.Slot(lane)][u]);
+        });
+        count += PopCount32(keep);
+      }
     }
   }
   return count;
@@ -519,6 +569,34 @@ ATTNTUNE_HD inline float LshLane(const float* x, const float* mu, const float* r
   for (int64_t e = lane; e < d16; e += 16) {
     const float u = mu != nullptr ? x[e] - mu[e] : x[e];
     acc = MulAddF(u, r[e], acc, fused);
+  }
+  return acc;
+}
+
+/// A lane's terms u_e = x[e] - mu[e] (x[e] without mu), e = lane + 16 m < d16, in u[m]:
+/// computed once per row and reused by every projection (LshLaneTerms). d16 <= 16 * kPer
+/// (the kernel takes kPer = 8 up to d = 143, so that no unrolled step is dead for d = 128).
+constexpr int kLshMaxPerLane = 16;
+template <int kPer = kLshMaxPerLane>
+ATTNTUNE_HD_INLINE void LshTerms(const float* x, const float* mu, int64_t d, int lane, float* u) {
+  const int d16 = static_cast<int>(d / 16 * 16);
+  ATTNTUNE_UNROLL
+  for (int m = 0; m < kPer; ++m) {
+    const int e = lane + 16 * m;
+    u[m] = e < d16 ? (mu != nullptr ? x[e] - mu[e] : x[e]) : 0.f;
+  }
+}
+
+/// LshLane from the lane's terms (LshTerms): the same products in the same order.
+template <int kPer = kLshMaxPerLane>
+ATTNTUNE_HD_INLINE float LshLaneTerms(const float* u, const float* r, int64_t d, int lane,
+                                      bool fused) {
+  const int d16 = static_cast<int>(d / 16 * 16);
+  float acc = 0.f;
+  ATTNTUNE_UNROLL
+  for (int m = 0; m < kPer; ++m) {
+    const int e = lane + 16 * m;
+    if (e < d16) acc = MulAddF(u[m], r[e], acc, fused);
   }
   return acc;
 }

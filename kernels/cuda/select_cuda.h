@@ -73,7 +73,7 @@ std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream);
 /// device.
 std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta,
                              const double* a, bool fused, TopKDevice* out, void* stream);
-/// Prefix top-k evictions of out->key with budget out->k (segmented radix sort, then
+/// Prefix top-k evictions of out->key with budget out->k (a stable sort per head, then
 /// chunks of TopKChunk(k) positions), and the tiles' largest evictions.
 std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string& tag,
                         void* stream);

@@ -124,7 +124,7 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
       out.capacity += cp::ListBound(p0, p1, t.k);
       counts.push_back(static_cast<int32_t>(
           cp::ListWalk(cp::HostWarp(), t.evict.data() + head * t.n, t.tile_max.data() + head * tiles,
-                       t.n, p0, p1, [](int64_t, int64_t) {})));
+                       nullptr, t.n, p0, p1, [](int64_t, int64_t, int32_t, float) {})));
     }
   }
   out.offsets = ExclusiveSum(counts);
@@ -137,18 +137,20 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
       int64_t p0, p1;
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
       const int64_t base = out.offsets[head * out.query_blocks + qb];
-      cp::ListWalk(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, t.n, p0, p1,
-                   [&](int64_t slot, int64_t j) {
+      const float* bias = t.bias.empty() ? nullptr : t.bias.data() + head * t.n;
+      cp::ListWalk(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, bias, t.n, p0, p1,
+                   [&](int64_t slot, int64_t j, int32_t e, float b) {
                      out.keys[base + slot] = static_cast<int32_t>(j);
-                     out.key_evict[base + slot] = evict[j];
-                     if (!t.bias.empty()) out.key_bias[base + slot] = t.bias[head * t.n + j];
+                     out.key_evict[base + slot] = e;
+                     if (bias != nullptr) out.key_bias[base + slot] = b;
                    });
     }
   }
   return out;
 }
 
-/// EnqueueKsScores: chunk sums, their exclusive prefix, the chunks' scores by a warp.
+/// EnqueueKsScores: chunk sums, their exclusive prefix, the chunks' scores by a warp per
+/// query head, summed over the group in order.
 inline std::vector<double> KsScores(const attntune::Tensors& t) {
   const attntune::Shape& s = t.shape;
   const int64_t chunk = 64, chunks = (s.Lq + chunk - 1) / chunk, group = s.Group();
@@ -167,7 +169,7 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
     }
   }
   std::vector<double> x(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0);
-  std::vector<double> prefix(static_cast<size_t>(group * s.d)), xs(chunk);
+  std::vector<double> prefix(static_cast<size_t>(group * s.d)), xs(group * chunk);
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t hk = 0; hk < s.Hkv; ++hk) {
       for (int64_t c = 0; c < chunks; ++c) {
@@ -177,9 +179,16 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
         }
         std::fill(xs.begin(), xs.end(), 0.0);
         const int64_t i0 = c * chunk, i1 = std::min(s.Lq, i0 + chunk);
-        cp::KsChunkScores(cp::HostWarp(), t.Q(b, hk * group, 0), s.Lq * s.d, t.K(b, hk, 0),
-                          prefix.data(), group, i0, i1, s.Lk - s.Lq, s.d, xs.data());
-        for (int64_t i = i0; i < i1; ++i) x[(b * s.Hkv + hk) * s.Lk + i + s.Lk - s.Lq] = xs[i - i0];
+        for (int64_t g = 0; g < group; ++g) {  // one warp per query head of the group
+          cp::KsChunkScores(cp::HostWarp(), t.Q(b, hk * group + g, 0), s.Lq * s.d, t.K(b, hk, 0),
+                            prefix.data() + g * s.d, 1, i0, i1, s.Lk - s.Lq, s.d,
+                            xs.data() + g * chunk);
+        }
+        for (int64_t i = i0; i < i1; ++i) {
+          double sum = xs[i - i0];
+          for (int64_t g = 1; g < group; ++g) sum += xs[g * chunk + i - i0];
+          x[(b * s.Hkv + hk) * s.Lk + i + s.Lk - s.Lq] = sum;
+        }
       }
     }
   }
@@ -286,9 +295,24 @@ inline void Bins(const attntune::Tensors& t, const std::vector<float>& rt, int64
     const float* r = rt.data() + hk * h * s.d;
     int32_t bin = 0;
     double best = 0.0;
+    // The kernel keeps each lane's terms in registers while d / 16 * 16 <= 256 (8 of
+    // them while d / 16 * 16 <= 128).
+    const bool terms = s.d / 16 <= cp::kLshMaxPerLane, eight = s.d / 16 <= 8;
+    float u[16][cp::kLshMaxPerLane];
+    for (int lane = 0; lane < 16 && terms; ++lane) {
+      if (eight) {
+        cp::LshTerms<8>(x, mu, s.d, lane, u[lane]);
+      } else {
+        cp::LshTerms(x, mu, s.d, lane, u[lane]);
+      }
+    }
     for (int64_t c = 0; c < h; ++c) {
       float lanes[16];
-      for (int lane = 0; lane < 16; ++lane) lanes[lane] = cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
+      for (int lane = 0; lane < 16; ++lane) {
+        lanes[lane] = eight   ? cp::LshLaneTerms<8>(u[lane], r + c * s.d, s.d, lane, fused)
+                      : terms ? cp::LshLaneTerms(u[lane], r + c * s.d, s.d, lane, fused)
+                              : cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
+      }
       cp::LshBinStep(c, cp::LshCombine(lanes, x, mu, r + c * s.d, s.d), argmax, &bin, &best);
     }
     return bin;
