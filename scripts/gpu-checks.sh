@@ -74,8 +74,8 @@ log "ATTNTUNE_CUDNN_LIBRARY=${ATTNTUNE_CUDNN_LIBRARY:-unset}"
 # 1. Tests: the CPU ones in seconds, then every [gpu] case (none may be skipped).
 # The cuDNN cases ([cudnn]: graph builds take seconds) run apart, in gpu_cudnn.log.
 want tests && for entry in cuda_plan_test:60 cuda_select_test:60 library_plan_test:60 cudnn_test:60 \
-    cupti_activity_test:60 cupti_metrics_test:60 gpu_windowed_test:240 gpu_library_test:90 \
-    gpu_cudnn:150; do
+    cupti_activity_test:60 cupti_metrics_test:60 gpu_windowed_test:120 gpu_library_test:60 \
+    gpu_cudnn:90; do
   t=${entry%%:*}
   limit=${entry##*:}
   bin=$t
