@@ -135,13 +135,20 @@ TEST_CASE("Every cudnn engine and plan either refuses or matches the reference",
           g["Plan"] = plan;
           const Params p = ResolveParams(variant, impl, shape, g, "test");
           INFO(name << " " << ToString(dtype) << " Engine=" << engine << " Plan=" << plan);
+          // Run outside CHECK (which would take the exception as a failure of its own).
+          double error = 0.0;
           try {
-            CHECK(RunError(*impl, tensors, p, ref) < impl->tolerance(p));
-            ++ran;
+            error = RunError(*impl, tensors, p, ref);
           } catch (const std::runtime_error& e) {
-            // A plan cuDNN does not offer for this graph: refused, as the tuner records it.
+            // A plan or engine cuDNN does not offer for this graph (a plan index past its
+            // heuristics' list; the unified engine with a band before cuDNN 9.21): refused
+            // with cuDNN's reason, as the tuner records it.
+            INFO(e.what());
             CHECK(std::string(e.what()).find("cuDNN") != std::string::npos);
+            continue;
           }
+          CHECK(error < impl->tolerance(p));
+          ++ran;
         }
       }
     }

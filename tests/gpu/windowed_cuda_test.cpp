@@ -49,9 +49,14 @@ std::optional<attntune::Implementation> CudaEntry(const attntune::Variant& varia
                                                   attntune::Phase phase) {
   using namespace attntune;
   const ProblemKind kind{phase, *DtypeFromString(dtype), head_dim};
-  const std::vector<const Implementation*> impls = variant.ImplementationsFor(kCudaPlatform, kind);
-  if (impls.empty()) return std::nullopt;
-  Implementation impl = *impls.front();
+  // attntune's own kernels ("cuda", "cuda_decode"), not the attention libraries' entries
+  // (cudnn_cuda_test.cpp checks those).
+  const Implementation* own = nullptr;
+  for (const Implementation* i : variant.ImplementationsFor(kCudaPlatform, kind)) {
+    if (own == nullptr && i->id.rfind("cuda", 0) == 0) own = i;
+  }
+  if (own == nullptr) return std::nullopt;
+  Implementation impl = *own;
   impl.tunables = impl.TunablesFor(kind);
   return impl;
 }
