@@ -20,16 +20,35 @@
 namespace attntune {
 namespace tiles {
 
-constexpr int64_t kPanel = 16;  // key columns per K^T panel (one AVX-512 vector)
-// Query rows of a row group (one register tile): 8 with AVX-512 (16 accumulators of a
-// 2-panel tile; the union of 8 same-bin rows' windows is barely wider than 4's).
-constexpr int64_t kGroupRows = kWideRowTile;
-// Columns past the last whole panel of a score piece done as dot products (RowGroup::
-// Scores); more take one more panel.
+// The panel width is one native vector of floats. AVX-512 (32 vector registers): panels
+// of 16 columns, tiles of 8 rows x 1 or 2 panels (16 accumulators), pieces that start at
+// any column (a two-panel permute, vpermt2ps) and a tail of at most kDotCols columns as
+// dot products. AVX2 (16 registers): panels of 8 columns, tiles of 8 rows x 1 panel (8
+// accumulators: with 2 panels or 16 columns a row the accumulators alone filled the
+// register file and the tile spilled on every step), pieces that start on a panel (AVX2
+// has no two-source permute with run-time indices: GCC lowered it lane by lane) and no
+// dot-product columns (a tail is under one 8-column panel).
+#if defined(__AVX512F__)
+constexpr int64_t kPanel = 16;
+constexpr int kMaxTilePanels = 2;
+constexpr bool kShiftedPieces = true;
 constexpr int64_t kDotCols = 8;
+#else
+constexpr int64_t kPanel = 8;
+constexpr int kMaxTilePanels = 1;
+constexpr bool kShiftedPieces = false;
+constexpr int64_t kDotCols = 0;
+#endif
+// Query rows of a row group (one register tile): 8 (the union of 8 same-bin rows'
+// windows is barely wider than 4's, and a group's fixed costs are shared by more rows).
+constexpr int64_t kGroupRows = 8;
 
-// One panel row of 16 floats as a GCC/Clang vector (AVX-512: one register; narrower
-// ISAs: split by the compiler). aligned(4): loads and stores may be unaligned.
+// The first column of a piece that must cover column c: c itself where pieces may start
+// anywhere, else c's panel.
+inline int64_t PieceStart(int64_t c) { return kShiftedPieces ? c : c / kPanel * kPanel; }
+
+// One panel row of kPanel floats as a GCC/Clang vector (one register on AVX-512 and AVX2;
+// split by the compiler on narrower ISAs). aligned(4): loads and stores may be unaligned.
 typedef float PanelVec __attribute__((vector_size(kPanel * sizeof(float)), aligned(4)));
 
 typedef int32_t PanelIdx __attribute__((vector_size(kPanel * sizeof(int32_t))));
@@ -60,11 +79,12 @@ inline PanelVec PanelRow(const float* kp, int64_t k, int64_t pstride, const Pane
   return Shuffle2(a, b, idx);
 }
 
-// s[0..R)[0..16*NP) = q[0..R)[0..d) · the 16*NP columns that start `shift` columns into
-// panel kp (panels [d][16]; shift in [0, 16): a column range need not start on a panel,
-// so that a window costs its width rounded up to 16, not its ends rounded out), NP = 1
-// or 2, R = kGroupRows. Written with vector types: the plain loops' 16-wide inner loop
-// made the compiler vectorise across the rows instead (shuffles, 4x slower).
+// s[0..R)[0..kPanel*NP) = q[0..R)[0..d) · the kPanel*NP columns that start `shift`
+// columns into panel kp (panels [d][kPanel]; shift in [0, kPanel), 0 unless
+// kShiftedPieces: a column range need not start on a panel, so that a window costs its
+// width rounded up to a panel, not its ends rounded out), NP <= kMaxTilePanels, R =
+// kGroupRows. Written with vector types: the plain loops' 16-wide inner loop made the
+// compiler vectorise across the rows instead (shuffles, 4x slower).
 template <int NP, bool kShifted>
 inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __restrict kp,
                          int64_t shift, int64_t d, float* __restrict s, int64_t lds) {
@@ -76,9 +96,9 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
   }
   const int64_t pstride = d * kPanel;
   int64_t k = 0;
-  if (NP == 1) {
+  if constexpr (NP == 1 && kMaxTilePanels >= 2) {
     // One panel gives only R independent FMA chains: run even and odd k in separate
-    // accumulators, added at the end.
+    // accumulators, added at the end (where twice R accumulators fit the registers).
     PanelVec e[kGroupRows];
     for (int64_t r = 0; r < kGroupRows; ++r) e[r] = PanelVec{};
     for (; k + 2 <= d; k += 2) {
@@ -101,6 +121,29 @@ inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __
   }
   for (int64_t r = 0; r < kGroupRows; ++r) {
     for (int p = 0; p < NP; ++p) *reinterpret_cast<PanelVec*>(s + r * lds + p * kPanel) = c[r][p];
+  }
+}
+
+// o[0..R)[0..kPanel*NV) += p[0..R)[0..nc) · v[0..nc)[0..kPanel*NV) (V rows ldv apart), R =
+// kGroupRows, NV <= kMaxTilePanels: the accumulators as vector types, one register each
+// (AVX2: tiles::TilePV's 8 x 32 floats were twice the register file).
+template <int NV>
+inline void TilePVPanels(const float* __restrict p, int64_t ldp, const float* __restrict v,
+                         int64_t ldv, int64_t nc, float* __restrict o, int64_t ldo) {
+  PanelVec c[kGroupRows][NV];
+  for (int64_t r = 0; r < kGroupRows; ++r) {
+    for (int u = 0; u < NV; ++u) c[r][u] = *reinterpret_cast<const PanelVec*>(o + r * ldo + u * kPanel);
+  }
+  for (int64_t j = 0; j < nc; ++j) {
+    PanelVec vj[NV];
+    for (int u = 0; u < NV; ++u) vj[u] = *reinterpret_cast<const PanelVec*>(v + j * ldv + u * kPanel);
+    for (int64_t r = 0; r < kGroupRows; ++r) {
+      const float a = p[r * ldp + j];
+      for (int u = 0; u < NV; ++u) c[r][u] += a * vj[u];
+    }
+  }
+  for (int64_t r = 0; r < kGroupRows; ++r) {
+    for (int u = 0; u < NV; ++u) *reinterpret_cast<PanelVec*>(o + r * ldo + u * kPanel) = c[r][u];
   }
 }
 
@@ -301,11 +344,13 @@ struct RowGroup {
   template <bool kShifted>
   void ScoresAt(const float* kp, int64_t shift, int64_t ncp) {
     int64_t c = 0;
-    for (; c + 2 * kPanel <= ncp; c += 2 * kPanel) {
-      TileQKPanels<2, kShifted>(q.data(), d, kp + (c / kPanel) * d * kPanel, shift, d,
-                                s.data() + c, lds);
+    if constexpr (kMaxTilePanels >= 2) {
+      for (; c + 2 * kPanel <= ncp; c += 2 * kPanel) {
+        TileQKPanels<2, kShifted>(q.data(), d, kp + (c / kPanel) * d * kPanel, shift, d,
+                                  s.data() + c, lds);
+      }
     }
-    if (c < ncp) {
+    for (; c < ncp; c += kPanel) {
       TileQKPanels<1, kShifted>(q.data(), d, kp + (c / kPanel) * d * kPanel, shift, d,
                                 s.data() + c, lds);
     }
@@ -317,6 +362,9 @@ struct RowGroup {
   template <class Mask>
   void Update(int64_t ncp, const float* v, int64_t plo, int64_t phi,
               const Mask& mask) {
+    // The softmax step takes whole kLanes-column blocks: with 8-column panels the columns
+    // past ncp are masked here.
+    const int64_t ncs = RoundUp(ncp, kLanes);
     bool any = false;
     for (int64_t r = 0; r < kGroupRows; ++r) {
       float* __restrict row = s.data() + r * lds;
@@ -325,11 +373,14 @@ struct RowGroup {
         continue;
       }
       mask(r, row);
-      if (OnlineSoftmaxRow(row, ncp, m[r], l[r], acc.data() + r * dp, dp)) any = true;
+      std::fill(row + ncp, row + ncs, -std::numeric_limits<float>::infinity());
+      if (OnlineSoftmaxRow(row, ncs, m[r], l[r], acc.data() + r * dp, dp)) any = true;
     }
     if (!any || phi <= plo) return;
-    for (int64_t c = 0; c < dp; c += kColTile) {
-      TilePV<kGroupRows>(s.data() + plo, lds, v + plo * dp + c, dp, phi - plo, acc.data() + c, dp);
+    constexpr int64_t kCols = kPanel * kMaxTilePanels;  // V columns per tile
+    for (int64_t c = 0; c < dp; c += kCols) {
+      TilePVPanels<kMaxTilePanels>(s.data() + plo, lds, v + plo * dp + c, dp, phi - plo,
+                                   acc.data() + c, dp);
     }
   }
 

@@ -24,6 +24,7 @@ using tiles::GatherScratch;
 using tiles::GatherTile;
 using tiles::kPanel;
 using tiles::kGroupRows;
+using tiles::PieceStart;
 using tiles::PanelKv;
 using tiles::PrefetchRead;
 using tiles::PrefetchWrite;
@@ -226,7 +227,8 @@ PanelKv& SortedKv() {
 // covering the union of the group's windows. With `ks` (hax), a key of the window whose
 // top-k interval holds the row's position (evict[n] > p) is masked there, and the rows
 // then attend the range of the ks part that their positions can reach, under its
-// predicate: each key once. Pieces start at any column (Scores' shift).
+// predicate: each key once. Pieces start at any column (Scores' shift) or, without
+// kShiftedPieces, on the panel of their first column.
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
               int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
               const KsPart* ks, const int64_t* evict) {
@@ -254,6 +256,8 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
   }
   // The last piece of each part may end in dot-product columns, which read K rows in
   // place: fetch them while the pieces before compute.
+  glo = PieceStart(glo);
+  klo = PieceStart(klo);
   if (glo < ghi) {
     const int64_t last = glo + (ghi - glo - 1) / w * w;
     RowGroup::PrefetchScores(kv, last, ghi - last);
