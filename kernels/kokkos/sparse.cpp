@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "kernels/kokkos/gather_tile.h"
 #include "kernels/kokkos/host_tasks.h"
@@ -24,6 +25,7 @@ using tiles::GatherScratch;
 using tiles::GatherTile;
 using tiles::kPanel;
 using tiles::kGroupRows;
+using tiles::TileRows;
 using tiles::PieceStart;
 using tiles::PanelKv;
 using tiles::PrefetchRead;
@@ -222,29 +224,91 @@ PanelKv& SortedKv() {
   return kv;
 }
 
-// Rows [n, n + nr) (nr <= kGroupRows) of one (batch, KV head)'s sorted queries: each
-// attends its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels
-// covering the union of the group's windows. With `ks` (hax), a key of the window whose
-// top-k interval holds the row's position (evict[n] > p) is masked there, and the rows
-// then attend the range of the ks part that their positions can reach, under its
-// predicate: each key once. Pieces start at any column (Scores' shift) or, without
-// kShiftedPieces, on the panel of their first column.
+// A row group: rows [begin, end) (at most kGroupRows) of one (batch, KV head)'s sorted
+// queries, in segments [begin, seg_end[0]), [seg_end[0], seg_end[1]), ...: each segment a
+// run of one block's rows (one bin, overlapping windows). With small bins (8 hash bits:
+// ~4 rows of a bin per hax chunk) a group holds several bins, so that the ks part and the
+// group's fixed costs are shared by 8 rows, not by the few of one bin (a segment's lsh
+// window runs on a tile of as few rows as it holds, RowGroup::Scores<R>).
+struct GroupPlan {
+  int64_t begin = 0, end = 0;
+  int nseg = 0;
+  int64_t seg_end[kGroupRows];
+};
+
+// The row groups of blocks [b0, b1) (consecutive rows): kGroupRows consecutive rows each
+// (the last may hold fewer), a segment ending at each block's end and at the group's.
+void PackGroups(const std::vector<LshBlock>& blocks, int64_t b0, int64_t b1,
+                std::vector<GroupPlan>* groups) {
+  groups->clear();
+  GroupPlan g;
+  for (int64_t x = b0; x < b1; ++x) {
+    for (int64_t n = blocks[x].begin; n < blocks[x].end;) {
+      if (g.nseg == 0) g.begin = g.end = n;
+      const int64_t e = std::min(blocks[x].end, g.begin + kGroupRows);
+      g.end = e;
+      g.seg_end[g.nseg++] = e;
+      n = e;
+      if (g.end - g.begin == kGroupRows) {
+        groups->push_back(g);
+        g = GroupPlan();
+      }
+    }
+  }
+  if (g.nseg > 0) groups->push_back(g);
+}
+
+// Each segment's window union [glo[x], ghi[x]) (empty: glo >= ghi), its start moved to
+// where a piece may start.
+void SegmentWindows(const LshQueries& q, const GroupPlan& gp, int64_t* glo, int64_t* ghi) {
+  for (int x = 0; x < gp.nseg; ++x) {
+    glo[x] = std::numeric_limits<int64_t>::max();
+    ghi[x] = 0;
+    for (int64_t n = x == 0 ? gp.begin : gp.seg_end[x - 1]; n < gp.seg_end[x]; ++n) {
+      if (q.lo[n] < q.hi[n]) {
+        glo[x] = std::min(glo[x], q.lo[n]);
+        ghi[x] = std::max(ghi[x], q.hi[n]);
+      }
+    }
+    glo[x] = PieceStart(std::min(glo[x], ghi[x]));
+  }
+}
+
+// The K^T panels and V rows of the next group's lsh windows, into L2 while this group
+// computes: a window sits anywhere in the head's sorted keys (its bin), and perf put
+// most of the attention's samples on the first loads of its V rows and panels.
+void PrefetchWindows(const PanelKv& kv, const LshQueries& q, const GroupPlan& gp) {
+  int64_t glo[kGroupRows], ghi[kGroupRows];
+  SegmentWindows(q, gp, glo, ghi);
+  for (int x = 0; x < gp.nseg; ++x) {
+    if (glo[x] >= ghi[x]) continue;
+    constexpr int64_t kF = sizeof(float);
+    const int64_t p0 = glo[x] / kPanel, p1 = (ghi[x] - 1) / kPanel + 1;
+    tiles::PrefetchRangeL2(kv.Panel(p0 * kPanel), (p1 - p0) * kv.d * kPanel * kF);
+    tiles::PrefetchRangeL2(kv.V(glo[x]), (ghi[x] - glo[x]) * kv.dp * kF);
+  }
+}
+
+// One row group of one (batch, KV head)'s sorted queries: each row attends its lsh
+// window [lo, hi) of the sorted keys `kv`, a segment at a time, in pieces of whole panels
+// covering the union of the segment's windows (a segment of m rows on a tile of
+// TileRows(m) rows). With `ks` (hax), a key of the window whose top-k interval
+// holds the row's position (evict[n] > p) is masked there, and the group's rows then
+// attend the range of the ks part that their positions can reach, under its predicate:
+// each key once. Pieces start at any column (Scores' shift) or, without kShiftedPieces,
+// on the panel of their first column.
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
-              int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
+              const GroupPlan& gp, const SparseTiles& tl, RowGroup& g, float* out,
               const KsPart* ks, const int64_t* evict) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
+  const int64_t n = gp.begin, nr = gp.end - gp.begin;
   const int64_t* rows = q.rows.data() + n;
   auto pos = [&](int64_t r) { return LastKey(s, rows[r] % s.Lq); };  // keys allowed: <= pos
   g.Begin(t.Q(b, hq0, 0), rows, nr);
-  int64_t glo = s.Lk, ghi = 0;
-  for (int64_t r = 0; r < nr; ++r) {
-    if (q.lo[n + r] < q.hi[n + r]) {
-      glo = std::min(glo, q.lo[n + r]);
-      ghi = std::max(ghi, q.hi[n + r]);
-    }
-  }
   const int64_t w = PieceCols(tl);
+  int64_t glo[kGroupRows], ghi[kGroupRows];
+  SegmentWindows(q, gp, glo, ghi);
   int64_t klo = 0, khi = 0;
   if (ks != nullptr && nr > 0) {
     int64_t pmin = pos(0), pmax = pos(0);
@@ -253,37 +317,54 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
       pmax = std::max(pmax, pos(r));
     }
     ks->Range(pmin, pmax, &klo, &khi);
+    klo = PieceStart(klo);
   }
   // The last piece of each part may end in dot-product columns, which read K rows in
   // place: fetch them while the pieces before compute.
-  glo = PieceStart(glo);
-  klo = PieceStart(klo);
-  if (glo < ghi) {
-    const int64_t last = glo + (ghi - glo - 1) / w * w;
-    RowGroup::PrefetchScores(kv, last, ghi - last);
+  for (int x = 0; x < gp.nseg; ++x) {
+    if (glo[x] < ghi[x]) {
+      const int64_t last = glo[x] + (ghi[x] - glo[x] - 1) / w * w;
+      RowGroup::PrefetchScores(kv, last, ghi[x] - last);
+    }
   }
   if (klo < khi) {
     const int64_t last = klo + (khi - klo - 1) / w * w;
     RowGroup::PrefetchScores(ks->kv, last, khi - last);
   }
-  for (int64_t j0 = glo; j0 < ghi; j0 += w) {
-    const int64_t ncp = std::min(w, RoundUp(ghi - j0, kPanel));
-    g.Scores(kv, j0, std::min(w, ghi - j0));
-    auto mask = [&](int64_t r, float* row) {
-      const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
-      const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
-      if (e <= a) {
-        std::fill(row, row + ncp, kNegInf);
-        return;
-      }
-      std::fill(row, row + a, kNegInf);
-      std::fill(row + e, row + ncp, kNegInf);
-      if (evict != nullptr) {
-        const int64_t p = pos(r);  // keys in the window are <= p
-        for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
-      }
-    };
-    g.Update(ncp, kv.V(j0), 0, std::min(ncp, ghi - j0), mask);
+  // Segment rows [r0, r1) on the tile rows [off, off + R).
+  auto segment = [&](auto rows_tag, int64_t off, int64_t r0, int64_t r1, int64_t lo,
+                     int64_t hi) {
+    constexpr int R = decltype(rows_tag)::value;
+    for (int64_t j0 = lo; j0 < hi; j0 += w) {
+      const int64_t ncp = std::min(w, RoundUp(hi - j0, kPanel));
+      g.Scores<R>(kv, j0, std::min(w, hi - j0), off);
+      auto mask = [&](int64_t r, float* row) {
+        const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
+        const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
+        if (e <= a) {
+          std::fill(row, row + ncp, kNegInf);
+          return;
+        }
+        std::fill(row, row + a, kNegInf);
+        std::fill(row + e, row + ncp, kNegInf);
+        if (evict != nullptr) {
+          const int64_t p = pos(r);  // keys in the window are <= p
+          for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
+        }
+      };
+      g.Update<R>(off, r0, r1, ncp, kv.V(j0), 0, std::min(ncp, hi - j0), mask);
+    }
+  };
+  for (int x = 0; x < gp.nseg; ++x) {
+    const int64_t r0 = (x == 0 ? gp.begin : gp.seg_end[x - 1]) - n, r1 = gp.seg_end[x] - n;
+    // The tile rows [off, off + R) hold [r0, r1): r1 - r0 <= R, off <= r0, r1 <= 8.
+    const int64_t rt = TileRows(r1 - r0), off = std::min(r0, kGroupRows - rt);
+    switch (rt) {
+      case 1: segment(std::integral_constant<int, 1>(), off, r0, r1, glo[x], ghi[x]); break;
+      case 2: segment(std::integral_constant<int, 2>(), off, r0, r1, glo[x], ghi[x]); break;
+      case 4: segment(std::integral_constant<int, 4>(), off, r0, r1, glo[x], ghi[x]); break;
+      default: segment(std::integral_constant<int, 8>(), off, r0, r1, glo[x], ghi[x]); break;
+    }
   }
   for (int64_t j0 = klo; j0 < khi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(khi - j0, kPanel)), nc = std::min(ncp, khi - j0);
@@ -297,26 +378,27 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
       }
       std::fill(row + nc, row + ncp, kNegInf);
     };
-    g.Update(ncp, ks->kv.V(j0), 0, nc, mask);
+    g.Update<kGroupRows>(0, 0, nr, ncp, ks->kv.V(j0), 0, nc, mask);
   }
   g.Store(out + OutIndex(s, b, hq0, 0, 0), rows);
 }
 
-// The row groups of one block in turn, each prefetching the rows of the next: the next
-// group of the block or, after its last, the first of the head's next block (its rows
-// follow), so that a block's first group does not wait on DRAM either.
-void LshBlockGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan,
-                    const LshBlock& blk, const SparseTiles& tl, float* out, const KsPart* ks,
-                    const int64_t* evict) {
-  const LshQueries& q = plan.queries[blk.head];
+// The row groups of blocks [b0, b1) of `head` (one chunk), one task each; each group
+// prefetches the rows that follow its own (the next group's, the next chunk's first
+// after the last), so that no group waits on DRAM for its Q and O rows.
+void LshChunkGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan, int64_t head,
+                    int64_t b0, int64_t b1, const SparseTiles& tl, float* out,
+                    const KsPart* ks, const int64_t* evict, const char* phase) {
+  const LshQueries& q = plan.queries[head];
   const int64_t rows = static_cast<int64_t>(q.rows.size());
-  RowGroup& g = Group(t.shape.d, tl);
-  for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
-    const int64_t nr = std::min(kGroupRows, blk.end - n);
-    const int64_t next = std::min(n + kGroupRows, blk.end);
-    PrefetchRows(t, q, blk.head, next, std::min(rows, next + kGroupRows), out);
-    LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ks, evict);
-  }
+  thread_local std::vector<GroupPlan> groups;
+  PackGroups(plan.blocks, b0, b1, &groups);
+  ParallelTasks(phase, static_cast<int64_t>(groups.size()), [&](int64_t x) {
+    const GroupPlan& gp = groups[x];
+    PrefetchRows(t, q, head, gp.end, std::min(rows, gp.end + kGroupRows), out);
+    if (x + 1 < static_cast<int64_t>(groups.size())) PrefetchWindows(kv, q, groups[x + 1]);
+    LshGroup(t, kv, q, head, gp, tl, Group(t.shape.d, tl), out, ks, evict);
+  });
 }
 
 // Query block qb of the query heads of KV head `head` (= b * Hkv + hkv) attends the
@@ -366,17 +448,15 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
   const Shape& s = t.shape;
   const std::vector<BinnedKeys> keys = SortKeysAll(s, bins, KokkosTasks);
   const LshPlan plan = SortQueries(s, bins, keys, k, tl.br, 0, KokkosTasks);
-  const std::vector<LshBlock>& blocks = plan.blocks;
   PanelKv& kv = SortedKv();  // one KV head's keys in (bin, position) order, rebuilt per head
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, keys[head].perm.data(), s.Lk);
     });
-    const int64_t t0 = plan.first[head], t1 = plan.first[head + 1];  // one chunk a head
-    ParallelTasks("attntune::attend::lsh", t1 - t0, [&](int64_t task) {
-      LshBlockGroups(t, kv, plan, blocks[t0 + task], tl, out, nullptr, nullptr);
-    });
+    // One chunk a head.
+    LshChunkGroups(t, kv, plan, head, plan.first[head], plan.first[head + 1], tl, out,
+                   nullptr, nullptr, "attntune::attend::lsh");
   }
 }
 
@@ -410,11 +490,9 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
       RunPhase("attntune::select::ks_union", [&] {
         BuildKsPart(t, b, hkv, h, i0 / tl.br, i0, chunk_rows, &ks);  // chunks start on blocks
       });
-      const int64_t t0 = plan.first[head * plan.chunks + c];
-      const int64_t t1 = plan.first[head * plan.chunks + c + 1];
-      ParallelTasks("attntune::attend::hax", t1 - t0, [&](int64_t task) {
-        LshBlockGroups(t, kv, plan, plan.blocks[t0 + task], tl, out, &ks, evict.data());
-      });
+      LshChunkGroups(t, kv, plan, head, plan.first[head * plan.chunks + c],
+                     plan.first[head * plan.chunks + c + 1], tl, out, &ks, evict.data(),
+                     "attntune::attend::hax");
     }
   }
 }

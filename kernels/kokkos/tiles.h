@@ -62,6 +62,19 @@ inline void PrefetchRead(const void* p) {
   __builtin_prefetch(p, 0);
 #endif
 }
+// Into L2 (and L3), not L1: for data wanted after the current work, which L1 must keep.
+inline void PrefetchL2(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
+// Every cache line of [p, p + bytes) into L2.
+inline void PrefetchRangeL2(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t off = 0; off < bytes; off += kAlign) PrefetchL2(c + off);
+}
 inline void PrefetchWrite(const void* p) {
 #if defined(__x86_64__) && defined(__PRFCHW__)
   asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
