@@ -274,21 +274,6 @@ void SegmentWindows(const LshQueries& q, const GroupPlan& gp, int64_t* glo, int6
   }
 }
 
-// The K^T panels and V rows of the next group's lsh windows, into L2 while this group
-// computes: a window sits anywhere in the head's sorted keys (its bin), and perf put
-// most of the attention's samples on the first loads of its V rows and panels.
-void PrefetchWindows(const PanelKv& kv, const LshQueries& q, const GroupPlan& gp) {
-  int64_t glo[kGroupRows], ghi[kGroupRows];
-  SegmentWindows(q, gp, glo, ghi);
-  for (int x = 0; x < gp.nseg; ++x) {
-    if (glo[x] >= ghi[x]) continue;
-    constexpr int64_t kF = sizeof(float);
-    const int64_t p0 = glo[x] / kPanel, p1 = (ghi[x] - 1) / kPanel + 1;
-    tiles::PrefetchRangeL2(kv.Panel(p0 * kPanel), (p1 - p0) * kv.d * kPanel * kF);
-    tiles::PrefetchRangeL2(kv.V(glo[x]), (ghi[x] - glo[x]) * kv.dp * kF);
-  }
-}
-
 // One row group of one (batch, KV head)'s sorted queries: each row attends its lsh
 // window [lo, hi) of the sorted keys `kv`, a segment at a time, in pieces of whole panels
 // covering the union of the segment's windows (a segment of m rows on a tile of
@@ -396,7 +381,6 @@ void LshChunkGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan, in
   ParallelTasks(phase, static_cast<int64_t>(groups.size()), [&](int64_t x) {
     const GroupPlan& gp = groups[x];
     PrefetchRows(t, q, head, gp.end, std::min(rows, gp.end + kGroupRows), out);
-    if (x + 1 < static_cast<int64_t>(groups.size())) PrefetchWindows(kv, q, groups[x + 1]);
     LshGroup(t, kv, q, head, gp, tl, Group(t.shape.d, tl), out, ks, evict);
   });
 }
