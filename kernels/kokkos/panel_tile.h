@@ -175,6 +175,60 @@ inline void TilePVPanels(const float* __restrict p, int64_t ldp, const float* __
   }
 }
 
+// Lanes of a where the mask m is set (all bits), else those of b.
+inline PanelVec Select(const PanelIdx& m, const PanelVec& a, const PanelVec& b) {
+  return reinterpret_cast<PanelVec>((reinterpret_cast<PanelIdx>(a) & m) |
+                                    (reinterpret_cast<PanelIdx>(b) & ~m));
+}
+
+// tiles::ExpNonPositive on kPanel lanes, the same operations: its scalar loop did not
+// vectorise on AVX2 (GCC kept the selects as branches: "control flow in loop").
+inline PanelVec ExpNonPositiveVec(const PanelVec& x) {
+  const PanelVec zero = {}, lo = zero - 87.0f;
+  const PanelVec xc = Select(x >= lo, Select(x <= zero, x, zero), lo);
+  const float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds
+  const PanelVec n = (xc * 1.44269504088896341f + kRound) - kRound;
+  PanelVec r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  PanelVec p = zero + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const PanelIdx bits = (__builtin_convertvector(n, PanelIdx) + 127) << 23;  // 2^n
+  const PanelVec e = p * reinterpret_cast<PanelVec>(bits);
+  return Select(x != x, x, Select(x < lo, zero, e));
+}
+
+// One row's online-softmax step over row[0..n) (masked -inf, n a multiple of kPanel), as
+// tiles::OnlineSoftmaxRow, with ExpNonPositiveVec.
+inline bool SoftmaxRowVec(float* __restrict row, int64_t n, float& m, float& l,
+                          float* __restrict acc, int64_t dp) {
+  const float mnew = RowMax(row, n, m);
+  if (mnew == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + n, 0.0f);
+    return false;
+  }
+  PanelVec sum = {};
+  for (int64_t j = 0; j < n; j += kPanel) {
+    PanelVec& v = *reinterpret_cast<PanelVec*>(row + j);
+    v = ExpNonPositiveVec(v - mnew);
+    sum += v;
+  }
+  float total = 0.0f;
+  for (int u = 0; u < kPanel; ++u) total += sum[u];
+  if (mnew != m) {
+    const float alpha = std::exp(m - mnew);  // 0 on the first keys (m = -inf)
+    for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
+    l *= alpha;
+    m = mnew;
+  }
+  l += total;
+  return true;
+}
+
 // One level of LaneSums: a and c hold blocks of W lanes (one row's partial sums per
 // block); the result holds blocks of W / 2: block 2b the sum of block b's halves of a,
 // block 2b + 1 that of c.
@@ -398,9 +452,6 @@ struct RowGroup {
   template <int R, class Mask>
   void Update(int64_t off, int64_t r0, int64_t r1, int64_t ncp, const float* v, int64_t plo,
               int64_t phi, const Mask& mask) {
-    // The softmax step takes whole kLanes-column blocks: with 8-column panels the columns
-    // past ncp are masked here.
-    const int64_t ncs = RoundUp(ncp, kLanes);
     bool any = false;
     for (int64_t r = off; r < off + R; ++r) {
       float* __restrict row = s.data() + r * lds;
@@ -409,8 +460,7 @@ struct RowGroup {
         continue;
       }
       mask(r, row);
-      std::fill(row + ncp, row + ncs, -std::numeric_limits<float>::infinity());
-      if (OnlineSoftmaxRow(row, ncs, m[r], l[r], acc.data() + r * dp, dp)) any = true;
+      if (SoftmaxRowVec(row, ncp, m[r], l[r], acc.data() + r * dp, dp)) any = true;
     }
     if (!any || phi <= plo) return;
     constexpr int kNV = PVVecs<R>();

@@ -52,6 +52,8 @@ void CheckInputs(const Tensors& t, const SparseTiles& tl) {
   const Shape& s = t.shape;
   ATTNTUNE_CHECK(tl.br >= 1 && tl.bc >= 1 && tl.bc <= 512);
   ATTNTUNE_CHECK(s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Lq <= s.Lk);
+  // Positions and eviction times in int32 (PrefixTopKEvictions, the masks' lanes).
+  ATTNTUNE_CHECK(s.Lk < std::numeric_limits<int32_t>::max());
   ATTNTUNE_CHECK(static_cast<int64_t>(t.q.size()) == s.QElems());
   ATTNTUNE_CHECK(static_cast<int64_t>(t.k.size()) == s.KvElems());
   ATTNTUNE_CHECK(static_cast<int64_t>(t.v.size()) == s.KvElems());
@@ -186,6 +188,11 @@ struct KsPart {
   PanelKv kv;
   std::vector<int64_t> keys, evict;
   int64_t n_evicted = 0, n_held = 0;
+  // Column n is attended by the row at position p iff from[n] <= p < until[n]: the key's
+  // position and eviction time, INT32_MIN and INT32_MAX for a held key, and a column past
+  // the last key (kPanel of them: a piece ends before the next panel) never: the mask,
+  // in int32 lanes, vectorises.
+  std::vector<int32_t> from, until;
 
   // Keys [n_evicted, n_evicted + n_held) need no per-row predicate.
   bool Held(int64_t n) const { return n >= n_evicted && n < n_evicted + n_held; }
@@ -211,8 +218,18 @@ void BuildKsPart(const Tensors& t, int64_t b, int64_t hkv, const TopKHead& h, in
   ks->keys.insert(ks->keys.end(), runs.entering.begin(), runs.entering.end());
   ks->n_evicted = static_cast<int64_t>(runs.evicted.size());
   ks->n_held = static_cast<int64_t>(runs.held.size());
-  ks->evict.resize(ks->keys.size());
-  for (size_t n = 0; n < ks->keys.size(); ++n) ks->evict[n] = h.evict[ks->keys[n]];
+  const size_t nk = ks->keys.size();
+  ks->evict.resize(nk);
+  for (size_t n = 0; n < nk; ++n) ks->evict[n] = h.evict[ks->keys[n]];
+  constexpr int32_t kMin = std::numeric_limits<int32_t>::min();
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  ks->from.assign(nk + kPanel, kMax);
+  ks->until.assign(nk + kPanel, kMin);
+  for (size_t n = 0; n < nk; ++n) {
+    const bool held = ks->Held(static_cast<int64_t>(n));
+    ks->from[n] = held ? kMin : static_cast<int32_t>(ks->keys[n]);
+    ks->until[n] = held ? kMax : static_cast<int32_t>(ks->evict[n]);
+  }
   ks->kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks->keys.data(),
                static_cast<int64_t>(ks->keys.size()));
 }
@@ -284,7 +301,7 @@ void SegmentWindows(const LshQueries& q, const GroupPlan& gp, int64_t* glo, int6
 // on the panel of their first column.
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
               const GroupPlan& gp, const SparseTiles& tl, RowGroup& g, float* out,
-              const KsPart* ks, const int64_t* evict) {
+              const KsPart* ks, const int32_t* evict) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
   const int64_t n = gp.begin, nr = gp.end - gp.begin;
@@ -323,18 +340,20 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
     for (int64_t j0 = lo; j0 < hi; j0 += w) {
       const int64_t ncp = std::min(w, RoundUp(hi - j0, kPanel));
       g.Scores<R>(kv, j0, std::min(w, hi - j0), off);
-      auto mask = [&](int64_t r, float* row) {
-        const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
-        const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
-        if (e <= a) {
-          std::fill(row, row + ncp, kNegInf);
-          return;
-        }
-        std::fill(row, row + a, kNegInf);
-        std::fill(row + e, row + ncp, kNegInf);
-        if (evict != nullptr) {
-          const int64_t p = pos(r);  // keys in the window are <= p
-          for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
+      // Row r attends the columns u of its window [a, e), less (hax) those whose key its
+      // ks set holds (evict > p): one pass in int32 lanes.
+      auto mask = [&](int64_t r, float* __restrict row) {
+        const int32_t a = static_cast<int32_t>(std::clamp<int64_t>(q.lo[n + r] - j0, 0, ncp));
+        const int32_t e = static_cast<int32_t>(std::clamp<int64_t>(q.hi[n + r] - j0, 0, ncp));
+        const int32_t nc = static_cast<int32_t>(ncp);
+        if (evict == nullptr) {
+          for (int32_t u = 0; u < nc; ++u) row[u] = u >= a && u < e ? row[u] : kNegInf;
+        } else {
+          const int32_t p = static_cast<int32_t>(pos(r));  // keys in the window are <= p
+          const int32_t* ev = evict + j0;
+          for (int32_t u = 0; u < nc; ++u) {
+            row[u] = u >= a && u < e && ev[u] <= p ? row[u] : kNegInf;
+          }
         }
       };
       g.Update<R>(off, r0, r1, ncp, kv.V(j0), 0, std::min(ncp, hi - j0), mask);
@@ -354,14 +373,11 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
   for (int64_t j0 = klo; j0 < khi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(khi - j0, kPanel)), nc = std::min(ncp, khi - j0);
     g.Scores(ks->kv, j0, nc);
-    auto mask = [&](int64_t r, float* row) {
-      const int64_t p = pos(r);
-      for (int64_t u = 0; u < nc; ++u) {
-        if (ks->Held(j0 + u)) continue;
-        const bool in = ks->keys[j0 + u] <= p && p < ks->evict[j0 + u];
-        row[u] = in ? row[u] : kNegInf;
-      }
-      std::fill(row + nc, row + ncp, kNegInf);
+    const int32_t* from = ks->from.data() + j0;
+    const int32_t* until = ks->until.data() + j0;
+    auto mask = [&](int64_t r, float* __restrict row) {
+      const int32_t p = static_cast<int32_t>(pos(r));
+      for (int64_t u = 0; u < ncp; ++u) row[u] = from[u] <= p && p < until[u] ? row[u] : kNegInf;
     };
     g.Update<kGroupRows>(0, 0, nr, ncp, ks->kv.V(j0), 0, nc, mask);
   }
@@ -373,7 +389,7 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
 // after the last), so that no group waits on DRAM for its Q and O rows.
 void LshChunkGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan, int64_t head,
                     int64_t b0, int64_t b1, const SparseTiles& tl, float* out,
-                    const KsPart* ks, const int64_t* evict, const char* phase) {
+                    const KsPart* ks, const int32_t* evict, const char* phase) {
   const LshQueries& q = plan.queries[head];
   const int64_t rows = static_cast<int64_t>(q.rows.size());
   thread_local std::vector<GroupPlan> groups;
@@ -460,14 +476,16 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
       SortQueries(s, bins, binned, k_lsh, tl.br, RoundUp(tl.chunk, tl.br), KokkosTasks);
   PanelKv& kv = SortedKv();
   KsPart ks;
-  std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
+  // In (bin, position) order, and kPanel more (a piece's mask reads to its last panel's
+  // end, masked by the window).
+  std::vector<int32_t> evict(static_cast<size_t>(s.Lk + kPanel), 0);
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, bk.perm.data(), s.Lk);
-      for (int64_t n = 0; n < s.Lk; ++n) evict[n] = h.evict[bk.perm[n]];
+      for (int64_t n = 0; n < s.Lk; ++n) evict[n] = static_cast<int32_t>(h.evict[bk.perm[n]]);
     });
     for (int64_t c = 0; c < plan.chunks; ++c) {
       const int64_t i0 = c * plan.chunk, chunk_rows = std::min(plan.chunk, s.Lq - i0);
