@@ -423,6 +423,12 @@ void TopKBlock(const Tensors& t, const TopKHead& h, int64_t head, int64_t qb,
 
 }  // namespace
 
+int64_t HaxChunk(const Shape& s, int64_t bins) {
+  int64_t chunk = 512;
+  while (chunk < 4096 && chunk * s.Group() < 16 * bins) chunk *= 2;
+  return chunk;
+}
+
 void RunPhase(const char* name, const std::function<void()>& fn) {
   ParallelTasks(name, 1, [&](int64_t) { fn(); });
 }
@@ -473,7 +479,8 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
   const std::vector<BinnedKeys> binned = SortKeysAll(s, bins, KokkosTasks);
   const LshPlan plan =
-      SortQueries(s, bins, binned, k_lsh, tl.br, RoundUp(tl.chunk, tl.br), KokkosTasks);
+      SortQueries(s, bins, binned, k_lsh, tl.br,
+                  RoundUp(tl.chunk > 0 ? tl.chunk : HaxChunk(s, bins.bins), tl.br), KokkosTasks);
   PanelKv& kv = SortedKv();
   KsPart ks;
   // In (bin, position) order, and kPanel more (a piece's mask reads to its last panel's

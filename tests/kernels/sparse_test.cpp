@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/generators.h"
+#include "kernels/kokkos/sparse.h"
 #include "kernels/reference/key_sets.h"
 #include "kernels/reference/reference.h"
 #include "kernels/selection/selection.h"
@@ -165,6 +166,19 @@ TEST_CASE("Sparse and hybrid kernels match their fp64 reference") {
       CHECK(RelErr(out.data(), ref) < kFp32Tol);
     }
   }
+}
+
+// hax's chunk by default: 512 positions, doubled while a bin would hold fewer than 16 of
+// a KV head's query rows per chunk, at most 4096.
+TEST_CASE("hax's default chunk grows with the number of bins") {
+  const Shape s = ParseShape("Hq=16,Hkv=8,L=16384,d=128", "x");  // 2 query heads a group
+  CHECK(HaxChunk(s, 16) == 512);     // 4 hash bits
+  CHECK(HaxChunk(s, 8) == 512);      // argmax rule, 8 bits
+  CHECK(HaxChunk(s, 64) == 512);     // 6 bits: 16 rows of a bin in 512 positions
+  CHECK(HaxChunk(s, 128) == 1024);
+  CHECK(HaxChunk(s, 256) == 2048);   // 8 bits
+  CHECK(HaxChunk(s, 65536) == 4096);  // 16 bits: at most 4096
+  CHECK(HaxChunk(ParseShape("Hq=8,Hkv=1,L=100,d=64", "x"), 256) == 512);
 }
 
 TEST_CASE("Every variant and implementation has reference cases") {
