@@ -254,12 +254,19 @@ struct GroupPlan {
 };
 
 // The row groups of blocks [b0, b1) (consecutive rows): kGroupRows consecutive rows each
-// (the last may hold fewer), a segment ending at each block's end and at the group's.
-void PackGroups(const std::vector<LshBlock>& blocks, int64_t b0, int64_t b1,
+// (some may hold fewer), a segment ending at each block's end and at the group's. With
+// `align` (lsh: no ks part to share), a block of kGroupRows rows or more starts a group,
+// so that its rows fill whole tiles (lsh k=64, 8 bits, L=16384: 42.6 tile columns a row
+// against 44.2 packed).
+void PackGroups(const std::vector<LshBlock>& blocks, int64_t b0, int64_t b1, bool align,
                 std::vector<GroupPlan>* groups) {
   groups->clear();
   GroupPlan g;
   for (int64_t x = b0; x < b1; ++x) {
+    if (align && g.nseg > 0 && blocks[x].end - blocks[x].begin >= kGroupRows) {
+      groups->push_back(g);
+      g = GroupPlan();
+    }
     for (int64_t n = blocks[x].begin; n < blocks[x].end;) {
       if (g.nseg == 0) g.begin = g.end = n;
       const int64_t e = std::min(blocks[x].end, g.begin + kGroupRows);
@@ -393,7 +400,7 @@ void LshChunkGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan, in
   const LshQueries& q = plan.queries[head];
   const int64_t rows = static_cast<int64_t>(q.rows.size());
   thread_local std::vector<GroupPlan> groups;
-  PackGroups(plan.blocks, b0, b1, &groups);
+  PackGroups(plan.blocks, b0, b1, ks == nullptr, &groups);
   ParallelTasks(phase, static_cast<int64_t>(groups.size()), [&](int64_t x) {
     const GroupPlan& gp = groups[x];
     PrefetchRows(t, q, head, gp.end, std::min(rows, gp.end + kGroupRows), out);
