@@ -12,6 +12,7 @@
 #include "core/types.h"
 #include "kernels/variant.h"
 #include "profiler/device.h"
+#include "profiler/launches.h"
 #include "profiler/timer.h"
 
 namespace attntune {
@@ -22,6 +23,9 @@ struct MeasureHooks {
   std::function<void()> before_each;
   /// Device readings added to a measurement's metrics (clocks, temperature); may be empty.
   std::function<void(std::map<std::string, double>*)> after_measure;
+  /// A recorder of what a candidate's checked run launches (bench lists it and takes the
+  /// selection phase from it); may be empty.
+  std::function<std::unique_ptr<LaunchRecorder>()> record_launches;
 };
 
 /// Hardware counters of one launch. Counter passes run after every timing (DESIGN.md s6);

@@ -26,6 +26,7 @@ struct AllocateArgs {
   std::string granularity = "head";
   std::string out = "attntune_out";
   std::string db;  // empty: <out>/attntune.db
+  std::string min_quality;
   bool no_measure = false;
 };
 
@@ -47,6 +48,9 @@ void RegisterAllocate(CLI::App& app, int* rc) {
   cmd->add_option("--strategy", o.strategy, "rule, greedy, consa or import")->capture_default_str();
   cmd->add_option("--calib", o.calib,
                   "Captured q.<l>, k.<l>, v.<l> (safetensors); default: generator");
+  cmd->add_option("--min-quality", args->min_quality,
+                  "With --calib and --rho: choose the smallest window (16, 32, ...) under which "
+                  "every SWA KV head keeps mass_recall>=X and/or rel_err<=Y");
   cmd->add_option("--import", o.import_path,
                   "full_attention_heads.tsv (DuoAttention) or a mask JSON (--strategy import)");
   cmd->add_option("--window", o.window,
@@ -81,6 +85,7 @@ void RegisterAllocate(CLI::App& app, int* rc) {
     options.cost.policy.max_reps =
         std::max(options.cost.policy.max_reps, options.cost.policy.min_reps);
     if (options.window < 0) throw UserError("--window: must be a positive integer");
+    options.floor = ParseQualityFloor(args->min_quality, "--min-quality");
     options.args_json = nlohmann::json{{"command", "allocate"},
                                        {"model", options.model},
                                        {"granularity", args->granularity},
@@ -90,6 +95,7 @@ void RegisterAllocate(CLI::App& app, int* rc) {
                                        {"kv_bytes", options.kv_bytes},
                                        {"calib", options.calib},
                                        {"window", options.window},
+                                       {"min_quality", options.floor.ToString()},
                                        {"sink", options.sink},
                                        {"context", options.context},
                                        {"tune_budget", options.tune_budget},
@@ -112,6 +118,7 @@ void RegisterAllocate(CLI::App& app, int* rc) {
         options.strategy.c_str(), static_cast<long long>(r.chosen.SwaHeads()),
         static_cast<long long>(r.chosen.swa.size()), r.chosen.SwaFraction(), r.rho_target,
         static_cast<long long>(r.window));
+    if (!r.window_choice.empty()) std::printf("  window %lld: %s\n", static_cast<long long>(r.window), r.window_choice.c_str());
     if (std::abs(r.chosen.SwaFraction() - r.rho_target) > 1e-9 && r.budget.rfind("rho=", 0) == 0)
       std::printf(
           "  note: rho %.4g is not a whole number of units at this granularity; the nearest "

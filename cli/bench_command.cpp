@@ -8,6 +8,8 @@
 
 #include "cli/backends.h"
 #include "cli/commands.h"
+#include "core/error.h"
+#include "core/params.h"
 #include "reports/bench_record.h"
 #include "tuner/bench.h"
 
@@ -19,6 +21,7 @@ struct BenchArgs {
   std::string device = "cpu";
   bool json = false;
   bool unchecked = false;
+  std::string calib;
 };
 
 }  // namespace
@@ -42,6 +45,9 @@ void RegisterBench(CLI::App& app, int* rc) {
                   "measure peak memory at long lengths)")
       ->check(kPositiveFinite)
       ->capture_default_str();
+  cmd->add_option("--calib", args->calib,
+                  "Captured q/k/v (FILE[,FILE...], scripts/capture_qkv.py) with the shape's heads "
+                  "and head dim: quality is measured on every captured layer and head");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--unchecked", args->unchecked,
                 "Time without the fp64 reference (long lengths): no rel_err, no mass_recall");
@@ -54,6 +60,11 @@ void RegisterBench(CLI::App& app, int* rc) {
     std::unique_ptr<Backend> backend = OpenBackend(args->device, "--device");
     BenchRequest request = args->request;
     request.check = !args->unchecked;
+    if (!args->calib.empty()) {
+      request.calib = SplitList(args->calib);
+      if (request.calib.empty()) throw UserError("--calib: no calibration file given");
+      if (args->unchecked) throw UserError("--calib: quality needs the checked run (drop --unchecked)");
+    }
     const BenchRecord record = Bench(request, *backend);
     std::fputs((args->json ? RenderBenchRecordJson(record) : RenderBenchRecordText(record)).c_str(),
                stdout);

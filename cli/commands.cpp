@@ -136,6 +136,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
                 static_cast<long long>(i.samples), static_cast<long long>(i.metrics));
     for (const auto& [status, n] : i.trials_by_status)
       std::printf("  %-15s %lld\n", status.c_str(), static_cast<long long>(n));
+    std::printf("calibration sets %lld\n", static_cast<long long>(i.calibrations));
     *rc = 0;
   });
 }

@@ -1,4 +1,5 @@
 // attntune run: one variant on the tensors of a safetensors file, O written to another.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct RunArgs {
   std::string in;
   std::string out;
   bool non_causal = false;
+  int64_t layer = -1;
 };
 
 }  // namespace
@@ -32,13 +34,17 @@ void RegisterRun(CLI::App& app, int* rc) {
   cmd->add_option("--in", args->in, "safetensors file with q [B,Hq,Lq,d], k, v [B,Hkv,Lk,d]")->required();
   cmd->add_option("--out", args->out, "safetensors file to write o [B,Hq,Lq,d] to")->required();
   cmd->add_flag("--non-causal", args->non_causal, "Every query sees every key");
+  cmd->add_option("--layer", args->layer,
+                  "Read q.<layer>, k.<layer>, v.<layer> of a captured file "
+                  "(scripts/capture_qkv.py) instead of q, k, v")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
     // run computes on the CPU backend (fp32 host buffers in and out).
     std::unique_ptr<Backend> cpu = OpenBackend("cpu", "--device");
     const Implementation* impl = &ImplementationNamed(*cpu, variant, Dtype::kF32, 0, args->impl);
     const Params given = ParseParams(args->params, "--params");
-    ProblemFile problem = ReadProblemFile(args->in, !args->non_causal);
+    ProblemFile problem = ReadProblemFile(args->in, !args->non_causal, args->layer);
     const Tensors& t = problem.tensors;
     const Params params = ResolveParams(variant, impl, t.shape, given, "--params");
     ReadOptionalTensors(params, &problem);

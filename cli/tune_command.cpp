@@ -29,6 +29,10 @@ struct TuneArgs {
   std::string phase = ToString(TuneOptions{}.phase);
   std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
   std::string generic = TuneOptions{}.generic ? "on" : "off";
+  std::string calib;
+  std::string min_quality;
+  CLI::Option* seq_lens_option = nullptr;     // whether --seq-lens was given
+  CLI::Option* min_quality_option = nullptr;  // whether --min-quality was given
   CLI::Option* budget_option = nullptr;       // whether --budget was given
   CLI::Option* time_budget_option = nullptr;  // whether --time-budget was given
 };
@@ -42,8 +46,17 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
   cmd->add_option("--dtype", args->dtype, "Input dtype: fp32 (cpu), fp16 or bf16 (cuda; default fp16)");
   cmd->add_flag("--flush-l2", o.flush_l2, "cuda: flush the L2 cache before every repetition");
   cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
-  cmd->add_option("--seq-lens", args->seq_lens, "Comma-separated sequence lengths")
-      ->capture_default_str();
+  args->seq_lens_option =
+      cmd->add_option("--seq-lens", args->seq_lens,
+                      "Comma-separated sequence lengths (with --calib: the capture's length)")
+          ->capture_default_str();
+  cmd->add_option("--calib", args->calib,
+                  "Captured q/k/v of the model (FILE[,FILE...], scripts/capture_qkv.py): each "
+                  "candidate's quality is measured on every captured layer and head, on the "
+                  "first L tokens, instead of on Gaussian inputs");
+  args->min_quality_option = cmd->add_option("--min-quality", args->min_quality,
+                  "Quality floor on the worst layer and head, mass_recall>=X and/or rel_err<=Y: "
+                  "the search looks for the fastest candidate that keeps it");
   cmd->add_option("--phase", args->phase,
                   "prefill: every query row of each length (Lq = Lk = L); decode: one query "
                   "row per head against L keys (Lq = 1; dma_decode runs all L steps)")
@@ -89,7 +102,16 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
   TuneOptions options = args->options;
   options.dtype = ResolveDtype(backend, args->dtype, "--dtype");
   options.variants = SplitList(args->variants);
-  options.seq_lens = ParseSeqLens(args->seq_lens, "--seq-lens");
+  options.calib = args->calib.empty() ? std::vector<std::string>{} : SplitList(args->calib);
+  if (!args->calib.empty() && options.calib.empty())
+    throw UserError("--calib: no calibration file given");
+  // With --calib and no --seq-lens, the capture's own length (PlanTune).
+  options.seq_lens = options.calib.empty() || args->seq_lens_option->count() > 0
+                         ? ParseSeqLens(args->seq_lens, "--seq-lens")
+                         : std::vector<int64_t>{};
+  options.floor = ParseQualityFloor(args->min_quality, "--min-quality");
+  if (args->min_quality_option->count() > 0 && options.floor.Empty())
+    throw UserError("--min-quality: empty (expected mass_recall>=X and/or rel_err<=Y)");
   const std::optional<Phase> phase = PhaseFromString(args->phase);
   if (!phase) throw UserError("--phase: '" + args->phase + "' is not prefill or decode");
   options.phase = *phase;
@@ -120,9 +142,58 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
                                      {"strategy", options.strategy},
                                      {"warm_start", options.warm_start},
                                      {"generic", options.generic},
-                                     {"seed", options.seed}}
+                                     {"seed", options.seed},
+                                     {"calib", options.calib},
+                                     {"min_quality", options.floor.ToString()}}
                           .dump();
   return options;
+}
+
+// Under a floor: per problem, the fastest candidate that keeps it, or that none does.
+void PrintChoices(const TuneOptions& options, const TuneSummary& s) {
+  const std::string floor = options.floor.ToString();
+  std::printf("attntune: quality on %s, floor %s on the worst layer and head\n",
+              s.quality_source.c_str(), floor.c_str());
+  bool any_sparse = false, any_sparse_problem = false;
+  for (const ProblemChoice& c : s.choices) {
+    auto metric = [](const TrialResult& r, const char* name) {
+      auto it = r.metrics.find(name);
+      return it == r.metrics.end() ? 0.0 : it->second;
+    };
+    if (c.variant == "dense") {
+      if (c.found)
+        std::printf("  %s: %s %.4g ms (the baseline)\n", c.problem.c_str(), c.config.c_str(),
+                    c.result.median_ms);
+      continue;
+    }
+    any_sparse_problem = true;
+    any_sparse = any_sparse || c.sparse_found;
+    if (c.found && c.sparse) {
+      std::printf("  %s: %s %.4g ms meets %s (mass_recall mean %.4f, worst %.4f at layer %lld "
+                  "head %lld; %.3g of dense's pairs)\n",
+                  c.problem.c_str(), c.config.c_str(), c.result.median_ms, floor.c_str(),
+                  metric(c.result, "mass_recall"), metric(c.result, "mass_recall_worst"),
+                  static_cast<long long>(metric(c.result, "mass_recall_worst_layer")),
+                  static_cast<long long>(metric(c.result, "mass_recall_worst_head")),
+                  metric(c.result, "pair_ratio"));
+    } else if (c.sparse_found) {
+      std::printf("  %s: %s %.4g ms meets %s but attends all of dense's pairs (a slower sparse "
+                  "candidate meets it too)\n",
+                  c.problem.c_str(), c.config.c_str(), c.result.median_ms, floor.c_str());
+    } else if (!c.closest.empty()) {
+      std::printf("  %s: no sparse configuration meets %s (closest: %s, mass_recall worst "
+                  "%.4f, rel_err worst %.4f)\n",
+                  c.problem.c_str(), floor.c_str(), c.closest.c_str(),
+                  metric(c.closest_result, "mass_recall_worst"),
+                  metric(c.closest_result, "rel_err_worst"));
+    } else {
+      std::printf("  %s: no sparse configuration meets %s (no ok candidate attended fewer pairs "
+                  "than dense)\n", c.problem.c_str(), floor.c_str());
+    }
+  }
+  if (any_sparse_problem && !any_sparse)
+    std::printf("attntune: no sparse configuration meets %s on %s\n", floor.c_str(),
+                s.quality_source.c_str());
 }
 
 // Plans and runs the tune of `options` on `backend`, printing progress and the summary.
@@ -143,6 +214,7 @@ void RunTuneCommand(const TuneOptions& options, Backend& backend) {
   std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
               static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
               static_cast<long long>(s.reused), static_cast<long long>(s.failed));
+  if (!options.floor.Empty()) PrintChoices(options, s);
   if (options.metrics)
     std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",
                 static_cast<long long>(s.counted), static_cast<long long>(s.counter_failures));

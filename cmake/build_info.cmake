@@ -18,7 +18,7 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ATTNTUNE_KERNEL
 # Chart.js, inlined into report.html so that the report works offline.
 find_file(CHARTJS_FILE NAMES chart.min.js chart.umd.js
   PATHS /usr/share/javascript/chart.js /usr/share/nodejs/chart.js/dist NO_DEFAULT_PATH)
-if(NOT CHARTJS_FILE)
+if(NOT CHARTJS_FILE AND NOT ATTNTUNE_LIBRARY_ONLY)
   message(FATAL_ERROR "Chart.js not found: install Debian's libjs-chart.js")
 endif()
 

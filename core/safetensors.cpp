@@ -127,7 +127,7 @@ std::vector<int32_t> StTensor::AsI32() const {
   return out;
 }
 
-StFile ReadSafetensors(const std::string& path) {
+StFile ReadSafetensors(const std::string& path, StMetadata* metadata) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw UserError(path + ": is a folder, not a safetensors file");
@@ -136,10 +136,10 @@ StFile ReadSafetensors(const std::string& path) {
   if (!in) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw UserError(path + ": cannot read (" + std::strerror(errno) + ")");
-  return ParseSafetensors(bytes, path);
+  return ParseSafetensors(bytes, path, metadata);
 }
 
-StFile ParseSafetensors(const std::string& bytes, const std::string& path) {
+StFile ParseSafetensors(const std::string& bytes, const std::string& path, StMetadata* metadata) {
   const std::vector<uint8_t> file(bytes.begin(), bytes.end());
   const Invalid invalid(path);
   if (file.size() < 8) {
@@ -174,7 +174,14 @@ StFile ParseSafetensors(const std::string& bytes, const std::string& path) {
   StFile tensors;
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end), name
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      if (!entry.is_object()) invalid("__metadata__ is not a JSON object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) invalid("__metadata__ value '" + key + "' is not a string");
+        if (metadata != nullptr) (*metadata)[key] = value.get<std::string>();
+      }
+      continue;
+    }
     tensors[name] = ParseEntry(name, entry, data_size, data, invalid);
     const nlohmann::json& off = entry["data_offsets"];
     spans.emplace_back(off[0].get<uint64_t>(), off[1].get<uint64_t>(), name);
@@ -197,8 +204,9 @@ StFile ParseSafetensors(const std::string& bytes, const std::string& path) {
   return tensors;
 }
 
-void WriteSafetensors(const std::string& path, const StFile& tensors) {
+void WriteSafetensors(const std::string& path, const StFile& tensors, const StMetadata& metadata) {
   nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     ATTNTUNE_CHECK_MSG(DtypeSize(t.dtype) != 0, "unknown dtype " + t.dtype);

@@ -84,16 +84,19 @@ void ReadOptionalTensors(const Params& params, ProblemFile* problem) {
 }
 
 
-ProblemFile ReadProblemFile(const std::string& path, bool causal) {
+ProblemFile ReadProblemFile(const std::string& path, bool causal, int64_t layer) {
   ProblemFile problem;
   problem.path = path;
   problem.file = ReadSafetensors(path);
-  const StTensor& q = RequireTensor(problem.file, "q", path, 4);
-  const StTensor& k = RequireTensor(problem.file, "k", path, 4);
-  const StTensor& v = RequireTensor(problem.file, "v", path, 4);
-  if (k.shape != v.shape) throw UserError(path + ": tensors 'k' and 'v' differ in shape");
+  const std::string suffix = layer >= 0 ? "." + std::to_string(layer) : "";
+  const std::string qn = "q" + suffix, kn = "k" + suffix, vn = "v" + suffix;
+  const StTensor& q = RequireTensor(problem.file, qn, path, 4);
+  const StTensor& k = RequireTensor(problem.file, kn, path, 4);
+  const StTensor& v = RequireTensor(problem.file, vn, path, 4);
+  if (k.shape != v.shape)
+    throw UserError(path + ": tensors '" + kn + "' and '" + vn + "' differ in shape");
   if (q.shape[0] != k.shape[0] || q.shape[3] != k.shape[3])
-    throw UserError(path + ": 'q' and 'k' differ in batch or head dim");
+    throw UserError(path + ": '" + qn + "' and '" + kn + "' differ in batch or head dim");
   Tensors& t = problem.tensors;
   t.shape = Shape{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], causal};
   ValidateShape(t.shape, path);
@@ -106,7 +109,7 @@ ProblemFile ReadProblemFile(const std::string& path, bool causal) {
 
 void CheckAttentionInputs(const Tensors& t, const std::string& what) {
   const Shape& s = t.shape;
-  const std::pair<const char*, const std::vector<float>*> tensors[] = {
+  const std::pair<const char*, const TensorData<float>*> tensors[] = {
       {"q", &t.q}, {"k", &t.k}, {"v", &t.v}};
   for (const auto& [name, x] : tensors) {
     for (size_t n = 0; n < x->size(); ++n) {
@@ -119,7 +122,7 @@ void CheckAttentionInputs(const Tensors& t, const std::string& what) {
   // The largest logit |q_i . k_j| / sqrt(d) is at most max|q_i| max|k_j| / sqrt(d)
   // (Cauchy-Schwarz); above kMaxLogit an fp32 kernel's softmax or P V overflows, and
   // what it returned would not be attention.
-  auto max_norm = [&](const std::vector<float>& x) {
+  auto max_norm = [&](const TensorData<float>& x) {
     double best = 0;
     for (size_t row = 0; row + static_cast<size_t>(s.d) <= x.size(); row += static_cast<size_t>(s.d)) {
       double sum = 0;

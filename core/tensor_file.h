@@ -4,6 +4,7 @@
 // shape with one line naming the file and the tensor.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/params.h"
@@ -19,9 +20,10 @@ struct ProblemFile {
 };
 
 /// Reads q, k, v of `path` and the shape they give (causal unless `causal` is false);
-/// UserError "<path>: ..." for a missing tensor, a wrong dtype or rank, shapes that
-/// disagree, or values CheckAttentionInputs refuses.
-ProblemFile ReadProblemFile(const std::string& path, bool causal);
+/// `layer` >= 0: the tensors q.<layer>, k.<layer>, v.<layer> of a captured file
+/// (scripts/capture_qkv.py) instead. UserError "<path>: ..." for a missing tensor, a wrong
+/// dtype or rank, shapes that disagree, or values CheckAttentionInputs refuses.
+ProblemFile ReadProblemFile(const std::string& path, bool causal, int64_t layer = -1);
 
 /// The largest logit, and |v| times Lk, an fp32 kernel is asked to handle: far above any
 /// model's (logits of tens), far below FLT_MAX (3.4e38) so that sums of exponentials and

@@ -136,6 +136,46 @@ CREATE TABLE claim(
   PRIMARY KEY(device_id, problem_id, config_id, build_id)) WITHOUT ROWID;
 )sql",
      nullptr},
+    // 3 -> 4: calibration sets (captured Q/K/V, tuner/calibration_set.h) as part of the
+    // problem's key, so that trials measured on them never mix with trials on the seeded
+    // Gaussian inputs (calib_id 0); each calibrated trial's quality per (layer, head); and
+    // the floor each run searched each problem under. The problem table is rebuilt with
+    // calib_id in its unique key (ids kept, so trials and claims keep their problems).
+    {R"sql(
+CREATE TABLE calibration(
+  id INTEGER PRIMARY KEY,
+  content_hash TEXT NOT NULL UNIQUE,
+  model TEXT NOT NULL,
+  layers TEXT NOT NULL,
+  tokens INTEGER NOT NULL,
+  files_json TEXT NOT NULL);
+CREATE TABLE problem_v4(
+  id INTEGER PRIMARY KEY,
+  B INTEGER NOT NULL, Hq INTEGER NOT NULL, Hkv INTEGER NOT NULL, d INTEGER NOT NULL,
+  Lq INTEGER NOT NULL, Lk INTEGER NOT NULL,
+  causal INTEGER NOT NULL CHECK(causal IN (0, 1)),
+  dtype TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  calib_id INTEGER NOT NULL DEFAULT 0,
+  UNIQUE(B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase, calib_id));
+INSERT INTO problem_v4(id, B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase, calib_id)
+  SELECT id, B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase, 0 FROM problem;
+DROP TABLE problem;
+ALTER TABLE problem_v4 RENAME TO problem;
+CREATE TABLE trial_quality(
+  trial_id INTEGER NOT NULL REFERENCES trial(id),
+  layer INTEGER NOT NULL,
+  head INTEGER NOT NULL,
+  mass_recall REAL,
+  rel_err REAL,
+  PRIMARY KEY(trial_id, layer, head)) WITHOUT ROWID;
+CREATE TABLE run_problem(
+  run_id INTEGER NOT NULL REFERENCES run(id),
+  problem_id INTEGER NOT NULL REFERENCES problem(id),
+  floor TEXT NOT NULL,
+  PRIMARY KEY(run_id, problem_id)) WITHOUT ROWID;
+)sql",
+     nullptr},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration step per schema version");
@@ -156,6 +196,11 @@ class Stmt {
  public:
   Stmt(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path) {
     int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    // Every statement is this file's own SQL, run by the tests: one SQLite cannot prepare
+    // meets a schema that is not the one attntune wrote (a header with an unknown schema
+    // format number, a table without its columns): a damaged file, found by the fuzzer.
+    if ((rc & 0xff) == SQLITE_ERROR)
+      throw UserError(path_ + ": the database is damaged (" + sqlite3_errmsg(db_) + ")");
     if (rc != SQLITE_OK) Fail(db_, path_, rc, "preparing a query");
   }
   ~Stmt() { sqlite3_finalize(stmt_); }
@@ -417,7 +462,7 @@ SELECT t.id, t.run_id, t.status, t.message, t.started_at, t.finished_at,
        d.id, d.kind, d.name, d.fingerprint_json,
        p.id, p.B, p.Hq, p.Hkv, p.d, p.Lq, p.Lk, p.causal, p.dtype, p.phase,
        c.id, c.variant, c.implementation, c.params_json, c.tunables_json,
-       b.id, b.version, b.kernel_hash
+       b.id, b.version, b.kernel_hash, p.calib_id
 FROM trial t
 JOIN device d ON d.id = t.device_id
 JOIN problem p ON p.id = t.problem_id
@@ -476,6 +521,7 @@ TrialRow ReadTrialRow(const Stmt& s, const std::string& path) {
   CheckJsonObject(path, row.config.id, "params_json", row.config.params_json);
   CheckJsonObject(path, row.config.id, "tunables_json", row.config.tunables_json);
   row.build = {s.Int(30), s.Text(31), s.Text(32)};
+  p.calib_id = s.Int(33);
   return row;
 }
 
@@ -576,11 +622,11 @@ int64_t Database::PutDevice(const DeviceRecord& device) {
 
 int64_t Database::PutProblem(const ProblemRecord& problem) {
   const char* const kInsert =
-      "INSERT INTO problem(B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING";
+      "INSERT INTO problem(B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase, calib_id) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING";
   const char* const kSelect =
       "SELECT id FROM problem WHERE B = ?1 AND Hq = ?2 AND Hkv = ?3 AND d = ?4 AND Lq = ?5 "
-      "AND Lk = ?6 AND causal = ?7 AND dtype = ?8 AND phase = ?9";
+      "AND Lk = ?6 AND causal = ?7 AND dtype = ?8 AND phase = ?9 AND calib_id = ?10";
   Stmt insert(db_, path_, kInsert);
   Stmt select(db_, path_, kSelect);
   for (Stmt* s : {&insert, &select}) {
@@ -589,6 +635,7 @@ int64_t Database::PutProblem(const ProblemRecord& problem) {
     s->Bind(7, int64_t{sh.causal ? 1 : 0});
     s->Bind(8, std::string(ToString(problem.dtype)));
     s->Bind(9, std::string(ToString(problem.phase)));
+    s->Bind(10, problem.calib_id);
   }
   insert.Run();
   ATTNTUNE_CHECK(select.Step());
@@ -619,6 +666,53 @@ int64_t Database::PutBuild(const BuildRecord& build) {
   select.Bind(1, build.version).Bind(2, build.kernel_hash);
   ATTNTUNE_CHECK(select.Step());
   return select.Int(0);
+}
+
+int64_t Database::PutCalibration(const CalibrationRecord& calibration) {
+  Stmt insert(db_, path_,
+              "INSERT INTO calibration(content_hash, model, layers, tokens, files_json) "
+              "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING");
+  insert.Bind(1, calibration.content_hash).Bind(2, calibration.model);
+  insert.Bind(3, calibration.layers).Bind(4, calibration.tokens);
+  insert.Bind(5, calibration.files_json).Run();
+  Stmt select(db_, path_, "SELECT id FROM calibration WHERE content_hash = ?1");
+  select.Bind(1, calibration.content_hash);
+  ATTNTUNE_CHECK(select.Step());
+  return select.Int(0);
+}
+
+std::vector<CalibrationRecord> Database::Calibrations() const {
+  Stmt stmt(db_, path_,
+            "SELECT id, content_hash, model, layers, tokens, files_json FROM calibration "
+            "ORDER BY id");
+  std::vector<CalibrationRecord> rows;
+  while (stmt.Step())
+    rows.push_back({stmt.Int(0), stmt.Text(1), stmt.Text(2), stmt.Text(3), stmt.Int(4),
+                    stmt.Text(5)});
+  return rows;
+}
+
+void Database::PutRunProblem(const RunProblemRecord& record) {
+  Stmt insert(db_, path_,
+              "INSERT OR REPLACE INTO run_problem(run_id, problem_id, floor) VALUES (?1, ?2, ?3)");
+  insert.Bind(1, record.run_id).Bind(2, record.problem_id).Bind(3, record.floor).Run();
+}
+
+std::vector<RunProblemRecord> Database::RunProblems() const {
+  Stmt stmt(db_, path_, "SELECT run_id, problem_id, floor FROM run_problem ORDER BY run_id, problem_id");
+  std::vector<RunProblemRecord> rows;
+  while (stmt.Step()) rows.push_back({stmt.Int(0), stmt.Int(1), stmt.Text(2)});
+  return rows;
+}
+
+std::vector<QualityCell> Database::QualityCells(int64_t trial_id) const {
+  Stmt stmt(db_, path_,
+            "SELECT layer, head, mass_recall, rel_err FROM trial_quality WHERE trial_id = ?1 "
+            "ORDER BY layer, head");
+  stmt.Bind(1, trial_id);
+  std::vector<QualityCell> cells;
+  while (stmt.Step()) cells.push_back({stmt.Int(0), stmt.Int(1), stmt.Real(2), stmt.Real(3)});
+  return cells;
 }
 
 int64_t Database::BeginRun(const std::string& args_json, int64_t device_id,
@@ -717,6 +811,11 @@ int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem
   Stmt metric(db_, path_, "INSERT INTO metric(trial_id, name, value) VALUES (?1, ?2, ?3)");
   for (const auto& [name, value] : result.metrics)
     metric.Bind(1, trial_id).Bind(2, name).Bind(3, value).Run();
+  Stmt cell(db_, path_,
+            "INSERT INTO trial_quality(trial_id, layer, head, mass_recall, rel_err) "
+            "VALUES (?1, ?2, ?3, ?4, ?5)");
+  for (const QualityCell& c : result.quality_cells)
+    cell.Bind(1, trial_id).Bind(2, c.layer).Bind(3, c.head).Bind(4, c.mass_recall).Bind(5, c.rel_err).Run();
   // The trial answers whoever waits on the claim from now on.
   Stmt drop(db_, path_,
             "DELETE FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND config_id = ?3 AND "
@@ -785,6 +884,7 @@ DbInfo Database::Info() const {
       {"SELECT count(*) FROM trial", &info.trials},
       {"SELECT count(*) FROM sample", &info.samples},
       {"SELECT count(*) FROM metric", &info.metrics},
+      {"SELECT count(*) FROM calibration", &info.calibrations},
   };
   for (const auto& [sql, count] : kCounts) *count = QueryInt(db_, path_, sql);
 

@@ -17,17 +17,17 @@ struct sqlite3;
 namespace attntune {
 
 /// The schema version this build writes (migrations bring older files up to it).
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 /// The oldest schema a read-only connection reads in place; an older file is read through
 /// an in-memory copy brought up to kSchemaVersion by the migrations.
-constexpr int kReadableSchemaVersion = 2;
+constexpr int kReadableSchemaVersion = 4;
 
 struct DbInfo {
   std::string path;
   int schema_version = 0;
   int64_t devices = 0, problems = 0, configs = 0, builds = 0, runs = 0, trials = 0, samples = 0,
-          metrics = 0;
+          metrics = 0, calibrations = 0;
   std::vector<std::pair<std::string, int64_t>> trials_by_status;  // ("ok", 12), ...
 };
 
@@ -74,6 +74,14 @@ class Database {
   int64_t PutProblem(const ProblemRecord& problem);  // key: every field
   int64_t PutConfig(const ConfigRecord& config);    // key: every field but the id
   int64_t PutBuild(const BuildRecord& build);       // key: version, kernel_hash
+  int64_t PutCalibration(const CalibrationRecord& calibration);  // key: content_hash
+  std::vector<CalibrationRecord> Calibrations() const;
+
+  /// Records that `record.run_id` searched `record.problem_id` under `record.floor`.
+  void PutRunProblem(const RunProblemRecord& record);
+  std::vector<RunProblemRecord> RunProblems() const;
+  /// The per (layer, head) quality stored with a calibrated trial, by layer then head.
+  std::vector<QualityCell> QualityCells(int64_t trial_id) const;
 
   int64_t BeginRun(const std::string& args_json, int64_t device_id, const std::string& now);
   void FinishRun(int64_t run_id, const std::string& now);
@@ -92,8 +100,8 @@ class Database {
   /// Drops `pid`'s claim on `key`, if it still holds one.
   void ReleaseClaim(const TrialKey& key, int64_t pid);
 
-  /// Stores a trial with its samples and metrics in one transaction, dropping any claim on
-  /// its key; returns its id.
+  /// Stores a trial with its samples, metrics and quality cells in one transaction,
+  /// dropping any claim on its key; returns its id.
   int64_t InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id, int64_t config_id,
                       int64_t build_id, const TrialResult& result);
 

@@ -31,7 +31,47 @@ struct ProblemRecord {
   Shape shape;
   Dtype dtype = Dtype::kF32;
   Phase phase = Phase::kPrefill;
+  /// The calibration set its quality is measured on (a CalibrationRecord's id); 0: the
+  /// problem's own seeded Gaussian inputs. Part of the problem's key, so that trials of
+  /// the two never mix.
+  int64_t calib_id = 0;
 };
+
+/// A calibration set: captured Q/K/V of a model (tuner/calibration_set.h).
+struct CalibrationRecord {
+  int64_t id = 0;
+  std::string content_hash;  // SHA-256 (hex) of the captured tensors: the set's identity
+  std::string model;         // the capture's model id ("" when its files name none)
+  std::string layers;        // captured layers, "0,1,5"
+  int64_t tokens = 0;        // the shortest captured sequence
+  std::string files_json = "[]";  // the paths it was first read from (informative)
+};
+
+/// The quality of one (layer, query head) of a calibration set under a configuration.
+struct QualityCell {
+  int64_t layer = 0;
+  int64_t head = 0;
+  double mass_recall = 1;
+  double rel_err = 0;
+};
+
+/// A quality floor (`tune --min-quality mass_recall>=0.95,rel_err<=0.05`): the bounds a
+/// configuration keeps on its worst (layer, head). Absent bound: no constraint.
+struct QualityFloor {
+  std::optional<double> min_mass_recall;
+  std::optional<double> max_rel_err;
+
+  bool Empty() const { return !min_mass_recall && !max_rel_err; }
+  /// "mass_recall>=0.95,rel_err<=0.05"; "" when empty. ParseQualityFloor reads it back.
+  std::string ToString() const;
+  /// Whether a trial's metrics meet the floor: mass_recall_worst and rel_err_worst (the
+  /// mean where a trial stored no worst value). An empty floor is met by every trial.
+  bool MetBy(const std::map<std::string, double>& metrics) const;
+};
+
+/// Parses "mass_recall>=X", "rel_err<=Y" or both, comma-separated ("" -> empty floor);
+/// UserError "<what>: ..." on anything else.
+QualityFloor ParseQualityFloor(const std::string& text, const std::string& what);
 
 struct ConfigRecord {
   int64_t id = 0;
@@ -56,6 +96,9 @@ struct TrialResult {
   double median_ms = 0, p10_ms = 0, p90_ms = 0, cv = 0;  // ok only
   std::vector<double> samples_ms;                       // raw, ok only
   std::map<std::string, double> metrics;  // rel_err, mass_recall, pairs, useful_flops, gflops...
+  /// Per (layer, query head) quality on a calibration set (stored with the trial; not
+  /// read back with it: Database::QualityCells).
+  std::vector<QualityCell> quality_cells;
 };
 
 /// A stored trial joined with its device, problem, config and build.
@@ -68,6 +111,13 @@ struct TrialRow {
   BuildRecord build;
   TrialResult result;
   int64_t sample_count = 0;
+};
+
+/// What a run searched under: the floor of each problem it tuned (run_problem).
+struct RunProblemRecord {
+  int64_t run_id = 0;
+  int64_t problem_id = 0;
+  std::string floor;  // QualityFloor::ToString(); "" none
 };
 
 struct RunRecord {

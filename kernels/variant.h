@@ -76,6 +76,26 @@ constexpr const char kGenericImplementation[] = "generic";
 constexpr const char kKokkosPlatform[] = "kokkos";
 constexpr const char kCudaPlatform[] = "cuda";
 
+/// One problem's tensors in a caller's device memory (the library's CUDA path): q, k, v and
+/// o in the problem's dtype; the optional tensors of DESIGN.md s1 on the device (fp32,
+/// windows int32; nullptr: not supplied); the CUDA device and stream to enqueue on.
+struct DeviceTensors {
+  Shape shape;
+  Dtype dtype = Dtype::kF16;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  const float* scores = nullptr;
+  const float* delta = nullptr;
+  const float* a = nullptr;
+  const float* mu = nullptr;
+  const float* proj = nullptr;
+  const int32_t* windows = nullptr;
+  int device = 0;          // CUDA ordinal; the caller's current device is restored after
+  void* stream = nullptr;  // cudaStream_t; nullptr: the default stream
+};
+
 struct Implementation {
   std::string id;                 // "tiled", ...
   std::string platform = kKokkosPlatform;  // who runs it: a backend of this platform
@@ -95,6 +115,10 @@ struct Implementation {
   /// Optional: the work alone, without returning O to the host (a GPU launch without its
   /// copies); the measurement times this when set, else `run`. The timer synchronises.
   std::function<void(const Tensors&, const Params&)> launch;
+  /// Optional: enqueues the run on the caller's device buffers without waiting for it (the
+  /// library's CUDA path); params are complete and valid. Without it the implementation
+  /// runs only on host tensors.
+  std::function<void(const DeviceTensors&, const Params&)> run_device;
   /// Optional: the relative-error bound of the correctness gate for this implementation's
   /// arithmetic (fp16 inputs, say); the gate uses the larger of it and the caller's.
   std::function<double(const Params&)> tolerance;

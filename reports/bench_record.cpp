@@ -90,6 +90,7 @@ std::string RenderBenchRecordJson(const BenchRecord& r) {
     kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"ms", k.ms}});
   j["kernels"] = kernels;
   j["inputs"] = r.inputs;
+  if (!r.calibration.empty()) j["calibration"] = r.calibration;
   j["select_ms"] = SelectPhaseMs(r.kernels);
   if (r.hardware) j["hardware"] = HardwareJson(*r.hardware);
   j["peak_rss_bytes"] = r.peak_rss_bytes;
@@ -109,6 +110,12 @@ std::string RenderBenchRecordText(const BenchRecord& r) {
     if (r.metrics.count("rel_err")) {
       Append(&out, ", rel_err %.3g, mass_recall %.4f\n", Metric(r, "rel_err"),
              Metric(r, "mass_recall"));
+      if (!r.calibration.empty())
+        Append(&out, "  on calibration %s: mass_recall worst %.4f (layer %.0f, head %.0f), "
+               "rel_err worst %.3g (layer %.0f, head %.0f)\n", r.calibration.c_str(),
+               Metric(r, "mass_recall_worst"), Metric(r, "mass_recall_worst_layer"),
+               Metric(r, "mass_recall_worst_head"), Metric(r, "rel_err_worst"),
+               Metric(r, "rel_err_worst_layer"), Metric(r, "rel_err_worst_head"));
     } else {
       Append(&out, ", unchecked: no reference, no quality\n");
     }

@@ -44,6 +44,9 @@ struct BenchRecord {
   Dtype dtype = Dtype::kF32;
   std::string timer;   // what timed it ("steady_clock", "cupti activity", ...)
   std::string inputs;  // the input pattern: gaussian, band, sinks, clusters or needle
+  /// The calibration set quality was measured on (`bench --calib`: CalibrationSet::Describe);
+  /// "" for the inputs it was timed on.
+  std::string calibration;
   TrialStatus status = TrialStatus::kOk;
   std::string message;                    // why it failed; empty when ok
   std::map<std::string, double> metrics;  // rel_err, mass_recall, pairs, gflops, ...

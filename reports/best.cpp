@@ -1,7 +1,9 @@
 // BestEntries: the fastest ok config per (device, variant, phase, variant params, d, Lk).
 #include <algorithm>
 #include <map>
+#include <limits>
 #include <tuple>
+#include <utility>
 
 #include "reports/report_util.h"
 #include "reports/reports.h"
@@ -10,8 +12,10 @@ namespace attntune {
 
 namespace {
 
-// (device, variant, phase, variant params, d, Lk): prefill and decode winners never mix.
-using BucketKey = std::tuple<std::string, std::string, Phase, std::string, int64_t, int64_t>;
+// (device, variant, phase, variant params, d, Lk, calibration set): prefill and decode
+// winners never mix, nor Gaussian and calibrated ones.
+using BucketKey =
+    std::tuple<std::string, std::string, Phase, std::string, int64_t, int64_t, int64_t>;
 
 struct Candidate {
   const TrialRow* trial;
@@ -24,15 +28,56 @@ bool Faster(const TrialRow& a, const TrialRow& b) {
   return a.id < b.id;
 }
 
+EntryQuality QualityOf(const TrialRow& t, const std::map<int64_t, std::string>& floors,
+                       const std::map<int64_t, const CalibrationRecord*>& calibrations) {
+  EntryQuality q;
+  if (auto it = calibrations.find(t.problem.calib_id); it != calibrations.end()) {
+    q.calibration = it->second->content_hash.substr(0, 12);
+    q.calibration_model = it->second->model;
+  } else if (t.problem.calib_id != 0) {
+    q.calibration = "#" + std::to_string(t.problem.calib_id);  // a row the input lacks
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  q.mass_recall_worst = report_util::MetricOr(t.result, "mass_recall_worst", nan);
+  q.rel_err_worst = report_util::MetricOr(t.result, "rel_err_worst", nan);
+  if (auto it = floors.find(t.problem.id); it != floors.end()) q.floor = it->second;
+  if (!q.floor.empty())
+    q.meets_floor = ParseQualityFloor(q.floor, "the database's floor").MetBy(t.result.metrics);
+  return q;
+}
+
 }  // namespace
+
+std::vector<BestEntry> ChosenEntries(const std::vector<BestEntry>& best) {
+  using ChoiceKey = std::tuple<std::string, std::string, Phase, int64_t, int64_t, int64_t>;
+  std::map<ChoiceKey, const BestEntry*> chosen;
+  auto better = [](const BestEntry& a, const BestEntry& b) {  // a before b
+    const bool a_meets = !a.quality.floor.empty() && a.quality.meets_floor;
+    const bool b_meets = !b.quality.floor.empty() && b.quality.meets_floor;
+    if (a_meets != b_meets) return a_meets;
+    return a.median_ms < b.median_ms;
+  };
+  for (const BestEntry& e : best) {
+    const ChoiceKey key{e.device_name, e.variant, e.phase, e.head_dim, e.seq_len, e.calib_id};
+    auto it = chosen.find(key);
+    if (it == chosen.end() || better(e, *it->second)) chosen[key] = &e;
+  }
+  std::vector<BestEntry> out;
+  for (const BestEntry& e : best) {  // in `best`'s order
+    const ChoiceKey key{e.device_name, e.variant, e.phase, e.head_dim, e.seq_len, e.calib_id};
+    if (chosen.at(key) == &e) out.push_back(e);
+  }
+  return out;
+}
 
 std::vector<BestEntry> BestEntries(const ReportInput& input) {
   std::map<BucketKey, Candidate> best;
   for (const TrialRow& t : input.trials) {
     if (t.result.status != TrialStatus::kOk) continue;
     std::string variant_params = t.config.params_json;
-    const BucketKey key{t.device.name,  t.config.variant,   t.problem.phase,
-                        variant_params, t.problem.shape.d, t.problem.shape.Lk};
+    const BucketKey key{t.device.name,     t.config.variant,   t.problem.phase,
+                        variant_params,    t.problem.shape.d, t.problem.shape.Lk,
+                        t.problem.calib_id};
     auto it = best.find(key);
     if (it == best.end())
       best.emplace(key, Candidate{&t, std::move(variant_params)});
@@ -47,10 +92,15 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
     const TrialRow& x = *a.trial;
     const TrialRow& y = *b.trial;
     return std::tie(x.device.name, x.config.variant, x.problem.phase, x.problem.shape.d,
-                    x.problem.shape.Lk, a.variant_params, x.config.tunables_json) <
+                    x.problem.shape.Lk, x.problem.calib_id, a.variant_params,
+                    x.config.tunables_json) <
            std::tie(y.device.name, y.config.variant, y.problem.phase, y.problem.shape.d,
-                    y.problem.shape.Lk, b.variant_params, y.config.tunables_json);
+                    y.problem.shape.Lk, y.problem.calib_id, b.variant_params,
+                    y.config.tunables_json);
   });
+  const std::map<int64_t, std::string> floors = report_util::NewestFloors(input);
+  std::map<int64_t, const CalibrationRecord*> calibrations;
+  for (const CalibrationRecord& c : input.calibrations) calibrations[c.id] = &c;
 
   std::vector<BestEntry> entries;
   entries.reserve(winners.size());
@@ -68,6 +118,9 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
     e.median_ms = t.result.median_ms;
     e.rel_err = report_util::MetricOr(t.result, "rel_err", 0.0);
     e.mass_recall = report_util::MetricOr(t.result, "mass_recall", 1.0);
+    e.trial_id = t.id;
+    e.calib_id = t.problem.calib_id;
+    e.quality = QualityOf(t, floors, calibrations);
     entries.push_back(std::move(e));
   }
   return entries;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/config_schema.h"
 #include "reports/report_util.h"
 #include "reports/reports.h"
 
@@ -50,6 +51,13 @@ std::string CppDouble(double v) {
   return s;
 }
 
+// The EntryQuality fields of an Entry initializer, in the struct's order.
+std::string EntryQualityCpp(const EntryQuality& q) {
+  return CppString(q.calibration) + ", " + CppDouble(q.mass_recall_worst) + ", " +
+         CppDouble(q.rel_err_worst) + ", " + CppString(q.floor) + ", " +
+         (q.meets_floor ? "true" : "false");
+}
+
 int TunableInt(const nlohmann::json& tunables, const char* name) {
   const auto it = tunables.find(name);
   return it != tunables.end() && it->is_number_integer() ? it->get<int>() : 0;
@@ -60,10 +68,12 @@ constexpr const char kLookupCode[] = R"code(
 namespace detail {
 constexpr bool Eligible(const Entry& e, std::string_view phase, std::string_view device,
                         std::string_view variant, int head_dim, double min_mass_recall) {
+  // A floor is answered from calibrated entries only, by their worst layer and head.
+  const bool quality = min_mass_recall <= 0.0 ||
+                       (e.calibration[0] != '\0' && e.mass_recall_worst >= min_mass_recall);
   return std::string_view(e.phase) == phase &&
          (device.empty() || std::string_view(e.device) == device) &&
-         std::string_view(e.variant) == variant && e.head_dim == head_dim &&
-         e.mass_recall >= min_mass_recall;
+         std::string_view(e.variant) == variant && e.head_dim == head_dim && quality;
 }
 
 constexpr const Entry* Find(std::string_view phase, std::string_view device,
@@ -98,7 +108,10 @@ constexpr const Entry* Find(std::string_view phase, std::string_view device,
 ///    LookupDecode answer decode (one new token per head against seq_len cached keys);
 ///    a decode entry is never returned for a prefill lookup, nor the reverse;
 ///  - head_dim must match exactly (tiles do not transfer between head dims);
-///  - only entries of `variant` with mass_recall >= min_mass_recall take part;
+///  - only entries of `variant` take part; with min_mass_recall > 0, only those measured
+///    on a calibration set (the model's captured attention: calibration is not "") whose
+///    worst layer and head keeps mass_recall_worst >= min_mass_recall (Gaussian inputs say
+///    nothing about a model's attention);
 ///  - bucket: the smallest tuned seq_len >= seq_len (the tiles tuned for the next
 ///    longer length), else, beyond every tuned length, the largest tuned seq_len;
 ///  - within that bucket the fastest entry (smallest median_ms);
@@ -152,8 +165,14 @@ std::string RenderConfigHeader(const ReportInput& input) {
                .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace)
         << "\n";
   }
+  for (const CalibrationRecord& c : input.calibrations) {
+    out << "// calibration:  " << CommentValue(c.content_hash.substr(0, 12)) << " model "
+        << CommentValue(c.model) << ", layers " << CommentValue(c.layers) << ", " << c.tokens
+        << " tokens\n";
+  }
   out << "//\n"
-      << "// One entry per (device, variant, phase, variant params, head_dim, seq_len): the\n"
+      << "// One entry per (device, variant, phase, variant params, head_dim, seq_len,\n"
+      << "// calibration set): the\n"
       << "// fastest config that passed the reference check. median_ms holds only for that\n"
       << "// device. Prefill and decode entries are looked up apart: Lookup for prefill,\n"
       << "// LookupDecode for decode (see the fallback rule at LookupOnDevice).\n"
@@ -161,8 +180,12 @@ std::string RenderConfigHeader(const ReportInput& input) {
       << "#include <array>\n#include <cstddef>\n#include <limits>\n#include <string_view>\n\n"
       << "namespace attntune_config {\n\n"
       << "inline constexpr const char kToolVersion[] = " << CppString(input.tool_version) << ";\n"
-      << "inline constexpr const char kGeneratedAt[] = " << CppString(input.generated_at) << ";\n\n"
+      << "inline constexpr const char kGeneratedAt[] = " << CppString(input.generated_at) << ";\n"
+      << "// The format of this header; attntune::FromEntry (attntune/attntune.h) checks it.\n"
+      << "inline constexpr int kSchema = " << kConfigSchema << ";\n\n"
       << "struct Entry {\n"
+      << "  static constexpr int kSchema = attntune_config::kSchema;\n"
+      << "  static constexpr const char* kToolVersion = attntune_config::kToolVersion;\n"
       << "  const char* device;\n"
       << "  const char* variant;\n"
       << "  const char* phase;     // \"prefill\", or \"decode\": one step against seq_len keys\n"
@@ -175,7 +198,12 @@ std::string RenderConfigHeader(const ReportInput& input) {
       << "  int seq_len;           // Lk\n"
       << "  double median_ms;\n"
       << "  double rel_err;        // against dense attention\n"
-      << "  double mass_recall;    // share of dense attention probability kept\n"
+      << "  double mass_recall;    // share of dense attention probability kept (mean)\n"
+      << "  const char* calibration;  // calibration set (hash prefix) quality was measured on; \"\": Gaussian\n"
+      << "  double mass_recall_worst;  // at the worst layer and head (NaN: not measured)\n"
+      << "  double rel_err_worst;      // at the worst layer and head (NaN: not measured)\n"
+      << "  const char* floor;         // the floor it was tuned under, \"mass_recall>=0.95\"; \"\": none\n"
+      << "  bool meets_floor;          // it keeps that floor\n"
       << "};\n\n"
       << "inline constexpr std::array<Entry, " << entries.size() << "> kEntries{{\n";
   for (const BestEntry& e : entries) {
@@ -186,7 +214,7 @@ std::string RenderConfigHeader(const ReportInput& input) {
         << ", " << TunableInt(split.tunables, "Br") << ", " << TunableInt(split.tunables, "Bc")
         << ", " << CppString(report_util::ParamsText(split.tunables)) << ", " << e.head_dim << ", "
         << e.seq_len << ", " << CppDouble(e.median_ms) << ", " << CppDouble(e.rel_err) << ", "
-        << CppDouble(e.mass_recall) << "},\n";
+        << CppDouble(e.mass_recall) << ", " << EntryQualityCpp(e.quality) << "},\n";
   }
   out << "}};\n"
       << kLookupCode << "\n}  // namespace attntune_config\n\n"

@@ -1,13 +1,9 @@
 // RenderConfigJson: attntune_config.json, the content of attntune_config.h as JSON.
+#include "core/config_schema.h"
 #include "reports/report_util.h"
 #include "reports/reports.h"
 
 namespace attntune {
-
-namespace {
-// Bumped whenever a key changes meaning or goes away; new keys keep the version.
-constexpr int kConfigJsonSchema = 1;
-}  // namespace
 
 std::string RenderConfigJson(const ReportInput& input) {
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
@@ -19,7 +15,7 @@ std::string RenderConfigJson(const ReportInput& input) {
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const BestEntry& e : BestEntries(input)) {
     const report_util::SplitParams split = report_util::ParseConfigParams(e.params_json, e.tunables_json);
-    entries.push_back({{"device", e.device_name},
+    nlohmann::ordered_json entry = {{"device", e.device_name},
                        {"variant", e.variant},
                        {"phase", ToString(e.phase)},
                        {"implementation", e.implementation},
@@ -29,10 +25,13 @@ std::string RenderConfigJson(const ReportInput& input) {
                        {"seq_len", e.seq_len},
                        {"median_ms", e.median_ms},
                        {"rel_err", e.rel_err},
-                       {"mass_recall", e.mass_recall}});
+                       {"mass_recall", e.mass_recall}};
+    const nlohmann::ordered_json quality = report_util::EntryQualityJson(e.quality);
+    for (const auto& [key, value] : quality.items()) entry[key] = value;
+    entries.push_back(std::move(entry));
   }
   nlohmann::ordered_json doc;
-  doc["schema"] = kConfigJsonSchema;
+  doc["schema"] = kConfigSchema;
   doc["tool"] = "attntune";
   doc["tool_version"] = input.tool_version;
   doc["generated_at"] = input.generated_at;
@@ -40,6 +39,18 @@ std::string RenderConfigJson(const ReportInput& input) {
   doc["trials"] = input.trials.size();
   doc["devices"] = devices;
   doc["entries"] = entries;
+  nlohmann::ordered_json calibrations = nlohmann::ordered_json::array();
+  for (const CalibrationRecord& c : input.calibrations) {
+    nlohmann::ordered_json files = nlohmann::ordered_json::parse(c.files_json, nullptr, false);
+    if (files.is_discarded()) files = c.files_json;
+    calibrations.push_back({{"id", c.content_hash.substr(0, 12)},
+                            {"content_hash", c.content_hash},
+                            {"model", c.model},
+                            {"layers", c.layers},
+                            {"tokens", c.tokens},
+                            {"files", files}});
+  }
+  doc["calibrations"] = calibrations;
   nlohmann::ordered_json allocations = nlohmann::ordered_json::array();
   for (const AllocationRecord& a : input.allocations)
     allocations.push_back(report_util::AllocationJson(a));

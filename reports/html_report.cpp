@@ -81,53 +81,96 @@ json ScalingData(const std::vector<BestEntry>& best) {
   return out;
 }
 
-// Per variant: ok trials as (median_ms, quality) per (device, shape), with the Pareto
-// front (faster and better than every other point) of each group. Quality is mass_recall
-// (higher is better) when the variant's trials report it, else rel_err (lower is better).
-json ParetoData(const std::vector<TrialRow>& trials) {
-  std::map<std::string, std::vector<const TrialRow*>> by_variant;
-  for (const TrialRow& t : trials)
-    if (t.result.status == TrialStatus::kOk) by_variant[t.config.variant].push_back(&t);
+// The newest floor each problem was tuned under, parsed (empty: none).
+std::map<int64_t, QualityFloor> ProblemFloors(const ReportInput& input) {
+  std::map<int64_t, QualityFloor> floors;
+  for (const auto& [problem, floor] : report_util::NewestFloors(input))
+    floors[problem] = ParseQualityFloor(floor, "the database's floor");
+  return floors;
+}
 
-  json out = json::object();
-  for (const auto& [variant, rows] : by_variant) {
-    std::string metric;
-    for (const char* m : {"mass_recall", "rel_err"}) {
-      for (const TrialRow* t : rows)
-        if (metric.empty() && t->result.metrics.count(m)) metric = m;
-    }
-    if (metric.empty()) continue;
-    const bool higher_better = metric == "mass_recall";
+// "" for the seeded Gaussian inputs, else " on calibration <hash prefix>".
+std::string SourceLabel(int64_t calib_id, const std::vector<CalibrationRecord>& calibrations) {
+  if (calib_id == 0) return "";
+  for (const CalibrationRecord& c : calibrations)
+    if (c.id == calib_id) return " on calibration " + c.content_hash.substr(0, 12);
+  return " on calibration #" + std::to_string(calib_id);
+}
 
-    std::map<std::string, std::vector<const TrialRow*>> groups;
+// The quality metric a chart of `rows` plots: on a calibration set, or under a floor, the
+// worst layer and head's (what a floor bounds), mass_recall unless the floor bounds
+// rel_err alone; else mass_recall when the trials report it, else rel_err.
+std::string ChartMetric(const std::vector<const TrialRow*>& rows, bool calibrated,
+                        const QualityFloor& floor) {
+  const std::string worst =
+      floor.max_rel_err && !floor.min_mass_recall ? "rel_err_worst" : "mass_recall_worst";
+  if (calibrated) return worst;
+  if (!floor.Empty())  // the floor bounds the worst head: plot what it bounds, when stored
     for (const TrialRow* t : rows)
-      if (t->result.metrics.count(metric))
-        groups[t->device.name + " " + t->problem.shape.ToString() + PhaseSuffix(t->problem.phase)]
-            .push_back(t);
-    json list = json::array();
-    for (auto& [label, members] : groups) {
-      std::sort(members.begin(), members.end(), [&](const TrialRow* a, const TrialRow* b) {
-        return a->result.median_ms < b->result.median_ms;
-      });
-      json points = json::array(), front = json::array();
-      bool have_front = false;
-      double best_quality = 0;
-      for (const TrialRow* t : members) {
-        const double q = t->result.metrics.at(metric);
-        const json point = {
-            {"x", t->result.median_ms},
-            {"y", q},
-            {"label", t->config.implementation + " " + ConfigText(t->config)}};
-        points.push_back(point);
-        if (!have_front || (higher_better ? q > best_quality : q < best_quality)) {
-          front.push_back(point);
-          best_quality = q;
-          have_front = true;
-        }
+      if (t->result.metrics.count(worst)) return worst;
+  for (const char* m : {"mass_recall", "rel_err"})
+    for (const TrialRow* t : rows)
+      if (t->result.metrics.count(m)) return m;
+  return "";
+}
+
+// One chart's groups (one per device and shape): every trial's (median_ms, quality) and
+// the Pareto front (faster and better than every other point).
+json ParetoGroups(const std::vector<const TrialRow*>& rows, const std::string& metric) {
+  const bool higher_better = metric.rfind("mass_recall", 0) == 0;
+  std::map<std::string, std::vector<const TrialRow*>> groups;
+  for (const TrialRow* t : rows)
+    if (t->result.metrics.count(metric))
+      groups[t->device.name + " " + t->problem.shape.ToString() + PhaseSuffix(t->problem.phase)]
+          .push_back(t);
+  json list = json::array();
+  for (auto& [label, members] : groups) {
+    std::sort(members.begin(), members.end(), [&](const TrialRow* a, const TrialRow* b) {
+      return a->result.median_ms < b->result.median_ms;
+    });
+    json points = json::array(), front = json::array();
+    bool have_front = false;
+    double best_quality = 0;
+    for (const TrialRow* t : members) {
+      const double q = t->result.metrics.at(metric);
+      const json point = {{"x", t->result.median_ms},
+                          {"y", q},
+                          {"label", t->config.implementation + " " + ConfigText(t->config)}};
+      points.push_back(point);
+      if (!have_front || (higher_better ? q > best_quality : q < best_quality)) {
+        front.push_back(point);
+        best_quality = q;
+        have_front = true;
       }
-      list.push_back({{"label", label}, {"points", points}, {"front", front}});
     }
-    out[variant] = {{"metric", metric}, {"groups", list}};
+    list.push_back({{"label", label}, {"points", points}, {"front", front}});
+  }
+  return list;
+}
+
+// Per (variant, quality source): ok trials as (median_ms, quality) per (device, shape),
+// with each group's Pareto front and, when its problems were tuned under a floor, the
+// floor's bound on the plotted metric.
+json ParetoData(const ReportInput& input) {
+  const std::map<int64_t, QualityFloor> floors = ProblemFloors(input);
+  std::map<std::pair<std::string, int64_t>, std::vector<const TrialRow*>> charts;
+  for (const TrialRow& t : input.trials)
+    if (t.result.status == TrialStatus::kOk)
+      charts[{t.config.variant, t.problem.calib_id}].push_back(&t);
+  json out = json::object();
+  for (const auto& [key, rows] : charts) {
+    QualityFloor floor;
+    for (const TrialRow* t : rows)
+      if (auto it = floors.find(t->problem.id); it != floors.end() && !it->second.Empty()) floor = it->second;
+    const std::string metric = ChartMetric(rows, key.second != 0, floor);
+    if (metric.empty()) continue;
+    const json groups = ParetoGroups(rows, metric);
+    if (groups.empty()) continue;
+    json bound = nullptr;
+    if (metric.rfind("mass_recall", 0) == 0 && floor.min_mass_recall) bound = *floor.min_mass_recall;
+    if (metric.rfind("rel_err", 0) == 0 && floor.max_rel_err) bound = *floor.max_rel_err;
+    out[key.first + SourceLabel(key.second, input.calibrations)] = {
+        {"metric", metric}, {"floor", bound}, {"floor_text", floor.ToString()}, {"groups", groups}};
   }
   return out;
 }
@@ -184,6 +227,68 @@ void WriteSummary(std::ostream& out, const std::vector<TrialRow>& trials) {
   for (const auto& [variant, counts] : by_variant) row(variant, counts);
   row("all", totals);
   out << "</table>\n</section>\n";
+}
+
+// A heatmap cell's background: red through yellow to green over [lo, 1], where `lo` is
+// the map's lowest value or 0.9, whichever is lower (differences near 1 show, and a map
+// whose cells all keep 0.9999 is not painted red).
+std::string CellColour(double x, double lo) {
+  const double t = lo < 1.0 ? std::min(1.0, std::max(0.0, (x - lo) / (1.0 - lo))) : 1.0;
+  const int hue = static_cast<int>(120.0 * t);  // HSL: 0 red, 60 yellow, 120 green
+  return "hsl(" + std::to_string(hue) + ",70%,80%)";
+}
+
+// Per chosen calibrated entry (ChosenEntries): its mass_recall per layer (rows) and query
+// head (columns), from input.quality_cells.
+void WriteHeatmaps(std::ostream& out, const ReportInput& input,
+                   const std::vector<BestEntry>& chosen) {
+  out << "<section id=\"heatmaps\"><h2>Quality per layer and head</h2>\n"
+      << "<p class=\"muted\">Per entry a lookup answers with on a calibration set (the fastest "
+      << "that keeps the floor it was tuned under, else the fastest): mass_recall of every "
+      << "captured layer (rows) and query head (columns).</p>\n";
+  int64_t maps = 0;
+  for (const BestEntry& e : chosen) {
+    auto it = input.quality_cells.find(e.trial_id);
+    if (e.calib_id == 0 || it == input.quality_cells.end() || it->second.empty()) continue;
+    const std::vector<QualityCell>& cells = it->second;
+    std::map<int64_t, std::map<int64_t, double>> grid;
+    double lo = 0.9;
+    int64_t heads = 0;
+    for (const QualityCell& c : cells) {
+      grid[c.layer][c.head] = c.mass_recall;
+      lo = std::min(lo, c.mass_recall);
+      heads = std::max(heads, c.head + 1);
+    }
+    const report_util::SplitParams split = report_util::ParseConfigParams(e.params_json, e.tunables_json);
+    out << "<h3>" << HtmlEscape(e.variant + PhaseSuffix(e.phase) + " L=" + std::to_string(e.seq_len) +
+                                " " + report_util::ParamsText(split.variant) + " on calibration " +
+                                e.quality.calibration)
+        << " <span class=\"muted\">" << HtmlEscape(e.device_name) << "; worst "
+        << Num(e.quality.mass_recall_worst) << ", mean " << Num(e.mass_recall);
+    if (!e.quality.floor.empty())
+      out << "; floor " << HtmlEscape(e.quality.floor) << (e.quality.meets_floor ? " met" : " not met");
+    out << "</span></h3>\n<table class=\"heatmap\" data-trial=\"" << e.trial_id
+        << "\">\n<tr><th>layer \\ head</th>";
+    for (int64_t h = 0; h < heads; ++h) out << "<th>" << h << "</th>";
+    out << "</tr>\n";
+    for (const auto& [layer, row] : grid) {
+      out << "<tr><th>" << layer << "</th>";
+      for (int64_t h = 0; h < heads; ++h) {
+        auto cell = row.find(h);
+        if (cell == row.end()) {
+          out << "<td></td>";
+          continue;
+        }
+        out << "<td class=\"num\" style=\"background:" << CellColour(cell->second, lo) << "\">"
+            << Num(cell->second, "%.3f") << "</td>";
+      }
+      out << "</tr>\n";
+    }
+    out << "</table>\n";
+    ++maps;
+  }
+  if (maps == 0) out << "<p>No entry was measured on a calibration set.</p>\n";
+  out << "</section>\n";
 }
 
 // Sort key of the trial table: by variant and problem; ok trials first, fastest first.
@@ -290,6 +395,7 @@ td.status-wrong_result, td.status-timeout { color: #b42318; }
 .wide { overflow-x: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
 .chart { width: 640px; height: 400px; }
+table.heatmap td { min-width: 3em; }
 #js-errors { display: none; background: #fde8e8; border: 1px solid #b42318; padding: 0.5em; }
 )css";
 
@@ -368,8 +474,19 @@ constexpr const char kChartCode[] = R"js(
       datasets.push({label: group.label + ' (front)', data: group.front, showLine: true,
                      pointRadius: 0, borderColor: color, backgroundColor: color});
     });
+    if (entry.floor !== null) {  // the floor: a dashed line across every point's time
+      var xs = [];
+      entry.groups.forEach(function (group) {
+        group.points.forEach(function (p) { xs.push(p.x); });
+      });
+      var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
+      datasets.push({label: 'floor ' + entry.floor_text, showLine: true, pointRadius: 0,
+                     borderDash: [6, 4], borderColor: '#b42318', backgroundColor: '#b42318',
+                     data: [{x: lo, y: entry.floor, label: 'floor'},
+                            {x: hi, y: entry.floor, label: 'floor'}]});
+    }
     var y = axis('linear', entry.metric);
-    if (entry.metric === 'mass_recall') y.max = 1;  // a share: dense sits on the top edge
+    if (/^mass_recall/.test(entry.metric)) y.max = 1;  // a share: dense sits on the top edge
     addChart('pareto-charts', variant + ': time vs ' + entry.metric + ' (ok trials)', {
       type: 'scatter', data: {datasets: datasets},
       options: {scales: {x: axis('logarithmic', 'median time (ms)'), y: y},
@@ -409,7 +526,7 @@ constexpr const char kChartCode[] = R"js(
 std::string RenderHtmlReport(const ReportInput& input) {
   const std::vector<BestEntry> best = BestEntries(input);
   const json data = {{"scaling", ScalingData(best)},
-                     {"pareto", ParetoData(input.trials)},
+                     {"pareto", ParetoData(input)},
                      {"roofline", RooflineData(input.trials)}};
 
   std::ostringstream out;
@@ -425,9 +542,14 @@ std::string RenderHtmlReport(const ReportInput& input) {
       << "marked \"decode\": one step against Lk cached keys).</p>\n"
       << "<div class=\"charts\" id=\"scaling-charts\"></div></section>\n"
       << "<section id=\"pareto\"><h2>Time vs quality</h2>\n"
-      << "<p class=\"muted\">Per variant: every ok trial, one colour per device and shape; "
-      << "the line is the Pareto front (no other trial is both faster and better).</p>\n"
-      << "<div class=\"charts\" id=\"pareto-charts\"></div></section>\n"
+      << "<p class=\"muted\">Per variant and quality source (Gaussian inputs, or a "
+      << "calibration set: a model's captured attention, plotted at its worst layer and "
+      << "head): every ok trial, one colour per device and shape; the line is the Pareto "
+      << "front (no other trial is both faster and better); the dashed line is the floor "
+      << "the problems were tuned under.</p>\n"
+      << "<div class=\"charts\" id=\"pareto-charts\"></div></section>\n";
+  WriteHeatmaps(out, input, ChosenEntries(best));
+  out
       << "<section id=\"roofline\"><h2>Roofline points</h2>\n"
       << "<p class=\"muted\">Per device: every ok trial as a point of FLOP rate against "
       << "arithmetic intensity. Circles (model): useful FLOPs per compulsory byte of Q, K, V "

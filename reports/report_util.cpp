@@ -1,5 +1,6 @@
 #include "reports/report_util.h"
 
+#include <cmath>
 #include <utility>
 
 #include "core/check.h"
@@ -51,6 +52,32 @@ nlohmann::json FingerprintValue(const std::string& fingerprint_json) {
   nlohmann::json parsed = nlohmann::json::parse(fingerprint_json, nullptr, false);
   if (parsed.is_discarded()) return fingerprint_json;
   return parsed;
+}
+
+std::map<int64_t, std::string> NewestFloors(const ReportInput& input) {
+  std::map<int64_t, std::pair<int64_t, std::string>> newest;  // problem -> (run, floor)
+  for (const RunProblemRecord& r : input.run_problems) {
+    auto it = newest.find(r.problem_id);
+    if (it == newest.end() || r.run_id > it->second.first) newest[r.problem_id] = {r.run_id, r.floor};
+  }
+  std::map<int64_t, std::string> floors;
+  for (const auto& [problem, run_floor] : newest) floors[problem] = run_floor.second;
+  return floors;
+}
+
+nlohmann::ordered_json EntryQualityJson(const EntryQuality& q) {
+  nlohmann::ordered_json out;
+  out["calibration"] = q.calibration.empty()
+                           ? nlohmann::ordered_json(nullptr)
+                           : nlohmann::ordered_json{{"id", q.calibration}, {"model", q.calibration_model}};
+  auto number = [](double x) {
+    return std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x);
+  };
+  out["mass_recall_worst"] = number(q.mass_recall_worst);
+  out["rel_err_worst"] = number(q.rel_err_worst);
+  out["floor"] = q.floor.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(q.floor);
+  if (!q.floor.empty()) out["meets_floor"] = q.meets_floor;
+  return out;
 }
 
 }  // namespace report_util

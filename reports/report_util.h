@@ -2,6 +2,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,14 @@ std::vector<DeviceRecord> ReportDevices(const ReportInput& input);
 /// The fingerprint as a JSON value: the parsed object, or the raw text when it is not
 /// JSON (an empty fingerprint is an empty object).
 nlohmann::json FingerprintValue(const std::string& fingerprint_json);
+
+/// Per problem id, the floor of the newest run that tuned it ("" none; input.run_problems).
+std::map<int64_t, std::string> NewestFloors(const ReportInput& input);
+
+/// An entry's EntryQuality as attntune_config.json's keys: "calibration" (null, or
+/// {"id", "model"}), "mass_recall_worst" and "rel_err_worst" (null where not measured),
+/// "floor" (null or "mass_recall>=0.95"), and with a floor "meets_floor".
+nlohmann::ordered_json EntryQualityJson(const EntryQuality& quality);
 
 /// One entry of attntune_config.json's "allocations" (reports/allocation.cpp): the
 /// allocation in the form transformers configs use, "transformers": {"sliding_window",

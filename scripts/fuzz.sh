@@ -31,7 +31,7 @@ mkdir -p build-fuzz/findings
 failed=0
 passed=0
 printf '%-12s %12s %8s %10s %s\n' target executions exec/s coverage result
-for target in parsers safetensors hf_config replay database; do
+for target in parsers safetensors hf_config replay database config_json; do
   mkdir -p "$work/$target"
   cp fuzz/corpus/"$target"/* "$work/$target"/
   log="$work/$target.log"

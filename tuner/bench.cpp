@@ -7,7 +7,9 @@
 #include "core/error.h"
 #include "core/generators.h"
 #include "core/shape.h"
+#include "tuner/calibration_set.h"
 #include "tuner/evaluate.h"
+#include "tuner/quality.h"
 
 namespace attntune {
 namespace {
@@ -23,7 +25,26 @@ EvaluateOptions MeasureOptions(const BenchRequest& r, Dtype dtype, const Backend
   const MeasureHooks hooks = backend.Hooks(r.flush_l2);
   options.policy.before_each = hooks.before_each;
   options.after_measure = hooks.after_measure;
+  options.record_launches = hooks.record_launches;
   return options;
+}
+
+// The calibration set of `r` read against the shape's geometry (any number of layers),
+// or null without --calib.
+std::unique_ptr<CalibrationSet> BenchCalibration(const BenchRequest& r, const Shape& shape) {
+  if (r.calib.empty()) return nullptr;
+  ModelGeometry geometry;
+  geometry.name = "given by --shape";
+  geometry.layers = 0;  // a bench is one layer's problem: any captured layer serves
+  geometry.q_heads = shape.Hq;
+  geometry.kv_heads = shape.Hkv;
+  geometry.head_dim = shape.d;
+  auto set = std::make_unique<CalibrationSet>(ReadCalibrationSet(r.calib, geometry, "--calib"));
+  if (shape.Lk > set->tokens)
+    throw UserError("--shape: Lk=" + std::to_string(shape.Lk) + " is longer than the calibration "
+                    "set's " + std::to_string(set->tokens) + " tokens (quality is measured on the "
+                    "first Lk captured tokens)");
+  return set;
 }
 
 }  // namespace
@@ -42,8 +63,14 @@ BenchRecord Bench(const BenchRequest& request, Backend& backend) {
           ? ProblemContext(shape, request.seed)
           : ProblemContext(StructuredTensors(shape, request.inputs, request.seed, "--inputs"));
   BenchRecord rec;
+  const std::unique_ptr<CalibrationSet> calibration = BenchCalibration(request, shape);
+  std::unique_ptr<CalibrationQuality> quality;
   std::unique_ptr<Timer> timer = backend.MakeTimer(&rec.timer);
-  const EvaluateOptions options = MeasureOptions(request, dtype, backend);
+  EvaluateOptions options = MeasureOptions(request, dtype, backend);
+  if (calibration) {
+    quality = std::make_unique<CalibrationQuality>(*calibration);
+    options.quality = quality.get();
+  }
   std::unique_ptr<CounterSource> counters;
   if (request.metrics) {
     std::string why;
@@ -69,6 +96,7 @@ BenchRecord Bench(const BenchRequest& request, Backend& backend) {
   rec.device = backend.Device().name;
   rec.dtype = dtype;
   rec.inputs = request.inputs;
+  if (calibration) rec.calibration = calibration->Describe();
   rec.status = r.status;
   rec.message = r.message;
   rec.metrics = r.metrics;

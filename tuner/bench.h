@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "reports/bench_record.h"
@@ -23,6 +24,10 @@ struct BenchRequest {
   int min_reps = 5;
   bool flush_l2 = false;
   bool metrics = false;
+  /// Captured q/k/v (`--calib FILE[,FILE...]`, their heads and head dim those of the
+  /// shape): the candidate's quality is measured on them (its first Lk tokens) instead of
+  /// on the inputs it is timed on.
+  std::vector<std::string> calib;
 };
 
 /// Checks (unless unchecked) and times the request's candidate on `backend`, then reads

@@ -15,6 +15,11 @@ ReportInput LoadReportInput(const Database& db) {
   input.db_path = db.Path();
   input.devices = db.Devices();
   input.trials = db.Trials(TrialFilter{});
+  input.calibrations = db.Calibrations();
+  input.run_problems = db.RunProblems();
+  // The heatmaps' cells: the calibrated entries a lookup answers with.
+  for (const BestEntry& e : ChosenEntries(BestEntries(input)))
+    if (e.calib_id != 0) input.quality_cells[e.trial_id] = db.QualityCells(e.trial_id);
   return input;
 }
 

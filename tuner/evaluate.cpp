@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "profiler/device.h"
 #include "profiler/nvtx.h"
+#include "tuner/quality.h"
 
 namespace attntune {
 
@@ -53,11 +54,15 @@ const ProblemContext::Truth& ProblemContext::TruthOf(const Variant& variant, con
   if (dense) {
     // By definition dense keeps all of its own mass.
     truth.mass_recall = 1.0;
+    truth.head_mass_recall.assign(static_cast<size_t>(shape_.Hq), 1.0);
     truth.ref_rel_err = 0.0;
   } else {
     const Truth& dense_truth = Dense();
     // From the dense rows' log-sum-exp: a cost in this variant's pairs, not dense's.
-    truth.mass_recall = MassRecall(in, *sets, dense_truth.row_lse);
+    truth.head_mass_recall = MassRecallByHead(in, *sets, dense_truth.row_lse);
+    double sum = 0.0;  // every head has B * Lq rows: the mean of the heads is the rows'
+    for (double x : truth.head_mass_recall) sum += x;
+    truth.mass_recall = sum / static_cast<double>(truth.head_mass_recall.size());
     truth.ref_rel_err = RelErr(truth.reference, dense_truth.reference);
   }
   return truths_.emplace(key, std::move(truth)).first->second;
@@ -102,13 +107,15 @@ Evaluated& Fail(Evaluated& ev, TrialStatus status, std::string message) {
 /// The correctness gate: one run on a NaN-poisoned output. Returns "" and leaves the
 /// output in `out` when the candidate ran, else the exception's text.
 std::string GateRun(const Variant& variant, const Implementation& impl, const Tensors& in,
-                    const Params& params, std::vector<float>* out, Evaluated* ev) {
+                    const Params& params, const EvaluateOptions& options,
+                    std::vector<float>* out, Evaluated* ev) {
   std::fill(out->begin(), out->end(), std::numeric_limits<float>::quiet_NaN());
   try {
     NvtxRange range("check " + variant.id + "/" + impl.id);
-    KernelCapture capture;
+    std::unique_ptr<LaunchRecorder> recorder;
+    if (options.record_launches) recorder = options.record_launches();
     impl.run(in, params, out->data());
-    ev->kernels = capture.Events();
+    if (recorder) ev->kernels = recorder->Events();
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -135,6 +142,17 @@ std::string JudgeOutput(const std::vector<float>& out, const ProblemContext::Tru
   std::snprintf(msg, sizeof msg, "relative error %.3g against the fp64 reference exceeds %.3g",
                 check_err, tolerance);
   return msg;
+}
+
+/// The quality step: the candidate's quality on `source` (null: the problem's own inputs),
+/// from its checked output before timing reuses `out`.
+void MeasureQuality(QualitySource* source, const Variant& variant, const Params& params,
+                    ProblemContext& problem, const std::vector<float>& out, TrialResult* r) {
+  GaussianQuality gaussian;
+  QualitySource& from = source ? *source : gaussian;
+  QualityReport report = from.Measure(variant, params, problem, out);
+  report.Record(&r->metrics);
+  r->quality_cells = std::move(report.cells);
 }
 
 /// Times the candidate: its launch alone when it has one, else the whole run.
@@ -189,7 +207,7 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
   const ProblemContext::Truth& dense = options.check ? problem.Dense() : unchecked_dense;
 
   std::vector<float> out(static_cast<size_t>(shape.QElems()));
-  if (std::string why = GateRun(variant, impl, in, params, &out, &ev); !why.empty()) {
+  if (std::string why = GateRun(variant, impl, in, params, options, &out, &ev); !why.empty()) {
     return Fail(ev, TrialStatus::kLaunchFailed, why);
   }
   const double tolerance =
@@ -198,10 +216,7 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
       !why.empty()) {
     return Fail(ev, TrialStatus::kWrongResult, why);
   }
-  if (options.check) {  // quality from the checked output, before timing reuses `out`
-    r.metrics["rel_err"] = RelErr(out.data(), dense.reference);
-    r.metrics["mass_recall"] = truth.mass_recall;
-  }
+  if (options.check) MeasureQuality(options.quality, variant, params, problem, out, &r);
   const Stats stats = MeasureCandidate(variant, impl, in, params, &out, timer, options.policy);
   if (options.after_measure) options.after_measure(&r.metrics);
   RecordOk(stats, shape, truth, dense, options.element_bytes, &r);

@@ -12,7 +12,7 @@
 #include "db/records.h"
 #include "kernels/reference/reference.h"
 #include "kernels/variant.h"
-#include "profiler/kokkos_hooks.h"
+#include "profiler/launches.h"
 #include "profiler/measure.h"
 
 namespace attntune {
@@ -31,6 +31,7 @@ class ProblemContext {
   struct Truth {
     std::vector<double> reference;  // fp64 output of the variant's definition
     double mass_recall = 1.0;       // against dense
+    std::vector<double> head_mass_recall;  // per query head [Hq]; mass_recall is their mean
     double ref_rel_err = 0.0;       // the definition's own output against dense
     int64_t pairs = 0;              // attended (i, j) pairs
     std::vector<double> row_lse;    // dense only: each row's log softmax denominator
@@ -46,6 +47,8 @@ class ProblemContext {
   std::map<std::string, Truth> truths_;  // key: "variant|params"
 };
 
+class QualitySource;
+
 /// The variant's own params out of a complete params map (tunables dropped).
 Params VariantParams(const Variant& variant, const Params& params);
 
@@ -59,20 +62,27 @@ struct EvaluateOptions {
   /// Bytes per element of Q, K, V and O as the implementation reads them (io_bytes):
   /// 4 for the fp32 CPU kernels, 2 for fp16/bf16 on CUDA.
   double element_bytes = 4.0;
+  /// Where quality is measured (tuner/quality.h; not owned): null, the problem's own
+  /// inputs (GaussianQuality); else a calibration set's.
+  QualitySource* quality = nullptr;
   /// Optional: adds device readings taken right after the measurement (the GPU path
   /// records its SM and memory clocks and temperature here).
   std::function<void(std::map<std::string, double>* metrics)> after_measure;
+  /// Optional: the backend's recorder of what the checked run launches (Evaluated::kernels).
+  std::function<std::unique_ptr<LaunchRecorder>()> record_launches;
 };
 
 struct Evaluated {
   TrialResult result;
-  std::vector<KernelEvent> kernels;  // what one run launched (from the Kokkos hooks)
+  std::vector<KernelEvent> kernels;  // what the checked run launched (record_launches)
 };
 
 /// Runs the candidate once on a poisoned output and checks it against the reference
-/// (wrong_result on mismatch, launch_failed if it throws), then measures it. Metrics:
-/// check_err, rel_err (vs dense), mass_recall, pairs, pair_ratio, useful_flops, gflops,
-/// io_bytes.
+/// (wrong_result on mismatch, launch_failed if it throws), measures its quality on
+/// options.quality, then times it. Metrics: check_err, rel_err and mass_recall (vs dense:
+/// the mean) with rel_err_worst and mass_recall_worst (the worst layer and head), pairs,
+/// pair_ratio, useful_flops, gflops, io_bytes; a calibration set's quality per (layer,
+/// head) in quality_cells.
 Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
                             const Implementation& impl, const Params& params, Timer& timer,
                             const EvaluateOptions& options);

@@ -28,6 +28,26 @@ std::string RejectsShape(const Variant& variant, const Shape& shape) {
 }
 
 
+// Reads options.calib into `plan` and fills the lengths it implies: none given, the set's
+// length; each given one at most that (quality is measured on the first L tokens).
+void PlanCalibration(TunePlan& plan) {
+  TuneOptions& options = plan.options;
+  if (options.calib.empty()) return;
+  plan.calibration = std::make_unique<CalibrationSet>(
+      ReadCalibrationSet(options.calib, plan.model, "--calib"));
+  const int64_t tokens = plan.calibration->tokens;
+  if (options.seq_lens.empty()) options.seq_lens = {tokens};
+  for (int64_t L : options.seq_lens) {
+    if (L > tokens)
+      throw UserError("--seq-lens: " + std::to_string(L) + " is longer than the calibration "
+                      "set's " + std::to_string(tokens) + " tokens (quality is measured on the "
+                      "first L captured tokens: tune at most " + std::to_string(tokens) +
+                      ", or capture a longer text)");
+  }
+  plan.quality = std::make_unique<CalibrationQuality>(*plan.calibration);
+  options.evaluate.quality = plan.quality.get();
+}
+
 }  // namespace
 
 ProblemKind TunePlan::Kind() const { return {options.phase, options.dtype, model.head_dim}; }
@@ -66,8 +86,9 @@ TunePlan PlanTune(const TuneOptions& options, Backend& backend) {
     }
     plan.impls.push_back(std::move(impls));
   }
-  if (options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
-  for (int64_t L : options.seq_lens) {  // before anything is stored
+  PlanCalibration(plan);
+  if (plan.options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
+  for (int64_t L : plan.options.seq_lens) {  // before anything is stored
     for (const Variant* variant : plan.variants) {
       const Shape shape = TuneShape(options, plan.model, *variant, L);
       CheckProblemFitsHost(shape, true, "--seq-lens");
@@ -94,6 +115,7 @@ TunePlan PlanTune(const TuneOptions& options, Backend& backend) {
   const MeasureHooks hooks = backend.Hooks(options.flush_l2);
   if (hooks.before_each) plan.options.evaluate.policy.before_each = hooks.before_each;
   if (hooks.after_measure) plan.options.evaluate.after_measure = hooks.after_measure;
+  if (hooks.record_launches) plan.options.evaluate.record_launches = hooks.record_launches;
   plan.options.evaluate.element_bytes = ElementBytes(options.dtype);
   if (options.metrics) {
     std::string why;
@@ -105,6 +127,7 @@ TunePlan PlanTune(const TuneOptions& options, Backend& backend) {
                      ? (std::filesystem::path(options.out_dir) / "attntune.db").string()
                      : options.db_path;
   plan.db = Database::Open(plan.db_path);
+  if (plan.calibration) plan.calib_id = plan.db->PutCalibration(plan.calibration->Record());
   return plan;
 }
 

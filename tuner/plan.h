@@ -11,14 +11,17 @@
 #include "backends/backend.h"
 #include "db/database.h"
 #include "search/strategy.h"
+#include "tuner/calibration_set.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
+#include "tuner/quality.h"
 
 namespace attntune {
 
 struct TuneOptions {
   std::string model = "qwen3-1.7b";
   std::vector<std::string> variants = {"dense", "swa"};
+  /// Empty with `calib`: the calibration set's length.
   std::vector<int64_t> seq_lens = {512, 1024, 2048};
   // "prefill": the problem of each length L is every query row, Lq = Lk = L. "decode": one
   // query row per head against L keys, Lq = 1, Lk = L (a token_by_token variant such as
@@ -51,6 +54,14 @@ struct TuneOptions {
   Dtype dtype = Dtype::kF32;  // the problems' dtype: one the backend takes
   /// Cold L2 before every repetition (a backend that cannot flush refuses it).
   bool flush_l2 = false;
+  /// Captured attention of the model (`--calib FILE[,FILE...]`): each candidate's quality
+  /// is measured on it (CalibrationQuality), cropped to the problem's length; its trials
+  /// are kept apart from those measured on Gaussian inputs. Empty: the Gaussian inputs.
+  std::vector<std::string> calib;
+  /// `--min-quality`: the search optimises time among candidates whose worst (layer,
+  /// head) meets the floor; an infeasible candidate is stored with its numbers, and told
+  /// to the strategy as no answer. Empty: no floor.
+  QualityFloor floor;
   /// After every candidate was timed, read the hardware counters of each ok trial of the
   /// run that has none stored yet, in passes of their own (counters never mix with timed
   /// runs, DESIGN.md s6), from the backend's counter source.
@@ -71,6 +82,11 @@ struct TunePlan {
   std::unique_ptr<CounterSource> counters;  // options.metrics only
   std::string db_path;
   std::unique_ptr<Database> db;
+  /// options.calib read and checked against the model; its row in the database (0: none)
+  /// and the quality source options.evaluate.quality points at.
+  std::unique_ptr<CalibrationSet> calibration;
+  int64_t calib_id = 0;
+  std::unique_ptr<CalibrationQuality> quality;
 
   /// The problem kind of every problem of the plan.
   ProblemKind Kind() const;

@@ -111,6 +111,38 @@ SearchBudget ProblemBudget(const RunState& run, int64_t problem_index) {
   return budget;
 }
 
+// The metric a floor ranks candidates by when none meets it: the worst-case mass_recall
+// (higher is closer), else minus the worst-case rel_err.
+double Closeness(const QualityFloor& floor, const TrialResult& r) {
+  auto worst = [&](const char* name, double none) {
+    auto it = r.metrics.find(name);
+    return it == r.metrics.end() ? none : it->second;
+  };
+  return floor.min_mass_recall || !floor.max_rel_err ? worst("mass_recall_worst", 0.0)
+                                                     : -worst("rel_err_worst", 1e300);
+}
+
+// Folds one evaluated candidate into the problem's choice under `floor`.
+void NoteChoice(const QualityFloor& floor, const std::string& config, const TrialResult& r,
+                ProblemChoice* choice) {
+  if (r.status != TrialStatus::kOk) return;
+  auto ratio = r.metrics.find("pair_ratio");
+  const bool sparse = ratio != r.metrics.end() && ratio->second < 1.0;
+  if (floor.MetBy(r.metrics)) {
+    choice->sparse_found = choice->sparse_found || sparse;
+    if (!choice->found || r.median_ms < choice->result.median_ms) {
+      choice->found = true;
+      choice->sparse = sparse;
+      choice->config = config;
+      choice->result = r;
+    }
+  } else if (sparse && (choice->closest.empty() ||
+                        Closeness(floor, r) > Closeness(floor, choice->closest_result))) {
+    choice->closest = config;
+    choice->closest_result = r;
+  }
+}
+
 // Searches variant `v` of the plan at length L on `context`: builds its space, warm-starts
 // and runs the strategy, each candidate evaluated or reused and stored.
 void SearchProblem(RunState& run, size_t v, int64_t L, int64_t problem_index,
@@ -119,8 +151,9 @@ void SearchProblem(RunState& run, size_t v, int64_t L, int64_t problem_index,
   const Variant& variant = *run.plan.variants[v];
   Database& db = run.store.Db();
   const Shape& shape = context.GetShape();
-  const ProblemRecord record{0, shape, options.dtype, options.phase};
+  const ProblemRecord record{0, shape, options.dtype, options.phase, run.plan.calib_id};
   const int64_t problem_id = db.PutProblem(record);
+  db.PutRunProblem({run.store.RunId(), problem_id, options.floor.ToString()});
   const std::string problem_name = variant.id +
                                    (options.phase == Phase::kDecode ? " decode" : "") +
                                    " L=" + std::to_string(L);
@@ -132,8 +165,9 @@ void SearchProblem(RunState& run, size_t v, int64_t L, int64_t problem_index,
     ProblemRecord here = record;
     here.id = problem_id;
     WarmStart(*strategy, WarmStartPoints(db, run.store.DeviceRowId(), variant, search, here,
-                                         kWarmStartPoints));
+                                         kWarmStartPoints, options.floor));
   }
+  ProblemChoice choice{problem_name, variant.id};
   int64_t eval_index = 0;
   RunSearch(*strategy, ProblemBudget(run, problem_index), [&](const Point& point) {
     ++eval_index;
@@ -161,8 +195,12 @@ void SearchProblem(RunState& run, size_t v, int64_t L, int64_t problem_index,
     ev.status = ToString(result.status);
     ev.median_ms = result.median_ms;
     if (run.progress) run.progress(ev);
-    return Evaluation{point, result.status == TrialStatus::kOk, result.median_ms};
+    NoteChoice(options.floor, ev.config, result, &choice);
+    // A candidate below the floor is no answer to the search (it is stored all the same).
+    const bool answer = result.status == TrialStatus::kOk && options.floor.MetBy(result.metrics);
+    return Evaluation{point, answer, result.median_ms};
   }, run.clock);
+  run.summary.choices.push_back(std::move(choice));
 }
 
 }  // namespace
@@ -173,6 +211,7 @@ TuneSummary RunTune(TunePlan& plan, Timer& timer, const ProgressFn& progress) {
                {}, options.clock ? options.clock : SecondsClock(SteadySeconds), 0,
                static_cast<int64_t>(plan.variants.size() * options.seq_lens.size()), {}};
   run.summary.db_path = plan.db_path;
+  run.summary.quality_source = plan.calibration ? plan.calibration->Describe() : "gaussian inputs";
   run.run_start = run.clock();
   int64_t problem_index = 0;
   for (int64_t L : options.seq_lens) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tuner/emit.h"
 #include "tuner/plan.h"
@@ -28,6 +29,21 @@ struct ProgressEvent {
 };
 using ProgressFn = std::function<void(const ProgressEvent&)>;
 
+/// What the search of one problem found under the run's floor (TuneOptions::floor).
+struct ProblemChoice {
+  std::string problem;  // "swa L=1024"
+  std::string variant;
+  bool found = false;   // some ok candidate met the floor (every ok one, without a floor)
+  bool sparse = false;  // the fastest of them attends fewer pairs than dense (pair_ratio < 1)
+  std::string config;   // the fastest of them ("w=128,sink=4 Bc=64,Br=32")
+  TrialResult result;   // its trial
+  bool sparse_found = false;  // some sparse candidate met the floor
+  /// The sparse ok candidate closest to the floor among those that missed it (the
+  /// largest worst-case mass_recall, else the smallest worst-case rel_err); "" if none.
+  std::string closest;
+  TrialResult closest_result;
+};
+
 struct TuneSummary {
   int64_t evaluations = 0;
   int64_t measured = 0;  // evaluated in this run
@@ -37,6 +53,8 @@ struct TuneSummary {
   int64_t counter_failures = 0;
   std::string db_path;
   OutputPaths outputs;
+  std::string quality_source;          // "gaussian inputs" or the calibration set's Describe()
+  std::vector<ProblemChoice> choices;  // per problem, in the order searched
 };
 
 /// Tunes every (sequence length, variant) of the plan on its backend, timing with

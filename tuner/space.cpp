@@ -45,7 +45,7 @@ bool SameButLength(const ProblemRecord& a, const ProblemRecord& b) {
   const Shape& x = a.shape;
   const Shape& y = b.shape;
   const bool same_rows = (x.Lq == x.Lk && y.Lq == y.Lk) || x.Lq == y.Lq;
-  return a.dtype == b.dtype && a.phase == b.phase && x.B == y.B && x.Hq == y.Hq &&
+  return a.dtype == b.dtype && a.phase == b.phase && a.calib_id == b.calib_id && x.B == y.B && x.Hq == y.Hq &&
          x.Hkv == y.Hkv && x.d == y.d && x.causal == y.causal && same_rows && x.Lk != y.Lk;
 }
 
@@ -139,7 +139,7 @@ std::string SearchSpace::Describe(const Point& p) const {
 
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
                                    const SearchSpace& search, const ProblemRecord& problem,
-                                   size_t count) {
+                                   size_t count, const QualityFloor& floor) {
   const Space& space = search.space;
   if (count == 0 || space.Size() > kWarmStartSpaceLimit) return {};
   TrialFilter filter;
@@ -151,7 +151,7 @@ std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const 
     const bool ours = std::any_of(search.impls.begin(), search.impls.end(), [&](const Implementation* impl) {
       return impl->id == row.config.implementation;
     });
-    if (row.result.status == TrialStatus::kOk && ours &&
+    if (row.result.status == TrialStatus::kOk && ours && floor.MetBy(row.result.metrics) &&
         SameButLength(row.problem, problem)) {
       rows.push_back(std::move(row));
     }

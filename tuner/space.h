@@ -40,12 +40,13 @@ SearchSpace BuildSearchSpace(const Variant& variant,
 /// Warm start of one search: the `count` best distinct ok configurations (implementation
 /// and params) of `variant` among `search`'s implementations stored for `device_id` at
 /// the sequence length (Lk) nearest to `problem`'s (by ratio; the shorter on a tie) among
-/// stored problems of the same phase that differ from `problem` only in the length (Lq =
-/// Lk in both, or the same Lq: a decode step's one row), as points of `search.space`,
+/// stored problems of the same phase and quality source that differ from `problem` only
+/// in the length (Lq = Lk in both, or the same Lq: a decode step's one row), that meet
+/// `floor` there, as points of `search.space`,
 /// best first. Empty when there is none, or when the space is too large to match
 /// configurations against.
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
                                    const SearchSpace& search, const ProblemRecord& problem,
-                                   size_t count);
+                                   size_t count, const QualityFloor& floor = {});
 
 }  // namespace attntune

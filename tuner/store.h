@@ -24,6 +24,7 @@ class TrialStore {
 
   Database& Db() { return db_; }
   int64_t DeviceRowId() const { return device_id_; }
+  int64_t RunId() const { return run_id_; }
 
   struct Trial {
     int64_t id = 0;

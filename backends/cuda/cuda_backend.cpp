@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "profiler/kokkos_hooks.h"
 #include "kernels/cuda/cuda_implementations.h"
 #ifdef ATTNTUNE_HAVE_CUPTI
 #include "profiler/cuda/cupti_activity.h"
@@ -63,6 +64,8 @@ class CudaBackend : public Backend {
       for (const auto& [name, value] : ReadGpuClocks(index)) (*metrics)[name] = value;
       (*metrics)["l2_flushed"] = flush_l2 ? 1 : 0;
     };
+    // The selection of the gathered and bucketed kernels runs on the host, on Kokkos.
+    hooks.record_launches = [] { return std::make_unique<KernelCapture>(); };
     return hooks;
   }
   std::unique_ptr<CounterSource> MakeCounters(Dtype dtype, std::string* why_not) override {

@@ -1,6 +1,7 @@
 #include "backends/kokkos/kokkos_backend.h"
 
 #include "core/error.h"
+#include "profiler/kokkos_hooks.h"
 
 namespace attntune {
 namespace {
@@ -18,7 +19,9 @@ class KokkosBackend : public Backend {
   }
   MeasureHooks Hooks(bool flush_l2) const override {
     if (flush_l2) throw UserError("--flush-l2: the cpu backend cannot flush a cache between repetitions");
-    return {};
+    MeasureHooks hooks;
+    hooks.record_launches = [] { return std::make_unique<KernelCapture>(); };
+    return hooks;
   }
   std::unique_ptr<CounterSource> MakeCounters(Dtype, std::string* why_not) override {
     *why_not = "the cpu backend has no hardware counters";

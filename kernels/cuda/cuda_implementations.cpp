@@ -81,7 +81,7 @@ Resident& TheResident() {
   return *resident;
 }
 
-void Upload(DeviceBuffer& buffer, const std::vector<float>& host, cp::Dtype dtype) {
+void Upload(DeviceBuffer& buffer, const TensorData<float>& host, cp::Dtype dtype) {
   std::vector<uint16_t> bits(host.size());
   for (size_t x = 0; x < host.size(); ++x) bits[x] = cp::ToBits(host[x], dtype);
   buffer.Resize(bits.size() * 2);
@@ -98,7 +98,7 @@ uint64_t Fingerprint(const Tensors& t) {
       h *= 1099511628211ull;
     }
   };
-  for (const std::vector<float>* x : {&t.q, &t.k, &t.v}) {
+  for (const TensorData<float>* x : {&t.q, &t.k, &t.v}) {
     mix(reinterpret_cast<uintptr_t>(x->data()));
     const size_t step = std::max<size_t>(1, x->size() / 64);
     for (size_t n = 0; n < x->size(); n += step) {
@@ -283,6 +283,97 @@ cp::WindowedDeviceArgs TensorArgs(const Resident& r) {
   args.v = r.v.ptr;
   args.o = r.o.ptr;
   return args;
+}
+
+// Makes the caller's CUDA device current for one call and restores the caller's own.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    Check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) Check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// Scratch memory ordered on the caller's stream: allocated before the launch, freed after
+// it (cudaMallocAsync / cudaFreeAsync), so that concurrent calls share nothing.
+class StreamScratch {
+ public:
+  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes > 0) Check(cudaMallocAsync(&ptr_, bytes, stream), "cudaMallocAsync");
+  }
+  ~StreamScratch() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+cp::WindowedDeviceArgs CallerArgs(const DeviceTensors& t) {
+  cp::WindowedDeviceArgs args;
+  args.q = t.q;
+  args.k = t.k;
+  args.v = t.v;
+  args.o = t.o;
+  args.stream = t.stream;
+  return args;
+}
+
+// dense, swa, hybrid ("cuda") on the caller's device buffers, enqueued on its stream.
+// hybrid's windows: the caller's device tensor, else w and full uploaded on the stream.
+void RunWindowedOnCallerBuffers(const std::string& variant, const DeviceTensors& t,
+                                const Params& p) {
+  DeviceGuard device(t.device);
+  const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
+  const cudaStream_t stream = static_cast<cudaStream_t>(t.stream);
+  cp::WindowedProblem problem;
+  problem.shape = t.shape;
+  if (variant == "swa") {
+    problem.window = ParamInt(p, "w");
+    problem.sink = ParamInt(p, "sink");
+  } else if (variant == "hybrid") {
+    problem.sink = ParamInt(p, "sink");
+    problem.per_head_windows = true;
+  }
+  cp::WindowedDeviceArgs args = CallerArgs(t);
+  const bool upload_windows = problem.per_head_windows && t.windows == nullptr;
+  StreamScratch windows(upload_windows ? static_cast<size_t>(t.shape.Hkv) * 4 : 0, stream);
+  if (upload_windows) {
+    std::vector<int32_t> host(static_cast<size_t>(t.shape.Hkv));
+    const int64_t full = ParamInt(p, "full"), w = ParamInt(p, "w");
+    for (int64_t h = 0; h < t.shape.Hkv; ++h) host[h] = static_cast<int32_t>(h < full ? 0 : w);
+    // From pageable memory: returns once `host` is staged, so it may go out of scope.
+    Check(cudaMemcpyAsync(windows.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice,
+                          stream),
+          "cudaMemcpyAsync");
+    args.windows = static_cast<const int32_t*>(windows.get());
+  } else {
+    args.windows = t.windows;
+  }
+  const std::string error = cp::LaunchWindowed(problem, tile, args);
+  if (!error.empty()) throw std::runtime_error(error);
+}
+
+// Split-KV decode ("cuda_decode" of dense, swa) on the caller's device buffers; its
+// partials in scratch ordered on the caller's stream.
+void RunDecodeOnCallerBuffers(const cp::WindowedProblem& problem, cp::Dtype dt,
+                              const DeviceTensors& t, int64_t splits) {
+  DeviceGuard device(t.device);
+  const cudaStream_t stream = static_cast<cudaStream_t>(t.stream);
+  StreamScratch workspace(static_cast<size_t>(cp::PlanDecode(problem, splits).workspace_bytes),
+                          stream);
+  const std::string error = cp::LaunchDecode(problem, dt, splits, CallerArgs(t), workspace.get());
+  if (!error.empty()) throw std::runtime_error(error);
 }
 
 // The checked run of every CUDA implementation: O poisoned on the device (0x7fff is a NaN
@@ -499,6 +590,11 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
     std::lock_guard<std::mutex> lock(g_mutex);
     Launch(id, t, p);
   };
+  if (family == cp::Family::kWindowed) {  // the others select on the host from fp32 inputs
+    impl.run_device = [id](const DeviceTensors& t, const Params& p) {
+      RunWindowedOnCallerBuffers(id, t, p);
+    };
+  }
   // Inputs rounded once to the dtype and P rounded once before P V: fp16 keeps 11
   // significant bits, bf16 8 (the bounds the [gpu] numerics test checks).
   const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
@@ -544,6 +640,9 @@ std::optional<Implementation> DecodeImplementation(const Variant& variant, cp::D
     if (!error.empty()) throw std::runtime_error(error);
   };
   WireDecode(&impl, dt, launch);
+  impl.run_device = [problem_of, dt](const DeviceTensors& t, const Params& p) {
+    RunDecodeOnCallerBuffers(problem_of(t.shape, p), dt, t, ParamInt(p, "Split"));
+  };
   return impl;
 }
 

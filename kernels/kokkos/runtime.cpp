@@ -2,6 +2,8 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 
 namespace attntune {
 
@@ -21,6 +23,17 @@ KokkosRuntime::~KokkosRuntime() {
     Kokkos::finalize();
     g_owns_kokkos = false;
   }
+}
+
+void EnsureKokkosInitialized() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (Kokkos::is_initialized()) return;
+    Kokkos::initialize();
+    std::atexit([] {
+      if (Kokkos::is_initialized()) Kokkos::finalize();
+    });
+  });
 }
 
 std::string KokkosDescription() {

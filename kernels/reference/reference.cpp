@@ -135,7 +135,12 @@ double RelErr(const std::vector<double>& out, const std::vector<double>& ref) {
   return RelErrImpl(out.data(), ref);
 }
 
-double MassRecall(const Tensors& t, const KeySets& sets, const std::vector<double>& dense_lse) {
+namespace {
+
+// Per row (b, hq, i): the dense attention probability S(i) keeps, from the dense rows'
+// log-sum-exp.
+std::vector<double> KeptPerRow(const Tensors& t, const KeySets& sets,
+                               const std::vector<double>& dense_lse) {
   const Shape& s = t.shape;
   ATTNTUNE_CHECK(dense_lse.size() == static_cast<size_t>(s.B * s.Hq * s.Lq));
   std::vector<double> kept(dense_lse.size(), 1.0);  // a row without dense keys loses nothing
@@ -158,10 +163,68 @@ double MassRecall(const Tensors& t, const KeySets& sets, const std::vector<doubl
       kept[row] = sum;
     }
   });
+  return kept;
+}
+
+}  // namespace
+
+double MassRecall(const Tensors& t, const KeySets& sets, const std::vector<double>& dense_lse) {
+  const Shape& s = t.shape;
+  const std::vector<double> kept = KeptPerRow(t, sets, dense_lse);
   double total = 0.0;
   for (double k : kept) total += k;  // in row order: the same sum whatever the threads
   const double rows = static_cast<double>(s.B * s.Hq * s.Lq);
   return rows > 0 ? total / rows : 1.0;
+}
+
+std::vector<double> MassRecallByHead(const Tensors& t, const KeySets& sets,
+                                     const std::vector<double>& dense_lse) {
+  const Shape& s = t.shape;
+  const std::vector<double> kept = KeptPerRow(t, sets, dense_lse);
+  std::vector<double> heads(static_cast<size_t>(s.Hq), 1.0);
+  if (s.B * s.Lq == 0) return heads;
+  for (int64_t hq = 0; hq < s.Hq; ++hq) {
+    double total = 0.0;
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t i = 0; i < s.Lq; ++i) total += kept[static_cast<size_t>((b * s.Hq + hq) * s.Lq + i)];
+    heads[static_cast<size_t>(hq)] = total / static_cast<double>(s.B * s.Lq);
+  }
+  return heads;
+}
+
+namespace {
+
+// Per query head: RelErrImpl over the head's slices of every batch, as one vector.
+template <typename T>
+std::vector<double> RelErrByHeadImpl(const Shape& s, const T* out, const std::vector<double>& ref) {
+  ATTNTUNE_CHECK(ref.size() == static_cast<size_t>(s.QElems()));
+  std::vector<double> heads(static_cast<size_t>(s.Hq));
+  const size_t slice = static_cast<size_t>(s.Lq * s.d);
+  std::vector<T> o;
+  std::vector<double> r;
+  for (int64_t hq = 0; hq < s.Hq; ++hq) {
+    o.clear();
+    r.clear();
+    for (int64_t b = 0; b < s.B; ++b) {
+      const size_t at = static_cast<size_t>(OutIndex(s, b, hq, 0, 0));
+      o.insert(o.end(), out + at, out + at + slice);
+      r.insert(r.end(), ref.data() + at, ref.data() + at + slice);
+    }
+    heads[static_cast<size_t>(hq)] = RelErrImpl(o.data(), r);
+  }
+  return heads;
+}
+
+}  // namespace
+
+std::vector<double> RelErrByHead(const Shape& s, const float* out, const std::vector<double>& ref) {
+  return RelErrByHeadImpl(s, out, ref);
+}
+
+std::vector<double> RelErrByHead(const Shape& s, const std::vector<double>& out,
+                                 const std::vector<double>& ref) {
+  ATTNTUNE_CHECK(out.size() == ref.size());
+  return RelErrByHeadImpl(s, out.data(), ref);
 }
 
 double MassRecallFromDenseRows(const Tensors& t, const KeySets& sets) {

@@ -28,6 +28,16 @@ double RelErr(const std::vector<double>& out, const std::vector<double>& ref);
 /// pairs S attends, not in dense's.
 double MassRecall(const Tensors& tensors, const KeySets& sets, const std::vector<double>& dense_lse);
 
+/// MassRecall per query head: [Hq], each the mean over its rows of every batch.
+std::vector<double> MassRecallByHead(const Tensors& tensors, const KeySets& sets,
+                                     const std::vector<double>& dense_lse);
+
+/// RelErr per query head: [Hq], each over the head's rows of every batch of O[B,Hq,Lq,d].
+std::vector<double> RelErrByHead(const Shape& shape, const float* out,
+                                 const std::vector<double>& ref);
+std::vector<double> RelErrByHead(const Shape& shape, const std::vector<double>& out,
+                                 const std::vector<double>& ref);
+
 /// The same from the definition: each row's whole dense softmax (the check of the above).
 double MassRecallFromDenseRows(const Tensors& tensors, const KeySets& sets);
 

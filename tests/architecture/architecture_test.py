@@ -4,7 +4,10 @@
 tuner/, search/, db/ and reports/ see a backend only through backends/backend.h: none
 includes a header of a backend, of a platform's kernels or profiler, or of CUDA/CUPTI,
 links a backend-specific library, or names a platform. core/ depends on nothing of
-attntune's. Exits 1 naming every violation."""
+attntune's. library/ sits over kernels/ and core/ (and profiler/device.h for device
+names), never over tuner/, search/, db/, reports/, cli/ or backends/; its public headers
+(library/include/attntune/) include the standard library and each other only (the
+CUDA component's header also cuda_runtime_api.h). Exits 1 naming every violation."""
 import os
 import re
 import sys
@@ -25,6 +28,14 @@ FORBIDDEN_LINK = re.compile(r"\b(kernels_gpu|kernels_cuda\w*|profiler_cuda|profi
 FORBIDDEN_NAME = re.compile(r"\b(kCudaPlatform|kKokkosPlatform|ATTNTUNE_HAVE_CUDA|"
                             r"ATTNTUNE_HAVE_CUPTI)\b")
 CORE_INCLUDE = re.compile(r'#\s*include\s*"(?!core/)[a-z_]+/')
+# What library/ may include of attntune's: its own files, kernels/, core/, the device
+# names of profiler/, and the generated build_info.h.
+LIBRARY_INCLUDE = re.compile(
+    r'#\s*include\s*["<](?!(?:library/|kernels/|core/|profiler/device\.h|attntune/|build_info\.h))'
+    r'(tuner|search|db|reports|cli|backends|profiler|library|fuzz|tests|python)/')
+# A public header: <standard> headers, "attntune/..." headers, and CUDA's runtime API.
+PUBLIC_INCLUDE = re.compile(r'#\s*include\s*(["<])([^">]+)[">]')
+STANDARD_HEADER = re.compile(r"^[a-z_0-9]+(\.h)?$")
 
 
 def sources(folder):
@@ -63,9 +74,26 @@ def main():
             code = f.read()
         for m in CORE_INCLUDE.finditer(code):
             problems.append(f"{rel}: core/ includes {m.group(0).split(None, 1)[-1]}")
+    for path in sources("library"):
+        rel = os.path.relpath(path, ROOT)
+        if path.endswith("CMakeLists.txt"):
+            continue
+        with open(path, encoding="utf-8") as f:
+            code = strip_comments(f.read())
+        if "/include/attntune/" in path:
+            for m in PUBLIC_INCLUDE.finditer(code):
+                name = m.group(2)
+                ok = (name.startswith("attntune/") or name == "cuda_runtime_api.h" and
+                      rel.endswith("attntune_cuda.h") or
+                      m.group(1) == "<" and STANDARD_HEADER.match(name) and "/" not in name)
+                if not ok:
+                    problems.append(f"{rel}: a public header includes {m.group(0).split(None, 1)[-1]}")
+            continue
+        for m in LIBRARY_INCLUDE.finditer(code):
+            problems.append(f"{rel}: library/ includes {m.group(0).split(None, 1)[-1]}")
     for p in problems:
         print("FAIL:", p)
-    checked = sum(1 for folder in NEUTRAL + ["core"] for _ in sources(folder))
+    checked = sum(1 for folder in NEUTRAL + ["core", "library"] for _ in sources(folder))
     print(f"architecture: {checked} files checked, {len(problems)} violation(s)")
     return 1 if problems else 0
 

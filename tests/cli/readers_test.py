@@ -89,7 +89,7 @@ def run_reader(*args):
 probe = subprocess.run(["touch", os.path.join(ro, "probe")], capture_output=True,
                        preexec_fn=as_nobody)
 expect(probe.returncode != 0, "the folder is read-only to the readers")
-for path, version, trials in ((ro_db, 3, None), (v1, 1, 22)):
+for path, version, trials in ((ro_db, 4, None), (v1, 1, 22)):
     before = digest(path)
     p = run_reader("db", "info", "--db", path)
     expect(p.returncode == 0 and f"schema version: {version}" in p.stdout,

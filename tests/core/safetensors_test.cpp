@@ -72,6 +72,28 @@ TEST_CASE("safetensors reads a hand-written file with metadata and raw dtypes") 
   CHECK(st.at("b").bytes.size() == 4);
 }
 
+TEST_CASE("safetensors metadata round trips; a value that is not a string is refused") {
+  TempDir dir;
+  const std::string path = dir.File("m.safetensors");
+  WriteSafetensors(path, {{"q", MakeF32({1}, {2.0f})}}, {{"model", "tiny"}, {"layers", "0,1"}});
+  StMetadata metadata;
+  const StFile st = ReadSafetensors(path, &metadata);
+  CHECK(st.at("q").AsF32() == std::vector<float>{2.0f});
+  CHECK(metadata == StMetadata{{"layers", "0,1"}, {"model", "tiny"}});
+  // Without metadata the map stays empty; the reader without it still reads the file.
+  WriteSafetensors(path, {{"q", MakeF32({1}, {2.0f})}});
+  StMetadata none{{"stale", "x"}};
+  none.clear();
+  ReadSafetensors(path, &none);
+  CHECK(none.empty());
+  WriteBytes(path, RawFile(R"({"__metadata__":{"layers":[0,1]}})", ""));
+  CHECK(UserErrorText([&] { ReadSafetensors(path); }) ==
+        path + ": not a valid safetensors file (__metadata__ value 'layers' is not a string)");
+  WriteBytes(path, RawFile(R"({"__metadata__":"x"})", ""));
+  CHECK(UserErrorText([&] { ReadSafetensors(path); }) ==
+        path + ": not a valid safetensors file (__metadata__ is not a JSON object)");
+}
+
 TEST_CASE("malformed safetensors files give one clear error") {
   TempDir dir;
   const std::string path = dir.File("bad.safetensors");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/user_error_text.h"
 
 #include <catch2/catch.hpp>
 
@@ -163,12 +164,28 @@ void MakeFileDb(const std::string& path, int trials) {
   for (int i = 0; i < trials; ++i) Insert(*db, ids, r);
 }
 
+// Turns a file MakeFileDb made into the schema-3 layout as attntune wrote it before
+// calibration sets: no calibration, trial_quality or run_problem table, no calib_id.
+void DowngradeToV3(const std::string& path) {
+  RawExec(path,
+          "DROP TABLE calibration; DROP TABLE trial_quality; DROP TABLE run_problem;"
+          "PRAGMA foreign_keys = OFF;"
+          "CREATE TABLE problem_v3(id INTEGER PRIMARY KEY, B INTEGER NOT NULL, "
+          "Hq INTEGER NOT NULL, Hkv INTEGER NOT NULL, d INTEGER NOT NULL, Lq INTEGER NOT NULL, "
+          "Lk INTEGER NOT NULL, causal INTEGER NOT NULL CHECK(causal IN (0, 1)), "
+          "dtype TEXT NOT NULL, phase TEXT NOT NULL, "
+          "UNIQUE(B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase));"
+          "INSERT INTO problem_v3 SELECT id, B, Hq, Hkv, d, Lq, Lk, causal, dtype, phase FROM problem;"
+          "DROP TABLE problem; ALTER TABLE problem_v3 RENAME TO problem;"
+          "PRAGMA user_version = 3");
+}
+
 TEST_CASE("a new database has schema version 3 and no rows", "[db]") {
   auto db = Database::Open(":memory:");
   DbInfo info = db->Info();
   CHECK(info.path == ":memory:");
   CHECK(info.schema_version == kSchemaVersion);
-  CHECK(info.schema_version == 3);
+  CHECK(info.schema_version == kSchemaVersion);
   CHECK(info.devices + info.problems + info.configs + info.builds + info.runs + info.trials +
             info.samples + info.metrics ==
         0);
@@ -183,9 +200,10 @@ TEST_CASE("a file database has every table, WAL mode and our application id", "[
   CHECK(RawQuery(path,
                  "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
                  "WHERE type = 'table' ORDER BY name)") ==
-        "build,claim,config,device,meta,metric,problem,run,sample,trial");
+        "build,calibration,claim,config,device,meta,metric,problem,run,run_problem,sample,trial,"
+        "trial_quality");
   CHECK(RawQuery(path, "PRAGMA journal_mode") == "wal");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "3");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "4");
   CHECK(RawQuery(path, "PRAGMA application_id") == std::to_string(0x41544E54));
   CHECK(RawQuery(path, "SELECT value FROM meta WHERE key = 'created_by'").rfind("attntune ", 0) ==
         0);
@@ -204,7 +222,7 @@ TEST_CASE("reopening a database keeps its rows and changes nothing", "[db]") {
   for (int i = 0; i < 2; ++i) {
     auto db = Database::Open(path);
     DbInfo info = db->Info();
-    CHECK(info.schema_version == 3);
+    CHECK(info.schema_version == kSchemaVersion);
     CHECK(info.trials == 1);
     CHECK(info.samples == 4);
     CHECK(db->PutDevice(Cpu()) == ids.device);
@@ -481,9 +499,10 @@ TEST_CASE("a schema-2 file gains the claim table and keeps its rows", "[db]") {
   TempDir dir;
   std::string path = dir.File("v2.db");
   MakeFileDb(path, 2);
+  DowngradeToV3(path);
   RawExec(path, "DROP TABLE claim; PRAGMA user_version = 2");
   auto db = Database::Open(path);
-  CHECK(db->Info().schema_version == 3);
+  CHECK(db->Info().schema_version == kSchemaVersion);
   CHECK(db->Info().trials == 2);
   CHECK(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'claim'") == "1");
   Ids ids = Seed(*db);
@@ -599,9 +618,33 @@ TEST_CASE("a database garbled in place is refused when it is opened", "[db]") {
   Garble(path);
   // quick_check reads every page when the file is opened, for writing or for reading.
   const std::string damaged =
-      path + ": the database is damaged (Page 42: btreeInitPage() returns error code 11)";
+      path + ": the database is damaged (Page 44: btreeInitPage() returns error code 11)";
   CHECK(OpenError(path) == damaged);
   CHECK(ReadOnlyOpenError(path) == damaged);
+}
+
+TEST_CASE("a header with an unknown schema format number is refused as damaged", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("f.db");
+  MakeFileDb(path, 1);
+  {  // offset 44: the schema format number (1 to 4), big-endian; 5 is unknown to SQLite
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(47);
+    file.put(5);
+  }
+  const std::string damaged = path + ": the database is damaged (unsupported file format)";
+  CHECK(OpenError(path) == damaged);
+  CHECK(ReadOnlyOpenError(path) == damaged);
+}
+
+TEST_CASE("a table without the columns attntune wrote is refused as damaged", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("c.db");
+  MakeFileDb(path, 1);
+  RawExec(path, "ALTER TABLE metric RENAME COLUMN value TO v");
+  auto db = Database::OpenReadOnly(path);
+  CHECK(UserErrorText([&] { db->Trials({}); }) ==
+        path + ": the database is damaged (no such column: value)");
 }
 
 TEST_CASE("a damaged row is a UserError naming the file and the row, never an abort", "[db]") {
@@ -669,7 +712,7 @@ TEST_CASE("a schema-1 file is upgraded in place, its configs split by the v1 rul
   {
     auto db = Database::Open(path);
     first = db->Info();
-    CHECK(first.schema_version == 3);
+    CHECK(first.schema_version == kSchemaVersion);
     CHECK(first.trials == 22);
     CHECK(first.samples == 242);
     CHECK(first.metrics == 176);
@@ -690,7 +733,7 @@ TEST_CASE("a schema-1 file is upgraded in place, its configs split by the v1 rul
   CHECK(RawQuery(path, "PRAGMA foreign_key_check") == "");
   auto again = Database::Open(path);
   const DbInfo second = again->Info();
-  CHECK(second.schema_version == 3);
+  CHECK(second.schema_version == kSchemaVersion);
   CHECK(second.configs == first.configs);
   CHECK(second.trials == first.trials);
   CHECK(second.samples == first.samples);
@@ -712,12 +755,12 @@ TEST_CASE("a database from a newer attntune is refused", "[db]") {
   TempDir dir;
   std::string path = dir.File("n.db");
   MakeFileDb(path, 1);
-  RawExec(path, "PRAGMA user_version = 4");
+  RawExec(path, "PRAGMA user_version = 5");
   CHECK(OpenError(path) ==
-        path + ": schema version 4 is newer than this attntune (supports 3); upgrade attntune");
+        path + ": schema version 5 is newer than this attntune (supports 4); upgrade attntune");
   CHECK(ReadOnlyOpenError(path) ==
-        path + ": schema version 4 is newer than this attntune (supports 3); upgrade attntune");
-  CHECK(RawQuery(path, "PRAGMA user_version") == "4");
+        path + ": schema version 5 is newer than this attntune (supports 4); upgrade attntune");
+  CHECK(RawQuery(path, "PRAGMA user_version") == "5");
 }
 
 TEST_CASE("another program's SQLite database is refused", "[db]") {
@@ -736,7 +779,7 @@ TEST_CASE("an empty file becomes a new database", "[db]") {
   std::string path = dir.File("empty.db");
   std::ofstream{path};
   REQUIRE(fs::file_size(path) == 0);
-  CHECK(Database::Open(path)->Info().schema_version == 3);
+  CHECK(Database::Open(path)->Info().schema_version == kSchemaVersion);
 }
 
 TEST_CASE("a reader refuses an empty file and leaves it empty", "[db]") {
@@ -877,6 +920,107 @@ TEST_CASE("a killed writer loses only its uncommitted trial", "[db]") {
   Ids ids = Seed(*db);
   Insert(*db, ids, Ok());
   CHECK(db->Info().trials == 4);
+}
+
+}  // namespace
+}  // namespace attntune
+
+namespace attntune {
+namespace {
+
+TEST_CASE("a schema-3 file is upgraded to 4 in place: its problems keep their ids and trials", "[db]") {
+  TempDir dir;
+  std::string path = dir.File("v3.db");
+  MakeFileDb(path, 3);
+  DowngradeToV3(path);
+  REQUIRE(RawQuery(path, "PRAGMA user_version") == "3");
+  const std::string v3 = Bytes(path);
+  {  // a reader goes through a migrated copy in memory and leaves the file as it was
+    auto reader = Database::OpenReadOnly(path);
+    CHECK(reader->Info().schema_version == 3);
+    const std::vector<TrialRow> rows = reader->Trials({});
+    REQUIRE(rows.size() == 3);
+    CHECK(rows[0].problem.calib_id == 0);
+    CHECK(reader->Calibrations().empty());
+  }
+  CHECK(Bytes(path) == v3);
+  auto db = Database::Open(path);
+  CHECK(db->Info().schema_version == kSchemaVersion);
+  CHECK(RawQuery(path, "SELECT group_concat(calib_id) FROM problem") == "0");
+  // The Gaussian problem is the one a tune of the same shape finds, and its trials reuse.
+  Ids ids = Seed(*db);
+  CHECK(ids.problem == 1);
+  CHECK(db->FindReusable(ids.device, ids.problem, ids.config, ids.build).has_value());
+  CHECK(RawQuery(path, "PRAGMA foreign_key_check") == "");
+}
+
+TEST_CASE("a calibration set is part of the problem's key; its trials keep quality cells", "[db]") {
+  auto db = Database::Open(":memory:");
+  Ids ids = Seed(*db);
+  CalibrationRecord calib{0, "ab12", "org/model", "0,1", 512, R"(["a.safetensors"])"};
+  const int64_t calib_id = db->PutCalibration(calib);
+  CHECK(calib_id > 0);
+  calib.files_json = R"(["b.safetensors"])";  // the same content read from another file
+  CHECK(db->PutCalibration(calib) == calib_id);
+  CHECK(db->PutCalibration({0, "cd34", "org/model", "0", 512, "[]"}) != calib_id);
+  ProblemRecord calibrated = Problem();
+  calibrated.calib_id = calib_id;
+  const int64_t problem = db->PutProblem(calibrated);
+  CHECK(problem != ids.problem);
+  CHECK(db->PutProblem(calibrated) == problem);
+  // Trials of the two problems are kept apart.
+  TrialResult r = Ok(2.0);
+  r.quality_cells = {{0, 0, 0.97, 0.01}, {0, 1, 0.91, 0.05}, {1, 0, 1.0, 0.0}};
+  const int64_t trial = db->InsertTrial(ids.run, ids.device, problem, ids.config, ids.build, r);
+  CHECK_FALSE(db->FindReusable(ids.device, ids.problem, ids.config, ids.build).has_value());
+  const auto reused = db->FindReusable(ids.device, problem, ids.config, ids.build);
+  REQUIRE(reused.has_value());
+  CHECK(reused->problem.calib_id == calib_id);
+  CHECK(reused->result.quality_cells.empty());  // read on demand only
+  const std::vector<QualityCell> cells = db->QualityCells(trial);
+  REQUIRE(cells.size() == 3);
+  CHECK(cells[1].layer == 0);
+  CHECK(cells[1].head == 1);
+  CHECK(cells[1].mass_recall == 0.91);
+  CHECK(cells[1].rel_err == 0.05);
+  CHECK(db->Calibrations().size() == 2);
+  CHECK(db->Calibrations()[0].files_json == R"(["a.safetensors"])");
+  CHECK(db->Info().calibrations == 2);
+  db->PutRunProblem({ids.run, problem, "mass_recall>=0.95"});
+  db->PutRunProblem({ids.run, problem, "mass_recall>=0.9"});  // the run's last word
+  const std::vector<RunProblemRecord> tuned = db->RunProblems();
+  REQUIRE(tuned.size() == 1);
+  CHECK(tuned[0].floor == "mass_recall>=0.9");
+}
+
+TEST_CASE("quality floors parse, print and judge a trial's worst layer and head", "[db]") {
+  const QualityFloor f = ParseQualityFloor("mass_recall>=0.95,rel_err<=0.1", "--min-quality");
+  CHECK(f.ToString() == "mass_recall>=0.95,rel_err<=0.1");
+  CHECK(ParseQualityFloor(f.ToString(), "x").ToString() == f.ToString());
+  CHECK(ParseQualityFloor("", "x").Empty());
+  CHECK(f.MetBy({{"mass_recall_worst", 0.95}, {"rel_err_worst", 0.1}, {"mass_recall", 0.5}}));
+  CHECK_FALSE(f.MetBy({{"mass_recall_worst", 0.9499}, {"rel_err_worst", 0.01}}));
+  CHECK_FALSE(f.MetBy({{"mass_recall_worst", 0.99}, {"rel_err_worst", 0.2}}));
+  // A trial without worst values is judged by its mean; one without the metric fails.
+  CHECK(f.MetBy({{"mass_recall", 0.96}, {"rel_err", 0.05}}));
+  CHECK_FALSE(f.MetBy({{"mass_recall", 0.96}}));
+  CHECK(QualityFloor{}.MetBy({}));
+  auto error = [](const std::string& text) {
+    try {
+      ParseQualityFloor(text, "--min-quality");
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error("mass_recall>0.9") ==
+        "--min-quality: 'mass_recall>0.9' is not mass_recall>=X or rel_err<=X");
+  CHECK(error("mass_recall>=1.5") ==
+        "--min-quality: 'mass_recall>=1.5': X must be a number between 0 and 1");
+  CHECK(error("rel_err<=-1") == "--min-quality: 'rel_err<=-1': X must be a non-negative number");
+  CHECK(error("rel_err<=nan") == "--min-quality: 'rel_err<=nan': X must be a non-negative number");
+  CHECK(error("mass_recall>=0.9,mass_recall>=0.8") == "--min-quality: mass_recall is given twice");
+  CHECK(error("mass_recall>=0.9,") == "--min-quality: '' is not mass_recall>=X or rel_err<=X");
 }
 
 }  // namespace

@@ -207,3 +207,59 @@ TEST_CASE("MassRecall from the dense rows' log-sum-exp equals the definition, fo
     }
   }
 }
+
+namespace {
+
+// Query head `hq` of `t` (every batch) with its KV head, as a problem of its own: the
+// swa key sets do not depend on the head's index, so its metrics are the head's.
+attntune::Tensors OneHead(const attntune::Tensors& t, int64_t hq) {
+  using namespace attntune;
+  const Shape& s = t.shape;
+  Tensors h;
+  h.shape = s;
+  h.shape.Hq = 1;
+  h.shape.Hkv = 1;
+  const int64_t hkv = hq / s.Group();
+  for (int64_t b = 0; b < s.B; ++b) {
+    h.q.insert(h.q.end(), t.Q(b, hq, 0), t.Q(b, hq, 0) + s.Lq * s.d);
+    h.k.insert(h.k.end(), t.K(b, hkv, 0), t.K(b, hkv, 0) + s.Lk * s.d);
+    h.v.insert(h.v.end(), t.V(b, hkv, 0), t.V(b, hkv, 0) + s.Lk * s.d);
+  }
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("MassRecallByHead and RelErrByHead give each query head's own metric") {
+  using namespace attntune;
+  const Shape shape = ParseShape("B=2,Hq=4,Hkv=2,Lq=37,Lk=53,d=16", "test");
+  const Tensors t = GaussianTensors(shape, 11);
+  const Variant& dense = FindVariant("dense", "test");
+  const Variant& swa = FindVariant("swa", "test");
+  const Params params{{"w", "9"}, {"sink", "2"}};
+  std::vector<double> lse;
+  const std::vector<double> dense_ref = ReferenceAttention(t, *dense.key_sets(t, {}), &lse);
+  const std::vector<double> swa_ref = ReferenceAttention(t, *swa.key_sets(t, params));
+  const std::vector<double> recall = MassRecallByHead(t, *swa.key_sets(t, params), lse);
+  const std::vector<double> err = RelErrByHead(shape, swa_ref, dense_ref);
+  std::vector<float> swa_f(swa_ref.begin(), swa_ref.end());
+  const std::vector<double> err_f = RelErrByHead(shape, swa_f.data(), dense_ref);
+  REQUIRE(recall.size() == 4);
+  REQUIRE(err.size() == 4);
+  double mean = 0;
+  for (int64_t hq = 0; hq < 4; ++hq) {
+    INFO("head " << hq);
+    const Tensors h = OneHead(t, hq);
+    const double own = MassRecallFromDenseRows(h, *swa.key_sets(h, params));
+    CHECK(recall[static_cast<size_t>(hq)] == Approx(own).epsilon(1e-12));
+    const double own_err = RelErr(ReferenceAttention(h, *swa.key_sets(h, params)),
+                                  ReferenceAttention(h, *dense.key_sets(h, {})));
+    CHECK(err[static_cast<size_t>(hq)] == Approx(own_err).epsilon(1e-12));
+    CHECK(err_f[static_cast<size_t>(hq)] == Approx(own_err).epsilon(1e-5));
+    mean += recall[static_cast<size_t>(hq)] / 4;
+  }
+  CHECK(mean == Approx(MassRecall(t, *swa.key_sets(t, params), lse)).epsilon(1e-12));
+  // The heads differ: a per-head value is not the mean copied.
+  CHECK(*std::max_element(recall.begin(), recall.end()) >
+        *std::min_element(recall.begin(), recall.end()) + 1e-3);
+}

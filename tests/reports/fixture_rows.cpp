@@ -127,5 +127,28 @@ ReportInput MakeFixtureInputWithDecode() {
   return in;
 }
 
+ReportInput MakeFixtureInputWithCalibration() {
+  ReportInput in = MakeFixtureInput();
+  in.calibrations = {{1, "c0ffee0123456789abcdef", "org/tiny-model", "0,1", 1024, R"(["c.safetensors"])"}};
+  int64_t id = static_cast<int64_t>(in.trials.size());
+  auto add = [&](const std::string& params, double ms, double mean, double worst) {
+    TrialRow t = MakeTrial(++id, "swa", params, 64, 1024, ms, mean);
+    t.problem.id = 777;
+    t.problem.calib_id = 1;
+    t.result.metrics["mass_recall_worst"] = worst;
+    t.result.metrics["rel_err_worst"] = (1 - worst) * 0.5;
+    std::vector<QualityCell> cells;
+    for (int64_t layer = 0; layer < 2; ++layer)
+      for (int64_t head = 0; head < 8; ++head)
+        cells.push_back({layer, head, layer == 1 && head == 3 ? worst : mean, 0.01});
+    in.quality_cells[t.id] = cells;
+    in.trials.push_back(t);
+  };
+  add(R"({"Bc":64,"Br":32,"sink":4,"w":256})", 0.30, 0.95, 0.90);
+  add(R"({"Bc":64,"Br":32,"sink":4,"w":1024})", 0.70, 0.99, 0.97);
+  in.run_problems = {{1, 777, "mass_recall>=0.95"}};
+  return in;
+}
+
 }  // namespace test
 }  // namespace attntune

@@ -28,5 +28,11 @@ void AddCounters(TrialRow* trial, double dram_bytes, double ops);
 /// Bc=32 at 0.05 ms) and at L=4096.
 ReportInput MakeFixtureInputWithDecode();
 
+/// MakeFixtureInput plus swa trials at d=64, L=1024 measured on a calibration set
+/// (calib_id 1, "c0ffee..."), their problem tuned under mass_recall>=0.95: w=256 (0.30 ms,
+/// worst 0.90: misses the floor) and w=1024 (0.70 ms, worst 0.97: meets it), with the
+/// quality cells of both (2 layers x 8 heads).
+ReportInput MakeFixtureInputWithCalibration();
+
 }  // namespace test
 }  // namespace attntune

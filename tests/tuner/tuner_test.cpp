@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "kernels/cuda/cuda_implementations.h"
 #include "core/error.h"
+#include "profiler/kokkos_hooks.h"
 #include "profiler/timer.h"
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
@@ -61,7 +62,11 @@ class FakeBackend : public Backend {
     if (note) *note = "counting";
     return std::make_unique<CountingTimer>();
   }
-  MeasureHooks Hooks(bool) const override { return {}; }
+  MeasureHooks Hooks(bool) const override {
+    MeasureHooks hooks;  // it runs the table's Kokkos kernels: their launches are recorded
+    hooks.record_launches = [] { return std::make_unique<KernelCapture>(); };
+    return hooks;
+  }
   std::unique_ptr<CounterSource> MakeCounters(Dtype, std::string* why_not) override {
     if (!counters) {
       *why_not = "the fake backend was given no counters";
@@ -189,6 +194,7 @@ TEST_CASE("EvaluateCandidate measures a correct candidate") {
   CountingTimer timer;
   EvaluateOptions options;
   options.policy.min_reps = 3;
+  options.record_launches = [] { return std::make_unique<KernelCapture>(); };
   const Evaluated ev = EvaluateCandidate(problem, swa, impl, params, timer, options);
   REQUIRE(ev.result.status == TrialStatus::kOk);
   CHECK(ev.result.samples_ms.size() >= 3);

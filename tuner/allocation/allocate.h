@@ -15,6 +15,7 @@
 #include "tuner/allocation/cost.h"
 #include "tuner/allocation/io.h"
 #include "tuner/model.h"
+#include "db/records.h"
 
 namespace attntune {
 
@@ -26,6 +27,11 @@ struct AllocateOptions {
   double latency_ms = -1;           // budget on the prefill time of all layers
   int64_t kv_bytes = -1;            // budget on the KV cache at `context`
   std::string calib;                // safetensors of captured q/k/v; empty: generator
+  /// `--min-quality` (with --calib and --rho or import): the window is chosen, the
+  /// smallest of WindowGrid under which every SWA KV head of the allocation keeps the
+  /// floor on the captured attention (its mass_kept as mass_recall, its swa_rel_err as
+  /// rel_err); empty: the window is --window's (or the default).
+  QualityFloor floor;
   std::string import_path;          // strategy import: DuoAttention TSV or mask JSON
   int64_t window = 0;               // 0: the model's sliding_window, else context / 4
   int64_t sink = 0;
@@ -51,6 +57,7 @@ struct AllocateResult {
   CalibStats stats;
   int64_t window = 0;        // at `context`
   int64_t calib_window = 0;  // the same share of the calibration length
+  std::string window_choice;  // how the window was chosen under a floor ("" without one)
   std::string budget;        // "rho=0.5", "latency_ms=120", "kv_bytes=..."
   double rho_target = 0;
   Allocation chosen;
@@ -69,6 +76,9 @@ double QualityLoss(const Allocation& a, const CalibStats& stats);
 /// The allocation `strategy` makes at `rho` (import: from `scores`).
 Allocation AllocateWith(const std::string& strategy, Granularity g, const CalibStats& stats,
                         const HeadScores* scores, double rho, uint64_t seed);
+
+/// The windows a floor chooses from: 16, 32, 64, ... below `context`.
+std::vector<int64_t> WindowGrid(int64_t context);
 
 /// Checks the options without reading calibration data or measuring: UserError naming the
 /// flag (RunAllocate checks them first too).

@@ -164,9 +164,9 @@ TEST_CASE("captured q/k/v in safetensors give the same statistics as in memory")
   spec.length = 48;
   const Tensors t = GenerateHead(spec, HeadKind::kRetrieval, 0, 0);
   const std::string path = "allocation_test_calib.safetensors";
-  WriteSafetensors(path, {{"q.0", MakeF32({1, 2, 48, 16}, t.q)},
-                          {"k.0", MakeF32({1, 1, 48, 16}, t.k)},
-                          {"v.0", MakeF32({1, 1, 48, 16}, t.v)}});
+  WriteSafetensors(path, {{"q.0", MakeF32({1, 2, 48, 16}, t.q.ToVector())},
+                          {"k.0", MakeF32({1, 1, 48, 16}, t.k.ToVector())},
+                          {"v.0", MakeF32({1, 1, 48, 16}, t.v.ToVector())}});
   ModelGeometry m{"one", 1, 2, 1, 16};
   // Window 1024 of context 4096 is 12 of the 48 captured tokens.
   const CalibStats st = SafetensorsStats(path, m, 1024, 4096, 0, "--calib");

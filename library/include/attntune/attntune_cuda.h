@@ -1,0 +1,40 @@
+// attntune/attntune_cuda.h: the CUDA component (find_package(attntune COMPONENTS cuda),
+// target attntune::attntune_cuda): attntune::Run on device pointers enqueued on a
+// cudaStream_t.
+//
+//   attntune::Problem problem;  // ...
+//   problem.dtype = attntune::Dtype::kF16;
+//   problem.device = attntune::Device::Cuda(0);
+//   attntune::Tensors tensors;  // device pointers: q, k, v, o in fp16; windows int32
+//   attntune::Run(config, problem, tensors, stream);  // returns once enqueued
+//
+// On device buffers attntune runs the CUDA kernels that need nothing computed on the host:
+// the windowed kernels ("cuda": dense, swa, hybrid) and split-KV decode ("cuda_decode":
+// dense, swa). Other configurations are refused in one line naming these. The call makes
+// problem.device current for its duration and restores the caller's device; its scratch
+// (split-KV partials, hybrid windows from w and full) is allocated and freed on `stream`.
+#ifndef ATTNTUNE_ATTNTUNE_CUDA_H_
+#define ATTNTUNE_ATTNTUNE_CUDA_H_
+
+#include <cuda_runtime_api.h>
+
+#include "attntune/attntune.h"
+
+namespace attntune {
+
+/// Enqueues `config` on `problem` (a Device::Cuda problem) on `stream`.
+inline Status TryRun(const Config& config, const Problem& problem, const Tensors& tensors,
+                     cudaStream_t stream) {
+  RunOptions options;
+  options.stream = static_cast<void*>(stream);
+  return TryRun(config, problem, tensors, options);
+}
+
+inline void Run(const Config& config, const Problem& problem, const Tensors& tensors,
+                cudaStream_t stream) {
+  detail::ThrowIf(TryRun(config, problem, tensors, stream));
+}
+
+}  // namespace attntune
+
+#endif  // ATTNTUNE_ATTNTUNE_CUDA_H_

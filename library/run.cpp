@@ -1,0 +1,256 @@
+#include "library/run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/tensor_file.h"
+#include "core/tensors.h"
+#include "kernels/kokkos/runtime.h"
+#include "profiler/device.h"
+
+namespace attntune {
+namespace library {
+
+namespace {
+
+// The platform of the table's implementations that run on `device`.
+std::string PlatformOf(const DeviceId& device) {
+  if (device.backend == "cpu") return kKokkosPlatform;
+  if (device.backend == "cuda") return kCudaPlatform;
+  throw UserError("problem: unknown device '" + device.ToString() + "' (known: cpu, cuda:N)");
+}
+
+// The implementation ids of `variant` on `platform` ("tiled, generic").
+std::string IdsOn(const Variant& variant, const std::string& platform) {
+  std::string ids;
+  for (const Implementation& impl : variant.implementations) {
+    const bool listed = (", " + ids + ", ").find(", " + impl.id + ", ") != std::string::npos;
+    if (impl.platform == platform && !listed) ids += (ids.empty() ? "" : ", ") + impl.id;
+  }
+  return ids.empty() ? "none" : ids;
+}
+
+// The implementations that run on a caller's device buffers, read from the table
+// ("dense/cuda, swa/cuda, ...").
+std::string DeviceBufferImplementations() {
+  std::string text;
+  for (const Variant& v : Variants()) {
+    for (const Implementation& impl : v.implementations) {
+      const std::string name = v.id + "/" + impl.id;
+      if (impl.run_device && text.find(name) == std::string::npos) {
+        text += (text.empty() ? "" : ", ") + name;
+      }
+    }
+  }
+  return text.empty() ? "none in this build" : text;
+}
+
+// A configuration without an implementation runs the first of `platform` that takes the
+// problem (decode: one query row against more keys; on CUDA one that runs on the
+// caller's buffers), as `attntune run` does.
+std::string DefaultImplementation(const Variant& variant, const Problem& problem,
+                                  const std::string& platform) {
+  const Shape& s = problem.shape;
+  const Phase phase = s.Lq == 1 && s.Lk > 1 ? Phase::kDecode : Phase::kPrefill;
+  for (const Implementation* impl :
+       variant.ImplementationsFor(platform, {phase, problem.dtype, s.d})) {
+    if (platform == kKokkosPlatform || impl->run_device) return impl->id;
+  }
+  throw UserError("problem: " + variant.id + " has no " + platform + " implementation for the " +
+                  ToString(phase) + " phase, " + ToString(problem.dtype) + ", d=" +
+                  std::to_string(s.d) + " (" + platform + " runs: " +
+                  SupportedVariantsText(platform, {phase, problem.dtype, s.d}) + ")");
+}
+
+// UserError unless every extent is positive, Hq % Hkv == 0, Lq <= Lk, and each tensor's
+// size in bytes fits in an int64.
+void ValidateProblem(const Problem& problem) {
+  ValidateShape(problem.shape, "problem");
+  const Shape& s = problem.shape;
+  for (const int64_t heads : {s.Hq, s.Hkv}) {
+    int64_t n = 0;
+    const bool overflow = __builtin_mul_overflow(s.B, heads, &n) ||
+                          __builtin_mul_overflow(n, std::max(s.Lq, s.Lk), &n) ||
+                          __builtin_mul_overflow(n, s.d, &n) || __builtin_mul_overflow(n, 4, &n);
+    if (overflow) {
+      throw UserError("problem: " + s.ToString() + " has more elements than memory can hold");
+    }
+  }
+}
+
+// UserError unless the `n` values of an optional tensor are finite.
+void CheckFinite(const char* name, const float* x, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) {
+    if (!std::isfinite(x[e])) {
+      throw UserError(std::string("tensors: '") + name + "' holds " + std::to_string(x[e]) +
+                      " at element " + std::to_string(e) + " (finite values are expected)");
+    }
+  }
+}
+
+// The caller's host buffers as the kernels' tensors, without a copy; the optional ones
+// checked (finite; windows >= 0).
+Tensors HostView(const Problem& problem, const Buffers& b, const Params& params) {
+  const Shape& s = problem.shape;
+  Tensors t;
+  t.shape = s;
+  auto view = [](const float* x, int64_t n) {
+    return TensorData<float>::View(x, x != nullptr ? static_cast<size_t>(n) : 0);
+  };
+  t.q = view(static_cast<const float*>(b.q), s.QElems());
+  t.k = view(static_cast<const float*>(b.k), s.KvElems());
+  t.v = view(static_cast<const float*>(b.v), s.KvElems());
+  const std::pair<const char*, std::pair<const float*, TensorData<float>*>> optional[] = {
+      {"scores", {b.scores, &t.scores}}, {"delta", {b.delta, &t.delta}}, {"a", {b.a, &t.a}},
+      {"mu", {b.mu, &t.mu}}};
+  const int64_t sizes[] = {s.B * s.Hkv * s.Lk, s.Hkv * s.d, s.Hkv, s.Hkv * s.d};
+  for (size_t n = 0; n < 4; ++n) {
+    const float* x = optional[n].second.first;
+    if (x == nullptr) continue;
+    CheckFinite(optional[n].first, x, sizes[n]);
+    *optional[n].second.second = view(x, sizes[n]);
+  }
+  const auto bits = params.find("bits");
+  if (b.proj != nullptr && bits != params.end()) {  // [Hkv,d,bits]; no bits: not read
+    if (b.proj_bits != ParamInt(params, "bits")) {
+      throw UserError("tensors: 'proj' has " + std::to_string(b.proj_bits) +
+                      " columns (proj_bits), the configuration bits=" + bits->second +
+                      " (proj is [Hkv,d,bits])");
+    }
+    const int64_t n = s.Hkv * s.d * b.proj_bits;
+    CheckFinite("proj", b.proj, n);
+    t.proj = view(b.proj, n);
+  }
+  if (b.windows != nullptr) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      if (b.windows[h] < 0) {
+        throw UserError("tensors: 'windows' holds " + std::to_string(b.windows[h]) +
+                        " at element " + std::to_string(h) +
+                        ", expected windows >= 0 (0 = full attention)");
+      }
+    }
+    t.windows = TensorData<int32_t>::View(b.windows, static_cast<size_t>(s.Hkv));
+  }
+  return t;
+}
+
+// The Kokkos kernels run one at a time: the Serial backend's team scratch is one buffer
+// for the process.
+std::mutex& KokkosLaunchMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+void RunOnHost(const Plan& plan, const Problem& problem, const Buffers& buffers,
+               const RunOptions& options) {
+  const Tensors t = HostView(problem, buffers, plan.params);
+  if (options.check_inputs) CheckAttentionInputs(t, "tensors");
+  EnsureKokkosInitialized();
+  std::lock_guard<std::mutex> lock(KokkosLaunchMutex());
+  plan.implementation->run(t, plan.params, static_cast<float*>(buffers.o));
+}
+
+void RunOnDevice(const Plan& plan, const Problem& problem, const Buffers& b,
+                 const RunOptions& options) {
+  const CudaProbe probe = ProbeCuda();
+  if (!probe.usable) throw UserError("problem: " + problem.device.ToString() + ": " + probe.reason);
+  if (problem.device.index >= probe.device_count) {
+    throw UserError("problem: " + problem.device.ToString() + ": only " +
+                    std::to_string(probe.device_count) + " CUDA device(s) present");
+  }
+  DeviceTensors t;
+  t.shape = problem.shape;
+  t.dtype = problem.dtype;
+  t.q = b.q;
+  t.k = b.k;
+  t.v = b.v;
+  t.o = b.o;
+  t.scores = b.scores;
+  t.delta = b.delta;
+  t.a = b.a;
+  t.mu = b.mu;
+  t.proj = b.proj;
+  t.windows = b.windows;
+  t.device = problem.device.index;
+  t.stream = options.stream;
+  plan.implementation->run_device(t, plan.params);
+}
+
+}  // namespace
+
+Plan PlanRun(const Config& config, const Problem& problem) {
+  ValidateProblem(problem);
+  const std::string platform = PlatformOf(problem.device);
+  const Variant& variant = FindVariant(config.variant, config.what);
+  const std::string impl_id =
+      config.implementation.empty() ? DefaultImplementation(variant, problem, platform)
+                                    : config.implementation;
+  // An id may have one entry per dtype (the CUDA kernels' fp16 and bf16 rows).
+  const Implementation* impl = nullptr;
+  for (const Implementation& i : variant.implementations) {
+    if (i.id != impl_id || i.platform != platform) continue;
+    const bool takes = std::find(i.dtypes.begin(), i.dtypes.end(), problem.dtype) != i.dtypes.end();
+    if (impl == nullptr || takes) impl = &i;
+    if (takes) break;
+  }
+  if (impl == nullptr) {
+    throw UserError(config.what + ": " + variant.id + "/" + impl_id +
+                    " does not run on " + problem.device.ToString() + " (" + variant.id +
+                    " runs there as: " + IdsOn(variant, platform) + ")");
+  }
+  const std::string owner = variant.id + "/" + impl->id;
+  if (std::find(impl->dtypes.begin(), impl->dtypes.end(), problem.dtype) == impl->dtypes.end()) {
+    std::string takes;
+    for (const Implementation& i : variant.implementations) {
+      if (i.id != impl->id || i.platform != platform) continue;
+      for (const Dtype d : i.dtypes) takes += (takes.empty() ? "" : " or ") + std::string(ToString(d));
+    }
+    throw UserError("problem: " + owner + " does not take " + ToString(problem.dtype) +
+                    " inputs (it takes " + takes + ")");
+  }
+  const ProblemKind kind{impl->phases.front(), problem.dtype, problem.shape.d};
+  if (impl->supports) {
+    const std::string why = impl->supports(kind);
+    if (!why.empty()) throw UserError("problem: " + owner + ": " + why);
+  }
+  if (platform == kCudaPlatform && !impl->run_device) {
+    throw UserError(config.what + ": " + owner +
+                    " runs only on attntune's own device buffers (tune, bench), not on the "
+                    "caller's (on the caller's: " + DeviceBufferImplementations() + ")");
+  }
+  Params given = config.params;
+  given.insert(config.tunables.begin(), config.tunables.end());
+  Plan plan;
+  plan.variant = &variant;
+  plan.implementation = impl;
+  if (impl->tunables_for) {  // the tunables of this kind (a CUDA tile of this d): its defaults
+    Implementation of_kind = *impl;
+    of_kind.tunables = impl->TunablesFor(kind);
+    plan.params = ResolveParams(variant, &of_kind, problem.shape, given, config.what);
+  } else {
+    plan.params = ResolveParams(variant, impl, problem.shape, given, config.what);
+  }
+  return plan;
+}
+
+void Run(const Config& config, const Problem& problem, const Buffers& buffers,
+         const RunOptions& options) {
+  const Plan plan = PlanRun(config, problem);
+  for (const auto& [name, pointer] : {std::pair<const char*, const void*>{"q", buffers.q},
+                                      {"k", buffers.k}, {"v", buffers.v}, {"o", buffers.o}}) {
+    if (pointer == nullptr) {
+      throw UserError(std::string("tensors: '") + name + "' is NULL (q, k, v and o are required)");
+    }
+  }
+  if (problem.device.backend == "cpu") {
+    RunOnHost(plan, problem, buffers, options);
+  } else {
+    RunOnDevice(plan, problem, buffers, options);
+  }
+}
+
+}  // namespace library
+}  // namespace attntune
