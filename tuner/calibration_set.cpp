@@ -141,7 +141,7 @@ std::string SampleHash(const CalibrationSample& sample, const std::vector<int64_
   for (size_t n = 0; n < layers.size(); ++n) {
     const Tensors& t = sample.layers[n];
     bytes += "layer " + std::to_string(layers[n]) + " " + t.shape.ToString() + "\n";
-    for (const std::vector<float>* x : {&t.q, &t.k, &t.v})
+    for (const TensorData<float>* x : {&t.q, &t.k, &t.v})
       bytes.append(reinterpret_cast<const char*>(x->data()), x->size() * sizeof(float));
   }
   return Sha256Hex(bytes);
@@ -231,15 +231,17 @@ Tensors CropTokens(const Tensors& t, int64_t length) {
   Tensors c;
   c.shape = s;
   c.shape.Lq = c.shape.Lk = length;
-  auto crop = [&](const std::vector<float>& x, int64_t heads, std::vector<float>* out) {
+  auto crop = [&](const TensorData<float>& x, int64_t heads) {
     const size_t keep = static_cast<size_t>(length * s.d), row = static_cast<size_t>(s.Lk * s.d);
+    std::vector<float> out;
     for (int64_t bh = 0; bh < s.B * heads; ++bh)
-      out->insert(out->end(), x.begin() + static_cast<std::ptrdiff_t>(bh * row),
-                  x.begin() + static_cast<std::ptrdiff_t>(bh * row + keep));
+      out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(bh * row),
+                 x.begin() + static_cast<std::ptrdiff_t>(bh * row + keep));
+    return TensorData<float>(std::move(out));
   };
-  crop(t.q, s.Hq, &c.q);
-  crop(t.k, s.Hkv, &c.k);
-  crop(t.v, s.Hkv, &c.v);
+  c.q = crop(t.q, s.Hq);
+  c.k = crop(t.k, s.Hkv);
+  c.v = crop(t.v, s.Hkv);
   return c;
 }
 

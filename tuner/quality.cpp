@@ -59,17 +59,21 @@ const CalibrationQuality::Layer& CalibrationQuality::LayerAt(size_t index, int64
   NvtxRange range("calibration dense layer " + std::to_string(set_.layers[index]));
   Layer layer;
   Tensors& t = layer.tensors;
+  std::vector<float> q, k, v;
   for (const CalibrationSample& sample : set_.samples) {
     const Tensors crop = CropTokens(sample.layers[index], length);
-    if (t.q.empty()) {
+    if (q.empty()) {
       t.shape = crop.shape;
       t.shape.B = 0;
     }
     t.shape.B += crop.shape.B;  // the samples' sequences as one batch
-    t.q.insert(t.q.end(), crop.q.begin(), crop.q.end());
-    t.k.insert(t.k.end(), crop.k.begin(), crop.k.end());
-    t.v.insert(t.v.end(), crop.v.begin(), crop.v.end());
+    q.insert(q.end(), crop.q.begin(), crop.q.end());
+    k.insert(k.end(), crop.k.begin(), crop.k.end());
+    v.insert(v.end(), crop.v.begin(), crop.v.end());
   }
+  t.q = std::move(q);
+  t.k = std::move(k);
+  t.v = std::move(v);
   const Variant& dense = FindVariant("dense", "internal");
   layer.dense_ref = ReferenceAttention(t, *dense.key_sets(t, {}), &layer.dense_lse);
   return layers_.emplace(key, std::move(layer)).first->second;

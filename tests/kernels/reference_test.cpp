@@ -220,11 +220,15 @@ attntune::Tensors OneHead(const attntune::Tensors& t, int64_t hq) {
   h.shape.Hq = 1;
   h.shape.Hkv = 1;
   const int64_t hkv = hq / s.Group();
+  std::vector<float> q, k, v;
   for (int64_t b = 0; b < s.B; ++b) {
-    h.q.insert(h.q.end(), t.Q(b, hq, 0), t.Q(b, hq, 0) + s.Lq * s.d);
-    h.k.insert(h.k.end(), t.K(b, hkv, 0), t.K(b, hkv, 0) + s.Lk * s.d);
-    h.v.insert(h.v.end(), t.V(b, hkv, 0), t.V(b, hkv, 0) + s.Lk * s.d);
+    q.insert(q.end(), t.Q(b, hq, 0), t.Q(b, hq, 0) + s.Lq * s.d);
+    k.insert(k.end(), t.K(b, hkv, 0), t.K(b, hkv, 0) + s.Lk * s.d);
+    v.insert(v.end(), t.V(b, hkv, 0), t.V(b, hkv, 0) + s.Lk * s.d);
   }
+  h.q = std::move(q);
+  h.k = std::move(k);
+  h.v = std::move(v);
   return h;
 }
 

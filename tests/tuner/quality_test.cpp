@@ -34,9 +34,9 @@ std::string WriteCapture(const TempDir& dir, const std::string& name, int64_t le
     const Shape s{batch, 4, 2, length, length, 16, true};
     const Tensors t = GaussianTensors(s, seed + static_cast<uint64_t>(layer));
     const std::string l = std::to_string(layer);
-    file["q." + l] = MakeF32({batch, 4, length, 16}, t.q);
-    file["k." + l] = MakeF32({batch, 2, length, 16}, t.k);
-    file["v." + l] = MakeF32({batch, 2, length, 16}, t.v);
+    file["q." + l] = MakeF32({batch, 4, length, 16}, t.q.ToVector());
+    file["k." + l] = MakeF32({batch, 2, length, 16}, t.k.ToVector());
+    file["v." + l] = MakeF32({batch, 2, length, 16}, t.v.ToVector());
   }
   const std::string path = dir.File(name);
   WriteSafetensors(path, file, {{"model", "org/tiny"}, {"model_type", "llama"}});
@@ -107,12 +107,14 @@ TEST_CASE("A calibration set of several files is their sequences stacked; its ha
   for (size_t n = 0; n < 2; ++n) {
     const std::string l = std::to_string(ab.layers[n]);
     Tensors x = CropTokens(ab.samples[0].layers[n], 32), y = CropTokens(ab.samples[1].layers[n], 32);
-    x.q.insert(x.q.end(), y.q.begin(), y.q.end());
-    x.k.insert(x.k.end(), y.k.begin(), y.k.end());
-    x.v.insert(x.v.end(), y.v.begin(), y.v.end());
-    stacked["q." + l] = MakeF32({2, 4, 32, 16}, x.q);
-    stacked["k." + l] = MakeF32({2, 2, 32, 16}, x.k);
-    stacked["v." + l] = MakeF32({2, 2, 32, 16}, x.v);
+    auto both = [](const TensorData<float>& a, const TensorData<float>& b) {
+      std::vector<float> out = a.ToVector();
+      out.insert(out.end(), b.begin(), b.end());
+      return out;
+    };
+    stacked["q." + l] = MakeF32({2, 4, 32, 16}, both(x.q, y.q));
+    stacked["k." + l] = MakeF32({2, 2, 32, 16}, both(x.k, y.k));
+    stacked["v." + l] = MakeF32({2, 2, 32, 16}, both(x.v, y.v));
   }
   WriteSafetensors(dir.File("stacked.safetensors"), stacked);
   const CalibrationSet one = ReadCalibrationSet({dir.File("stacked.safetensors")}, Geometry(), "--calib");
