@@ -63,6 +63,21 @@ const Implementation& ImplementationNamed(const Backend& backend, const Variant&
     if (impl->id == id) return *impl;
     known += (known.empty() ? "" : ", ") + impl->id;
   }
+  // An implementation of this platform that refuses this problem (a library that does not
+  // load) or that this build lacks says why, in one line.
+  for (const Implementation& impl : variant.implementations) {
+    if (impl.id != id || impl.platform != backend.Platform()) continue;
+    if (std::find(impl.dtypes.begin(), impl.dtypes.end(), dtype) == impl.dtypes.end()) continue;
+    for (const Phase phase : impl.phases) {
+      const std::string why = impl.Refuses({phase, dtype, d});
+      if (!why.empty()) throw UserError("--impl: " + why);
+    }
+  }
+  for (const AbsentImplementation& absent : AbsentImplementations()) {
+    if (absent.id == id && absent.platform == backend.Platform()) {
+      throw UserError("--impl: " + id + " is not built in this attntune: " + absent.reason);
+    }
+  }
   throw UserError("--impl: unknown implementation '" + id + "' of " + variant.id + " (known: " +
                   known + ")");
 }

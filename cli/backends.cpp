@@ -38,6 +38,10 @@ std::unique_ptr<Backend> OpenBackend(const std::string& device, const std::strin
   throw UserError(what + ": '" + device + "' is not a device (expected " + Usage() + ")");
 }
 
+std::string ResolveLocalDevice(const std::string& device, int local_rank) {
+  return device == "cuda:local" ? "cuda:" + std::to_string(local_rank) : device;
+}
+
 std::vector<std::string> DescribeDevices() {
   std::vector<std::string> lines;
   for (const BackendEntry& b : kBackends) {

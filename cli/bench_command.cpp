@@ -43,7 +43,7 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_option("--min-reps", args->request.min_reps,
                   "Floor of timed repetitions (1: one warm-up and one timed run, e.g. to "
                   "measure peak memory at long lengths)")
-      ->check(kPositiveFinite)
+      ->check(kRepetitions)
       ->capture_default_str();
   cmd->add_option("--calib", args->calib,
                   "Captured q/k/v (FILE[,FILE...], scripts/capture_qkv.py) with the shape's heads "

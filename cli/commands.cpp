@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -13,6 +14,8 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "db/database.h"
+#include "db/merge.h"
+#include "profiler/measure.h"
 #include "tuner/emit.h"
 
 namespace attntune {
@@ -37,6 +40,23 @@ const CLI::Validator kPositiveFinite =
     FiniteCheck([](double v) { return v > 0.0; }, "a positive number");
 const CLI::Validator kNonNegativeFinite =
     FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
+const CLI::Validator kRepetitions = CLI::Validator(
+    [](std::string& text) -> std::string {
+      int64_t value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || value < 1 || value > kMaxMinReps)
+        return "'" + text + "' is not a count of repetitions from 1 to " +
+               std::to_string(kMaxMinReps);
+      return "";
+    },
+    "a count of repetitions");
+const CLI::Validator kNonNegativeInteger = CLI::Validator(
+    [](std::string& text) -> std::string {
+      int64_t value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || value < 0)
+        return "'" + text + "' is not a non-negative integer";
+      return "";
+    },
+    "a non-negative integer");
 
 namespace {
 
@@ -70,6 +90,11 @@ void RegisterVariants(CLI::App& app, int* rc) {
       }
       for (const std::string& line : lines) std::printf("%s\n", line.c_str());
     }
+    const std::vector<AbsentImplementation>& absent = AbsentImplementations();
+    if (!absent.empty()) std::printf("not built in this attntune:\n");
+    for (const AbsentImplementation& a : absent) {
+      std::printf("  %s %s: %s\n", a.platform.c_str(), a.id.c_str(), a.reason.c_str());
+    }
     *rc = 0;
   });
 }
@@ -91,6 +116,28 @@ std::unique_ptr<Database> OpenExisting(const std::string& path) {
     throw UserError("--db: '" + path + "' does not exist");
   }
   return Database::OpenReadOnly(path);
+}
+
+// `attntune db merge A.db B.db ... --into C.db`: each input's rows that C lacks.
+void RegisterMerge(CLI::App* dbcmd, int* rc) {
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto into = std::make_shared<std::string>();
+  auto* merge = dbcmd->add_subcommand(
+      "merge", "Add the trials of databases (separate jobs, clusters) to one, each once");
+  merge->add_option("databases", *inputs, "Databases to merge")->required();
+  merge->add_option("--into", *into, "The database they go into (created if absent)")->required();
+  merge->callback([inputs, into, rc] {
+    for (const auto& [path, counts] : MergeFiles(*inputs, *into)) {
+      std::string added, present;
+      for (const auto& [table, n] : counts.added)
+        added += (added.empty() ? "" : ", ") + table + " " + std::to_string(n);
+      for (const auto& [table, n] : counts.present)
+        present += (present.empty() ? "" : ", ") + table + " " + std::to_string(n);
+      std::printf("%s: added %s\n  already in %s: %s\n", path.c_str(), added.c_str(),
+                  into->c_str(), present.c_str());
+    }
+    *rc = 0;
+  });
 }
 
 void RegisterEmitReportDb(CLI::App& app, int* rc) {
@@ -119,7 +166,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
     *rc = 0;
   });
 
-  auto* dbcmd = app.add_subcommand("db", "Inspect a database");
+  auto* dbcmd = app.add_subcommand("db", "Inspect or merge databases");
   dbcmd->require_subcommand(1);
   auto info_db = std::make_shared<std::string>();
   auto* info = dbcmd->add_subcommand("info", "Counts of what a database holds");
@@ -139,6 +186,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
     std::printf("calibration sets %lld\n", static_cast<long long>(i.calibrations));
     *rc = 0;
   });
+  RegisterMerge(dbcmd, rc);
 }
 
 }  // namespace

@@ -14,6 +14,10 @@ namespace attntune {
 /// "nan" through: every comparison with NaN is false).
 extern const CLI::Validator kPositiveFinite;
 extern const CLI::Validator kNonNegativeFinite;
+/// A CLI11 check of a floor of repetitions: an integer from 1 to kMaxMinReps.
+extern const CLI::Validator kRepetitions;
+/// A CLI11 check of an integer >= 0 that fits int64 ("-1" would read as a budget's "unset").
+extern const CLI::Validator kNonNegativeInteger;
 
 /// Registers every subcommand on `app`; the callbacks store their exit code in `*rc`.
 void RegisterCommands(CLI::App& app, int* rc);

@@ -9,6 +9,15 @@ namespace attntune {
 ProgressPrinter::ProgressPrinter() : tty_(isatty(fileno(stderr)) != 0) {}
 
 void ProgressPrinter::operator()(const ProgressEvent& ev) {
+  if (ev.status == "lost") {  // a rank is gone: a line of its own, kept on a terminal too
+    Finish();
+    std::string text = "attntune: " + ev.message;
+    if (!ev.problem.empty())
+      text += "; its candidate (" + ev.problem + " " + ev.config + ") goes to another rank";
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+    return;
+  }
   if (ev.status == "running" && !tty_) return;  // plain logs get one line per result
   char line[256];
   char eval[48] = "";  // the counter passes come after the search: no evaluation index
@@ -29,6 +38,7 @@ void ProgressPrinter::operator()(const ProgressEvent& ev) {
   }
   if (ev.reused) text += " (stored)";
   if (!ev.message.empty()) text += ": " + ev.message;
+  if (!ev.worker.empty()) text += " [" + ev.worker + "]";
   if (tty_) {
     std::fprintf(stderr, "\r\033[K%s", text.c_str());
     pending_ = true;

@@ -2,6 +2,7 @@
 
 #include "core/params.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -26,6 +27,7 @@ struct ReplayArgs {
   int repeats = 100;
   uint64_t seed = 1;
   int threads = 0;
+  int batch = 1;
   bool json = false;
   std::string report;
 };
@@ -47,20 +49,22 @@ nlohmann::ordered_json ResultJson(const std::string& strategy, const std::vector
                               {"device", r.device},
                               {"size", r.size},
                               {"budgets", budgets},
-                              {"p_score", r.p_score}});
+                              {"p_score", r.p_score},
+                              {"wall_ms_per_eval", r.wall_ms_per_eval},
+                              {"strategy_ms_per_eval", r.strategy_ms_per_eval}});
   }
   return out;
 }
 
 void PrintText(const std::string& strategy, const ReplayArgs& a,
                const std::vector<ReplayResult>& results) {
-  std::printf("replay: strategy %s, %d repeats, seed %llu\n", strategy.c_str(), a.repeats,
-              static_cast<unsigned long long>(a.seed));
+  std::printf("replay: strategy %s, %d repeats, seed %llu, batch %d\n", strategy.c_str(),
+              a.repeats, static_cast<unsigned long long>(a.seed), a.batch);
   std::printf("%-28s %-24s %6s", "file", "device", "size");
   for (const ReplayResult::Budget& b : results.front().budgets) {
     std::printf("  %13s", ("@" + std::to_string(b.evals)).c_str());
   }
-  std::printf("  %7s\n", "p_score");
+  std::printf("  %7s  %9s  %11s\n", "p_score", "wall/eval", "search/eval");
   std::vector<double> mean(results.front().budgets.size(), 0.0);
   double p = 0;
   for (const ReplayResult& r : results) {
@@ -70,7 +74,8 @@ void PrintText(const std::string& strategy, const ReplayArgs& a,
       std::printf("  %.3f ± %.3f", r.budgets[i].fraction.mean, r.budgets[i].fraction.std);
       mean[i] += r.budgets[i].fraction.mean / results.size();
     }
-    std::printf("  %7.3f\n", r.p_score);
+    std::printf("  %7.3f  %6.1f ms  %8.2f ms\n", r.p_score, r.wall_ms_per_eval,
+                r.strategy_ms_per_eval);
     p += r.p_score / results.size();
   }
   if (results.size() > 1) {
@@ -95,6 +100,9 @@ void RegisterReplay(CLI::App& app, int* rc) {
   cmd->add_option("--seed", args->seed, "Seed of the first repeat's search")->capture_default_str();
   cmd->add_option("--threads", args->threads, "Threads (0: one per hardware thread)")
       ->capture_default_str();
+  cmd->add_option("--batch", args->batch,
+                  "Points asked before any is told, as a tune on this many MPI ranks asks them")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "One JSON object on stdout");
   cmd->add_option("--report", args->report, "Write an HTML page of best-so-far curves");
   cmd->callback([args, rc] {
@@ -105,6 +113,16 @@ void RegisterReplay(CLI::App& app, int* rc) {
     if (options.budgets.empty()) throw UserError("--budget: no budget given (e.g. 25,50,100)");
     if (a.repeats < 1) throw UserError("--repeats: must be a positive integer");
     if (a.threads < 0) throw UserError("--threads: must be 0 or a positive integer");
+    if (a.threads > kMaxReplayThreads)
+      throw UserError("--threads: " + std::to_string(a.threads) + " is more than attntune starts (" +
+                      std::to_string(kMaxReplayThreads) + ")");
+    const int64_t max_budget = *std::max_element(options.budgets.begin(), options.budgets.end());
+    if (static_cast<double>(max_budget) * a.repeats > static_cast<double>(kMaxReplayEvaluations))
+      throw UserError("--budget, --repeats: " + std::to_string(max_budget) + " evaluations x " +
+                      std::to_string(a.repeats) + " repeats is more than a replay runs (" +
+                      std::to_string(kMaxReplayEvaluations) + " in all)");
+    if (a.batch < 1) throw UserError("--batch: must be a positive integer");
+    options.batch = a.batch;
     options.repeats = a.repeats;
     options.seed = a.seed;
     options.threads = a.threads;

@@ -1,6 +1,7 @@
 // attntune run: one variant on the tensors of a safetensors file, O written to another.
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,9 @@ void RegisterRun(CLI::App& app, int* rc) {
     const Params given = ParseParams(args->params, "--params");
     ProblemFile problem = ReadProblemFile(args->in, !args->non_causal, args->layer);
     const Tensors& t = problem.tensors;
-    const Params params = ResolveParams(variant, impl, t.shape, given, "--params");
+    std::set<std::string> names;  // a tensor may supply a parameter (hybrid's windows)
+    for (const auto& [name, tensor] : problem.file) names.insert(name);
+    const Params params = ResolveParams(variant, impl, t.shape, given, "--params", &names);
     ReadOptionalTensors(params, &problem);
     std::vector<float> o(static_cast<size_t>(t.shape.QElems()));
     impl->run(t, params, o.data());

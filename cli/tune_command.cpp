@@ -1,4 +1,5 @@
 // attntune tune: the flags of a tune, checked and handed to the tuner's stages.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -12,6 +13,8 @@
 #include "core/error.h"
 #include "core/params.h"
 #include "core/shape.h"
+#include "parallel/ranks.h"
+#include "tuner/pool.h"
 #include "tuner/session.h"
 
 namespace attntune {
@@ -42,7 +45,9 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
   TuneOptions& o = args->options;
   cmd->add_option("--model", o.model, "Embedded model name or a Hugging Face config.json")
       ->capture_default_str();
-  cmd->add_option("--device", args->device, "cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "cpu, cuda:N, or cuda:local (under MPI: the GPU of the rank's number on its node)")
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Input dtype: fp32 (cpu), fp16 or bf16 (cuda; default fp16)");
   cmd->add_flag("--flush-l2", o.flush_l2, "cuda: flush the L2 cache before every repetition");
   cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
@@ -116,6 +121,9 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
   if (!phase) throw UserError("--phase: '" + args->phase + "' is not prefill or decode");
   options.phase = *phase;
   options.batch = ParsePositiveInt(args->batch, "--batch");
+  if (options.batch > kMaxBatch)
+    throw UserError("--batch: " + args->batch + " is more than attntune takes (" +
+                    std::to_string(kMaxBatch) + ")");
   options.budget = ParsePositiveInt(args->budget, "--budget");
   if (args->time_budget_option->count() > 0) {
     options.time_budget_s = ParseDuration(args->time_budget, "--time-budget");
@@ -196,24 +204,18 @@ void PrintChoices(const TuneOptions& options, const TuneSummary& s) {
                 s.quality_source.c_str());
 }
 
-// Plans and runs the tune of `options` on `backend`, printing progress and the summary.
-void RunTuneCommand(const TuneOptions& options, Backend& backend) {
-  TunePlan plan = PlanTune(options, backend);
-  const DeviceInfo device = backend.Device();
-  std::string timer_note;
-  std::unique_ptr<Timer> timer = backend.MakeTimer(&timer_note);
-  std::fprintf(stderr, "attntune: tuning %s (%lld query heads, %lld KV heads, d=%lld) on %s (%s)\n",
-               plan.model.name.c_str(), static_cast<long long>(plan.model.q_heads),
-               static_cast<long long>(plan.model.kv_heads),
-               static_cast<long long>(plan.model.head_dim), device.name.c_str(),
-               (std::string(ToString(options.dtype)) + ", timer " + timer_note).c_str());
-  ProgressPrinter printer;
-  const TuneSummary s =
-      RunTune(plan, *timer, [&](const ProgressEvent& ev) { printer(ev); });
-  printer.Finish();
-  std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)\n",
+// The summary of a finished tune on stdout.
+void PrintSummary(const TuneOptions& options, const TuneSummary& s, int ranks) {
+  std::string where;
+  if (ranks > 1) {
+    char loop[96];
+    std::snprintf(loop, sizeof loop,  " (rank 0's searches and database: %.2f ms CPU per evaluation)",
+                  1e3 * s.loop_seconds / static_cast<double>(std::max<int64_t>(s.evaluations, 1)));
+    where = " on " + std::to_string(ranks) + " ranks" + loop;
+  }
+  std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)%s\n",
               static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
-              static_cast<long long>(s.reused), static_cast<long long>(s.failed));
+              static_cast<long long>(s.reused), static_cast<long long>(s.failed), where.c_str());
   if (!options.floor.Empty()) PrintChoices(options, s);
   if (options.metrics)
     std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",
@@ -223,6 +225,88 @@ void RunTuneCommand(const TuneOptions& options, Backend& backend) {
               s.outputs.report.c_str());
 }
 
+// The first line of a tune on stderr: the model, the device, the timer.
+void PrintStart(const TunePlan& plan, const std::string& timer_note, int ranks) {
+  const DeviceInfo device = plan.backend->Device();
+  std::fprintf(stderr, "attntune: tuning %s (%lld query heads, %lld KV heads, d=%lld) on %s (%s)%s\n",
+               plan.model.name.c_str(), static_cast<long long>(plan.model.q_heads),
+               static_cast<long long>(plan.model.kv_heads),
+               static_cast<long long>(plan.model.head_dim), device.name.c_str(),
+               (std::string(ToString(plan.options.dtype)) + ", timer " + timer_note).c_str(),
+               ranks > 1 ? (" and " + std::to_string(ranks - 1) + " more ranks").c_str() : "");
+}
+
+// Plans and runs the tune of `options` on `backend`, printing progress and the summary.
+void RunTuneCommand(const TuneOptions& options, Backend& backend) {
+  TunePlan plan = PlanTune(options, backend);
+  std::string timer_note;
+  std::unique_ptr<Timer> timer = backend.MakeTimer(&timer_note);
+  PrintStart(plan, timer_note, 1);
+  ProgressPrinter printer;
+  const TuneSummary s =
+      RunTune(plan, *timer, [&](const ProgressEvent& ev) { printer(ev); });
+  printer.Finish();
+  PrintSummary(options, s, 1);
+}
+
+// What makes a tune's problems, candidates and their quality, which every rank of a job
+// must share: the stored arguments but the device (each rank names its own under
+// cuda:local), the options the arguments do not hold, and the content of the calibration
+// set (the same path may hold another capture on another node).
+std::string PlanKey(const TunePlan& plan) {
+  const TuneOptions& options = plan.options;
+  nlohmann::json key = nlohmann::json::parse(options.args_json);
+  key.erase("device");
+  key["batch"] = options.batch;
+  key["tolerance"] = options.evaluate.tolerance;
+  key["max_seconds"] = options.evaluate.policy.max_seconds;
+  key["calibration"] = plan.calibration ? plan.calibration->hash : "";
+  return key.dump();
+}
+
+// One rank of an MPI tune: every rank sets up its own device and plan (rank 0 alone opens
+// the database), then rank 0 runs the searches and the others evaluate what it sends.
+void RunRank(RankJob& job, const TuneArgs& args) {
+  std::unique_ptr<Backend> backend;
+  TuneOptions options;
+  TunePlan plan;
+  std::unique_ptr<Timer> timer;
+  std::string timer_note;
+  int code = 0;
+  std::string error;
+  try {
+    const std::string device = ResolveLocalDevice(args.device, job.LocalRank());
+    backend = OpenBackend(device, device == args.device ? "--device" : "--device cuda:local ->");
+    options = OptionsFromFlags(args, *backend);
+    if (options.metrics) {
+      throw UserError("--metrics: counter passes run in a tune of one process, not on " +
+                      std::to_string(job.Size()) +
+                      " MPI ranks (tune here first, then run the same tune with --metrics on "
+                      "each device: it reuses every stored trial and reads only the counters)");
+    }
+    plan = PlanTune(options, *backend, /*open_store=*/job.Rank() == 0);
+    timer = backend->MakeTimer(&timer_note);
+  } catch (const UserError& e) {
+    code = 2;
+    error = e.what();
+  } catch (const std::exception& e) {
+    code = 1;
+    error = e.what();
+  }
+  job.Start(code, error, code == 0 ? backend->Device() : DeviceInfo{},
+            code == 0 ? PlanKey(plan) : "");
+  CandidateRunner runner(plan, *timer);
+  if (job.Rank() != 0) {
+    job.Serve(runner);
+    return;
+  }
+  PrintStart(plan, timer_note, job.Size());
+  ProgressPrinter printer;
+  const TuneSummary s = job.Coordinate(plan, runner, [&](const ProgressEvent& ev) { printer(ev); });
+  printer.Finish();
+  PrintSummary(options, s, job.Size());
+}
+
 }  // namespace
 
 void RegisterTune(CLI::App& app, int* rc) {
@@ -230,7 +314,25 @@ void RegisterTune(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("tune", "Tune the variants for a model's attention geometry");
   AddTuneFlags(cmd, args.get());
   cmd->callback([args, rc] {
-    std::unique_ptr<Backend> backend = OpenBackend(args->device, "--device");
+    // Several MPI ranks (mpirun, srun): one RankJob per process; else a tune of its own.
+    // The job lives until the process ends: its MPI_Finalize lets the other ranks end
+    // (and the launcher stop the job on their exit codes) only after main() has printed
+    // how the tune ended.
+    static std::unique_ptr<RankJob> job;
+    try {
+      job = RankJob::Join();
+      if (job) {
+        RunRank(*job, *args);
+        *rc = 0;
+        return;
+      }
+    } catch (const RankStopped& stopped) {  // rank 0 prints why
+      *rc = stopped.exit_code;
+      return;
+    }
+    const std::string device = ResolveLocalDevice(args->device, 0);
+    std::unique_ptr<Backend> backend =
+        OpenBackend(device, device == args->device ? "--device" : "--device cuda:local ->");
     RunTuneCommand(OptionsFromFlags(*args, *backend), *backend);
     *rc = 0;
   });

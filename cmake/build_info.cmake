@@ -10,6 +10,11 @@ foreach(f IN LISTS ATTNTUNE_KERNEL_SOURCES)
   file(RELATIVE_PATH _rel ${PROJECT_SOURCE_DIR} ${f})
   string(APPEND _hash_input "${_rel}:${_h}\n")
 endforeach()
+# The toolchain's and the attention libraries' versions are part of the identity too: a
+# new nvcc, cuDNN frontend or FlashInfer re-measures (the cuDNN loaded at run time is added
+# by the tuner, RuntimeLibraries in kernels/variant.h).
+string(APPEND _hash_input "nvcc:${CMAKE_CUDA_COMPILER_VERSION}${CUDAToolkit_VERSION}\n")
+string(APPEND _hash_input "libraries:${ATTNTUNE_LIBRARY_VERSIONS}\n")
 string(SHA256 ATTNTUNE_KERNEL_HASH "${_hash_input}")
 string(SUBSTRING ${ATTNTUNE_KERNEL_HASH} 0 16 ATTNTUNE_KERNEL_HASH)
 # Re-run configure (and so re-hash) whenever a kernel source changes.

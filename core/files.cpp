@@ -62,6 +62,50 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes) {
   }
 }
 
+double PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+std::string ReadInputFile(const std::string& path, uint64_t max_bytes, const std::string& noun,
+                          const std::string& why) {
+  char limit[64];
+  if (max_bytes < (uint64_t{1} << 20)) {
+    std::snprintf(limit, sizeof limit, "%llu bytes", static_cast<unsigned long long>(max_bytes));
+  } else if (max_bytes % (uint64_t{1} << 20) == 0 && max_bytes < (uint64_t{1} << 30)) {
+    std::snprintf(limit, sizeof limit, "%llu MiB",
+                  static_cast<unsigned long long>(max_bytes >> 20));
+  } else {
+    std::snprintf(limit, sizeof limit, "%.1f GiB", static_cast<double>(max_bytes) / 1073741824.0);
+  }
+  const std::string too_large =
+      path + ": holds more than attntune reads as " + noun + " (" + limit + why + ")";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct Close {
+    int fd;
+    ~Close() { close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0) throw UserError(path + ": cannot read (" + std::strerror(errno) + ")");
+  if (S_ISDIR(st.st_mode)) throw UserError(path + ": is a folder, not " + noun);
+  std::string text;
+  if (S_ISREG(st.st_mode)) {
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) throw UserError(too_large);
+    text.reserve(static_cast<size_t>(st.st_size));
+  }
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw UserError(path + ": cannot read (" + std::strerror(errno) + ")");
+    if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > max_bytes) throw UserError(too_large);
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
 void CreateOutputFolder(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

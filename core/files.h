@@ -2,6 +2,7 @@
 // leaves a half-written output, and never destroys the previous one).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace attntune {
@@ -11,6 +12,17 @@ namespace attntune {
 /// content, and "<path>: cannot write (<reason>)" is thrown: std::runtime_error for a full
 /// disk, a quota, a file size limit or an I/O error, UserError for anything else.
 void WriteFileAtomic(const std::string& path, const std::string& bytes);
+
+/// The whole of `path`, read with a bound (DESIGN.md s7: no allocation sized by unchecked
+/// input). UserError "<path>: ..." when it is a folder ("is a folder, not <noun>"), cannot
+/// be opened or read, or holds more than `max_bytes` ("holds more than attntune reads as
+/// <noun> (<max_bytes> in MiB or GiB<why>)"). A regular file's size is checked before
+/// anything is read; a pipe or a device is read until the bound.
+std::string ReadInputFile(const std::string& path, uint64_t max_bytes, const std::string& noun,
+                          const std::string& why = "");
+
+/// This machine's physical memory in bytes (0 when unknown).
+double PhysicalMemoryBytes();
 
 /// Creates `dir` and its parents if needed; "<dir>: cannot create output folder (<reason>)"
 /// on failure, a std::runtime_error for a full disk, a quota or an I/O error, else UserError.

@@ -1,12 +1,9 @@
 #include "core/safetensors.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <tuple>
 #include <nlohmann/json.hpp>
@@ -128,32 +125,37 @@ std::vector<int32_t> StTensor::AsI32() const {
 }
 
 StFile ReadSafetensors(const std::string& path, StMetadata* metadata) {
+  // Read whole: the file, its tensors' bytes and their fp32 copies are held at once, so a
+  // file may take a third of this machine's memory (all of it when that is unknown).
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw UserError(path + ": is a folder, not a safetensors file");
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+      !std::filesystem::is_directory(status)) {
+    throw UserError(path + ": is not a regular file (a safetensors file's size is checked "
+                    "before it is read)");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw UserError(path + ": cannot read (" + std::strerror(errno) + ")");
+  const double memory = PhysicalMemoryBytes();
+  const uint64_t limit = memory > 0 ? static_cast<uint64_t>(memory / 3) : UINT64_MAX;
+  const std::string bytes = ReadInputFile(path, limit, "a safetensors file",
+                                          ", a third of this machine's memory");
   return ParseSafetensors(bytes, path, metadata);
 }
 
 StFile ParseSafetensors(const std::string& bytes, const std::string& path, StMetadata* metadata) {
-  const std::vector<uint8_t> file(bytes.begin(), bytes.end());
+  const auto* file = reinterpret_cast<const uint8_t*>(bytes.data());
+  const uint64_t size = bytes.size();
   const Invalid invalid(path);
-  if (file.size() < 8) {
-    invalid("file is " + std::to_string(file.size()) +
-            " bytes, shorter than the 8-byte header length");
+  if (size < 8) {
+    invalid("file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file[i];
-  const uint64_t rest = file.size() - 8;
+  const uint64_t rest = size - 8;
   if (header_len > rest) {
     invalid("header length " + std::to_string(header_len) + " exceeds the " +
             std::to_string(rest) + " bytes after it");
   }
-  const std::string header_text(file.begin() + 8, file.begin() + 8 + header_len);
+  const std::string header_text(bytes, 8, header_len);
   // The parser keeps the last of two equal keys; a name given twice is refused instead.
   std::set<std::string> names;
   std::string twice;
@@ -169,7 +171,7 @@ StFile ParseSafetensors(const std::string& bytes, const std::string& path, StMet
   if (header.is_discarded()) invalid("header is not valid JSON");
   if (!twice.empty()) invalid("tensor '" + twice + "' is named twice");
   if (!header.is_object()) invalid("header is not a JSON object");
-  const uint8_t* data = file.data() + 8 + header_len;
+  const uint8_t* data = file + 8 + header_len;
   const uint64_t data_size = rest - header_len;
   StFile tensors;
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end), name

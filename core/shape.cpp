@@ -26,9 +26,18 @@ void ValidateShape(const Shape& shape, const std::string& what) {
   const std::pair<const char*, int64_t> extents[] = {{"B", shape.B},   {"Hq", shape.Hq},
                                                      {"Hkv", shape.Hkv}, {"Lq", shape.Lq},
                                                      {"Lk", shape.Lk}, {"d", shape.d}};
-  for (const auto& [name, value] : extents) {
+  const int64_t limits[] = {kMaxBatch, kMaxHeads, kMaxHeads,
+                            kMaxSequenceLength, kMaxSequenceLength, kMaxHeadDim};
+  for (size_t n = 0; n < 6; ++n) {
+    const auto& [name, value] = extents[n];
     if (value <= 0) {
       throw UserError(what + ": " + name + "=" + std::to_string(value) + " must be positive");
+    }
+    if (value > limits[n]) {
+      const bool length = n == 3 || n == 4;
+      throw UserError(what + ": " + name + "=" + std::to_string(value) + " is " +
+                      (length ? "longer" : "more") + " than attntune takes (" +
+                      std::to_string(limits[n]) + (length ? " tokens)" : ")"));
     }
   }
   if (shape.Hq % shape.Hkv != 0) {
@@ -126,9 +135,19 @@ Shape ParseShape(const std::string& text, const std::string& what) {
   return shape;
 }
 
+void CheckSequenceLength(int64_t length, const std::string& what) {
+  if (length > kMaxSequenceLength) {
+    throw UserError(what + ": " + std::to_string(length) + " is longer than attntune takes (" +
+                    std::to_string(kMaxSequenceLength) + " tokens)");
+  }
+}
+
 std::vector<int64_t> ParseSeqLens(const std::string& text, const std::string& what) {
   std::vector<int64_t> lens;
-  for (const auto& item : SplitList(text)) lens.push_back(ParsePositiveInt(item, what));
+  for (const auto& item : SplitList(text)) {
+    lens.push_back(ParsePositiveInt(item, what));
+    CheckSequenceLength(lens.back(), what);
+  }
   if (lens.empty()) throw UserError(what + ": no sequence length given (e.g. 1024,4096)");
   return lens;
 }

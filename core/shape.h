@@ -30,9 +30,22 @@ struct Shape {
   }
 };
 
-/// Throws UserError (naming `what`, e.g. "--shape") unless every extent is positive,
-/// Hq is divisible by Hkv and Lq <= Lk.
+/// The largest extents attntune takes (docs/reliability.md "Limits"): a model's heads and
+/// head dim as config.json's bounds (tuner/model.cpp), 2^24 tokens of sequence, 2^16
+/// sequences. Together they keep every element count below 2^60 and every pair count of
+/// one head below 2^48, so no count overflows int64.
+constexpr int64_t kMaxBatch = int64_t{1} << 16;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxSequenceLength = int64_t{1} << 24;  // 16777216 tokens
+
+/// Throws UserError (naming `what`, e.g. "--shape") unless every extent is positive and
+/// at most its limit above, Hq is divisible by Hkv and Lq <= Lk.
 void ValidateShape(const Shape& shape, const std::string& what);
+
+/// UserError "<what>: <length> is longer than attntune takes (16777216 tokens)" for a
+/// length above kMaxSequenceLength (a positive one is assumed).
+void CheckSequenceLength(int64_t length, const std::string& what);
 
 /// Parses "B=1,Hq=16,Hkv=8,L=4096,d=128" (L sets Lq and Lk; Lq=, Lk=, causal=0|1
 /// also accepted; B defaults to 1). Throws UserError naming `what` on bad input.
@@ -41,8 +54,9 @@ Shape ParseShape(const std::string& text, const std::string& what);
 /// Parses a positive integer; throws UserError "<what>: '<text>' is not a positive integer".
 int64_t ParsePositiveInt(const std::string& text, const std::string& what);
 
-/// Comma-separated positive integers ("1024,4096"); UserError naming `what` for a bad
-/// item, or "<what>: no sequence length given (e.g. 1024,4096)" for none.
+/// Comma-separated positive integers ("1024,4096"), each at most kMaxSequenceLength;
+/// UserError naming `what` for a bad item, or "<what>: no sequence length given (e.g.
+/// 1024,4096)" for none.
 std::vector<int64_t> ParseSeqLens(const std::string& text, const std::string& what);
 
 }  // namespace attntune

@@ -564,7 +564,7 @@ std::unique_ptr<Database> Database::Open(const std::string& path) {
   return db;
 }
 
-std::unique_ptr<Database> Database::OpenReadOnly(const std::string& path) {
+std::unique_ptr<Database> Database::OpenReadOnly(const std::string& path, bool current) {
   // SQLite takes a zero-byte file for an empty database; a reader never has a use for one.
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0)
@@ -583,7 +583,7 @@ std::unique_ptr<Database> Database::OpenReadOnly(const std::string& path) {
   const int64_t version = CheckFile(raw, path, /*allow_fresh=*/false);
   QuickCheck(raw, path);
   db->file_schema_version_ = static_cast<int>(version);
-  if (version >= kReadableSchemaVersion) return db;
+  if (version >= (current ? kSchemaVersion : kReadableSchemaVersion)) return db;
 
   // An older file: copied into memory and migrated there by the same steps that upgrade
   // it in place, so that it reads as a migrated file would while the file stays as it is.
@@ -745,10 +745,16 @@ std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t proble
 }
 
 ClaimResult Database::ClaimOrReuse(const TrialKey& key, const Claim& claimant,
-                                   const std::function<bool(const Claim&)>& holder_live) {
+                                   const std::function<bool(const Claim&)>& holder_live,
+                                   const std::vector<int64_t>& peers) {
   Transaction txn(db_, path_);
   ClaimResult result;
   result.trial = FindReusable(key.device_id, key.problem_id, key.config_id, key.build_id);
+  for (const int64_t peer : peers) {
+    if (peer == key.device_id) continue;
+    std::optional<TrialRow> found = FindReusable(peer, key.problem_id, key.config_id, key.build_id);
+    if (found && (!result.trial || found->id > result.trial->id)) result.trial = std::move(found);
+  }
   if (result.trial) {
     result.outcome = ClaimResult::Outcome::kReusable;
     txn.Commit();
@@ -789,7 +795,8 @@ void Database::ReleaseClaim(const TrialKey& key, int64_t pid) {
 }
 
 int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id,
-                              int64_t config_id, int64_t build_id, const TrialResult& result) {
+                              int64_t config_id, int64_t build_id, const TrialResult& result,
+                              const TrialKey* claim) {
   Transaction txn(db_, path_);
   Stmt trial(db_, path_,
              "INSERT INTO trial(run_id, device_id, problem_id, config_id, build_id, status, "
@@ -821,6 +828,10 @@ int64_t Database::InsertTrial(int64_t run_id, int64_t device_id, int64_t problem
             "DELETE FROM claim WHERE device_id = ?1 AND problem_id = ?2 AND config_id = ?3 AND "
             "build_id = ?4");
   drop.Bind(1, device_id).Bind(2, problem_id).Bind(3, config_id).Bind(4, build_id).Run();
+  if (claim) {
+    drop.Bind(1, claim->device_id).Bind(2, claim->problem_id).Bind(3, claim->config_id);
+    drop.Bind(4, claim->build_id).Run();
+  }
   txn.Commit();
   return trial_id;
 }

@@ -55,6 +55,8 @@ struct TrialFilter {
   bool ok_only = false;
 };
 
+struct MergeCounts;
+
 class Database {
  public:
   /// Opens (creating if absent) and migrates `path` (":memory:" for tests). A file that
@@ -63,8 +65,10 @@ class Database {
   /// Opens an existing attntune database for reading only: nothing is written to the file
   /// or beside it unless SQLite's WAL needs it. An empty, foreign, damaged (PRAGMA
   /// quick_check) or newer file -> UserError naming the path; a file older than
-  /// kReadableSchemaVersion is read through a migrated in-memory copy.
-  static std::unique_ptr<Database> OpenReadOnly(const std::string& path);
+  /// kReadableSchemaVersion (`current`: older than kSchemaVersion, so that it reads with
+  /// every table and column of this build's schema) is read through a migrated in-memory
+  /// copy.
+  static std::unique_ptr<Database> OpenReadOnly(const std::string& path, bool current = false);
   ~Database();
 
   const std::string& Path() const { return path_; }
@@ -92,18 +96,22 @@ class Database {
   std::optional<TrialRow> FindReusable(int64_t device_id, int64_t problem_id, int64_t config_id,
                                        int64_t build_id);
 
-  /// In one write transaction: the reusable trial of `key` (as FindReusable) if one is
+  /// In one write transaction: the reusable trial of `key` (as FindReusable; the newest
+  /// of `key`'s device and the `peers`, other devices of the same model) if one is
   /// stored; else the claim on `key` for `claimant`, unless another claim is held and
   /// `holder_live(holder)`; a claim not live is taken over.
   ClaimResult ClaimOrReuse(const TrialKey& key, const Claim& claimant,
-                           const std::function<bool(const Claim&)>& holder_live);
+                           const std::function<bool(const Claim&)>& holder_live,
+                           const std::vector<int64_t>& peers = {});
   /// Drops `pid`'s claim on `key`, if it still holds one.
   void ReleaseClaim(const TrialKey& key, int64_t pid);
 
   /// Stores a trial with its samples, metrics and quality cells in one transaction,
-  /// dropping any claim on its key; returns its id.
+  /// dropping any claim on its key and on `claim` (when given: a claim taken under another
+  /// device of the same model); returns its id.
   int64_t InsertTrial(int64_t run_id, int64_t device_id, int64_t problem_id, int64_t config_id,
-                      int64_t build_id, const TrialResult& result);
+                      int64_t build_id, const TrialResult& result,
+                      const TrialKey* claim = nullptr);
 
   /// Adds (or replaces) metrics of a stored trial in one transaction: readings taken after
   /// the trial, such as hardware counters from passes of their own.
@@ -116,6 +124,7 @@ class Database {
   DbInfo Info() const;
 
  private:
+  friend MergeCounts MergeDatabase(Database& into, const Database& from);
   Database(std::string path, sqlite3* db);
   std::string path_;
   sqlite3* db_;

@@ -1,11 +1,13 @@
 // The database opener on mutated files: the bytes written to a temporary file, opened for
-// reading (as emit, report and db info open it), its counts and trials read.
+// reading (as emit, report and db info open it), its counts and trials read; then opened
+// as db merge opens an input and merged into an empty database.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
 #include "db/database.h"
+#include "db/merge.h"
 #include "fuzz/fuzz_main.h"
 
 void FuzzOne(const std::string& input) {
@@ -24,7 +26,12 @@ void FuzzOne(const std::string& input) {
       std::remove((std::string(path) + "-shm").c_str());
     }
   } remove{path};
-  const auto db = attntune::Database::OpenReadOnly(path);
-  (void)db->Info();
-  (void)db->Trials({});
+  {
+    const auto db = attntune::Database::OpenReadOnly(path);
+    (void)db->Info();
+    (void)db->Trials({});
+  }
+  const auto source = attntune::Database::OpenReadOnly(path, /*current=*/true);
+  const auto into = attntune::Database::Open(":memory:");
+  (void)attntune::MergeDatabase(*into, *source);
 }

@@ -105,11 +105,22 @@ std::string CheckValue(const ParamDecl& p, const std::string& value, std::string
 
 // The shared body of ResolveParams and CheckParams: "" and `*out` complete, or the reason.
 std::string Resolve(const Variant& variant, const Implementation* impl, const Shape& shape,
-                    const Params& given, Params* out) {
+                    const Params& given, Params* out,
+                    const std::set<std::string>* tensors = nullptr) {
   std::vector<const ParamDecl*> decls;
   for (const ParamDecl& p : variant.params) decls.push_back(&p);
+  // An implementation whose tunables depend on the problem's kind (a CUDA tile compiled
+  // for one head dim) takes those of this shape's kind, so that its defaults fit it.
+  std::vector<ParamDecl> of_kind;
+  if (impl != nullptr && impl->tunables_for) {
+    ProblemKind kind;
+    kind.head_dim = shape.d;
+    if (!impl->phases.empty()) kind.phase = impl->phases.front();
+    if (!impl->dtypes.empty()) kind.dtype = impl->dtypes.front();
+    of_kind = impl->tunables_for(kind);
+  }
   if (impl != nullptr) {
-    for (const ParamDecl& p : impl->tunables) decls.push_back(&p);
+    for (const ParamDecl& p : impl->tunables_for ? of_kind : impl->tunables) decls.push_back(&p);
   }
   const std::string owner = variant.id + (impl != nullptr ? "/" + impl->id : "");
   for (const auto& [name, value] : given) {
@@ -126,13 +137,19 @@ std::string Resolve(const Variant& variant, const Implementation* impl, const Sh
   for (const ParamDecl* p : decls) {
     const auto it = given.find(p->name);
     std::string value;
+    const bool from_tensor = !p->tensor.empty() && tensors != nullptr && tensors->count(p->tensor);
     if (it != given.end()) {
       value = it->second;
+    } else if (from_tensor) {
+      continue;  // the input file's tensor supplies it
     } else if (!p->default_value.empty()) {
       value = p->default_value;
     } else {
       return owner + " requires parameter " + p->name +
-             (p->grid.empty() ? "" : " (e.g. " + p->name + "=" + p->grid.front() + ")");
+             (p->grid.empty() ? "" : " (e.g. " + p->name + "=" + p->grid.front() + ")") +
+             (p->tensor.empty() || tensors == nullptr
+                  ? ""
+                  : " or a '" + p->tensor + "' tensor in the input file");
     }
     std::string canonical;
     const std::string reason = CheckValue(*p, value, &canonical);
@@ -153,9 +170,10 @@ std::string Resolve(const Variant& variant, const Implementation* impl, const Sh
 }  // namespace
 
 Params ResolveParams(const Variant& variant, const Implementation* impl, const Shape& shape,
-                     const Params& given, const std::string& what) {
+                     const Params& given, const std::string& what,
+                     const std::set<std::string>* tensors) {
   Params out;
-  const std::string reason = Resolve(variant, impl, shape, given, &out);
+  const std::string reason = Resolve(variant, impl, shape, given, &out, tensors);
   if (!reason.empty()) throw UserError(what + ": " + reason);
   return out;
 }
@@ -196,6 +214,7 @@ std::string CanonicalTunablesJson(const Implementation& impl, const Params& para
 int64_t AttendedPairs(const Variant& variant, const Tensors& tensors, const Params& params) {
   const Shape& s = tensors.shape;
   if (variant.pairs) return variant.pairs(s, params);
+  if (variant.count_pairs) return variant.count_pairs(tensors, params);
   const std::unique_ptr<KeySets> sets = variant.key_sets(tensors, params);
   std::vector<int64_t> keys;
   int64_t pairs = 0;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct ParamDecl {
   std::vector<std::string> grid;     // values the tuner searches by default
   std::string help;
   ParamRole role = ParamRole::kPlain;
+  /// Non-empty: a tensor of this name in the input file (DESIGN.md s1, `run --in`)
+  /// supplies the parameter, which is then not required (hybrid's `windows`).
+  std::string tensor;
 };
 
 /// The values a search tries for a parameter: its declared grid, or its default when the
@@ -141,6 +145,9 @@ struct Variant {
   /// Attended (i, j) pairs summed over batch and query heads; closed form where one
   /// exists (empty: counted from key_sets).
   std::function<int64_t(const Shape&, const Params&)> pairs;
+  /// The same count for given inputs, faster than row by row through key_sets (from the
+  /// selection's own structures); empty: counted from key_sets. Used where `pairs` is empty.
+  std::function<int64_t(const Tensors&, const Params&)> count_pairs;
   std::vector<Implementation> implementations;
 
   /// The implementation `id` of `platform` (empty: of any platform, the first).
@@ -155,6 +162,22 @@ struct Variant {
 /// platform built in.
 const std::vector<Variant>& Variants();
 
+/// An implementation this build does not hold, and why (the attention libraries are
+/// built when their headers are found at configure time, as CUDA is).
+struct AbsentImplementation {
+  std::string id;        // "cudnn"
+  std::string platform;  // kCudaPlatform
+  std::string reason;    // "the cuDNN frontend's headers were not found at configure time (...)"
+};
+
+/// The implementations this build lacks, in table order (`attntune variants` lists them).
+const std::vector<AbsentImplementation>& AbsentImplementations();
+
+/// The versions of the libraries the implementations of `platform` load at run time
+/// ("cudnn 9.26.0"; "" when none): part of a build's identity, so that trials measured
+/// with another library version are not reused.
+std::string RuntimeLibraries(const std::string& platform);
+
 /// The variants `platform` runs for problems of `kind` ("dense, swa, ..."): what a
 /// backend supports, read from the table for error messages and listings.
 std::string SupportedVariantsText(const std::string& platform, const ProblemKind& kind);
@@ -164,9 +187,12 @@ const Variant& FindVariant(const std::string& id, const std::string& what);
 
 /// Validates `given` against the variant (and `impl`, if not null): unknown names,
 /// non-integers, out-of-range or unknown enum values, constraint violations -> UserError
-/// naming `what`. Returns the params completed with defaults.
+/// naming `what`. Returns the params completed with defaults. `tensors`, when given, names
+/// the tensors of the input file: a parameter one of them supplies (ParamDecl::tensor) is
+/// left out unless given, and a missing required parameter's refusal names its tensor.
 Params ResolveParams(const Variant& variant, const Implementation* impl, const Shape& shape,
-                     const Params& given, const std::string& what);
+                     const Params& given, const std::string& what,
+                     const std::set<std::string>* tensors = nullptr);
 
 /// Same checks without throwing: "" when valid, else the reason. The tuner uses this to
 /// store a candidate as `invalid`.

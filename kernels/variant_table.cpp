@@ -6,6 +6,7 @@
 #include "kernels/kokkos/sparse.h"
 #include "kernels/kokkos/windowed.h"
 #include "kernels/reference/key_sets.h"
+#include "kernels/selection/lsh_layout.h"
 #include "kernels/selection/selection.h"
 #include "kernels/variant.h"
 
@@ -13,21 +14,43 @@ namespace attntune {
 
 namespace {
 
-// |S(i)| summed over rows (O(Lq)), times B * Hq.
+// sum over x in [a, b] of min(max(x, lo), hi), lo <= hi (0 when a > b), in closed form.
+int64_t SumClamped(int64_t a, int64_t b, int64_t lo, int64_t hi) {
+  if (a > b) return 0;
+  int64_t sum = 0;
+  if (a < lo) sum += (std::min(b, lo - 1) - a + 1) * lo;  // below lo: lo each
+  const int64_t m0 = std::max(a, lo), m1 = std::min(b, hi);
+  if (m0 <= m1) {  // x itself; (m0 + m1)(m1 - m0 + 1) / 2 with the halving on the even factor
+    const int64_t n = m1 - m0 + 1, ends = m0 + m1;
+    sum += n % 2 == 0 ? (n / 2) * ends : n * (ends / 2);
+  }
+  if (b > hi) sum += (b - std::max(a - 1, hi)) * hi;  // above hi: hi each
+  return sum;
+}
+
+// |S(i)| summed over rows in closed form, times B * Hq: row i attends the last
+// min(p + 1, w) keys up to p = LastKey(i) (all p + 1 when w = 0) and the first
+// min(sink, p - w + 1) keys before them.
 int64_t WindowPairs(const Shape& s, int64_t window, int64_t sink) {
+  const int64_t first = LastKey(s, 0), last = LastKey(s, s.Lq - 1);
   int64_t per_head = 0;
-  for (int64_t i = 0; i < s.Lq; ++i) {
-    const int64_t last = LastKey(s, i);
-    const int64_t lo = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
-    per_head += (last - lo + 1) + std::min(sink, lo);
+  if (!s.causal) {  // every row at p = Lk - 1
+    const int64_t p = s.Lk - 1;
+    per_head = s.Lq * (window > 0 ? std::min(p + 1, window) + std::min(sink, std::max<int64_t>(0, p - window + 1))
+                                  : p + 1);
+  } else if (window <= 0) {
+    per_head = SumClamped(first + 1, last + 1, 0, last + 1);
+  } else {
+    per_head = SumClamped(first + 1, last + 1, 0, window) +
+               SumClamped(first - window + 1, last - window + 1, 0, sink);
   }
   return per_head * s.B * s.Hq;
 }
 
 // sum_i min(k, p(i) + 1), times B * Hq: ks and dma attend k keys once k precede.
 int64_t TopKPairs(const Shape& s, int64_t k) {
-  int64_t per_head = 0;
-  for (int64_t i = 0; i < s.Lq; ++i) per_head += std::min(k, LastKey(s, i) + 1);
+  const int64_t per_head = s.causal ? SumClamped(LastKey(s, 0) + 1, LastKey(s, s.Lq - 1) + 1, 0, k)
+                                    : s.Lq * std::min(k, s.Lk);
   return per_head * s.B * s.Hq;
 }
 
@@ -165,9 +188,11 @@ Variant Hybrid() {
   v.summary = "a window per KV head (0 = full attention), one launch for all heads";
   v.params = {
       {"w", ParamKind::kInt, 1, INT64_MAX, {}, "", {"128", "256", "512", "1024"},
-       "window of the sliding-window heads"},
+       "window of the sliding-window heads (a `windows` tensor overrides)", ParamRole::kPlain,
+       "windows"},
       {"full", ParamKind::kInt, 0, INT64_MAX, {}, "1", {"0", "1", "2", "4"},
-       "the first min(full, Hkv) KV heads attend everything (a `windows` tensor overrides)"},
+       "the first min(full, Hkv) KV heads attend everything (a `windows` tensor overrides)",
+       ParamRole::kPlain, "windows"},
       SinkParam(),
   };
   v.key_sets = [](const Tensors& t, const Params& p) -> std::unique_ptr<KeySets> {
@@ -223,6 +248,35 @@ Variant Ks() {
   return v;
 }
 
+// hax's pairs: per row |lsh| + |ks| - |both|; the ks set of a row at p has min(p + 1,
+// k_ks) keys, and an lsh key j (j <= p) is in both iff p < evict[j] (PrefixTopKEvictions).
+// O(k_lsh) per row where the key sets' union takes O(L).
+int64_t HaxPairs(const Tensors& t, const Params& p) {
+  const Shape& s = t.shape;
+  const int64_t k_lsh = ParamInt(p, "k_lsh"), k_ks = ParamInt(p, "k_ks");
+  const LshBins bins = ComputeLshBins(t, ParamInt(p, "bits"), ArgmaxRule(p), Seed(p));
+  const std::vector<double> x = KsScores(t);
+  int64_t pairs = 0;
+  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
+    const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
+    const std::vector<int32_t> evict = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k_ks);
+    const BinnedKeys keys = SortByBin(bins.key_bin.data() + head * s.Lk, s.Lk, bins.bins);
+    for (int64_t hq = hkv * s.Group(); hq < (hkv + 1) * s.Group(); ++hq) {
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        const int64_t pos = LastKey(s, i);
+        const int32_t c = bins.query_bin[(b * s.Hq + hq) * s.Lq + i];
+        const auto begin = keys.perm.begin() + keys.start[c], end = keys.perm.begin() + keys.start[c + 1];
+        const int64_t hi = std::upper_bound(begin, end, pos) - keys.perm.begin();
+        const int64_t lo = std::max<int64_t>(keys.start[c], hi - k_lsh);
+        int64_t both = 0;
+        for (int64_t u = lo; u < hi; ++u) both += pos < evict[keys.perm[u]];
+        pairs += (hi - lo) + std::min(pos + 1, k_ks) - both;
+      }
+    }
+  }
+  return pairs;
+}
+
 Variant Hax() {
   Variant v;
   v.id = "hax";
@@ -238,6 +292,7 @@ Variant Hax() {
         MakeLshKeySets(t, ParamInt(p, "bits"), ArgmaxRule(p), ParamInt(p, "k_lsh"), Seed(p)),
         MakeTopKKeySets(t.shape, KsScores(t), ParamInt(p, "k_ks"), false));
   };
+  v.count_pairs = HaxPairs;
   v.implementations = {
       Sparse("union",
              "one pass in (bin, position) order per chunk of rows, a KV head's query heads "
@@ -315,6 +370,18 @@ Variant DmaDecode() {
     return MakeDecodeKeySets(t, DmaScores(t, Seed(p)), ParamInt(p, "w_kv"), ParamInt(p, "w_q"),
                              ParamInt(p, "r"), ParamInt(p, "bias") == 1);
   };
+  // The resident set holds min(t + 1, w_kv) keys at step t (it fills, then stays full);
+  // the chosen keys are counted by the Kokkos decode's own selection (parallel over KV
+  // heads), where the key sets rebuild each step's set.
+  v.count_pairs = [](const Tensors& t, const Params& p) {
+    const int64_t w_kv = ParamInt(p, "w_kv");
+    const DecodeSelection sel = SelectDecodeKokkos(t, DmaScores(t, Seed(p)), w_kv,
+                                                   ParamInt(p, "w_q"), ParamInt(p, "r"));
+    const Shape& s = t.shape;
+    int64_t pairs = static_cast<int64_t>(sel.chosen.size());
+    for (int64_t step = 0; step < s.Lk; ++step) pairs += s.B * s.Hq * std::min(step + 1, w_kv);
+    return pairs;
+  };
   Implementation decode;
   decode.id = "decode";
   decode.summary = "one task per KV head steps through the sequence; O(w_kv + w_q) per step";
@@ -330,15 +397,33 @@ Variant DmaDecode() {
 
 }  // namespace
 
-const std::vector<Variant>& Variants() {
-  static const std::vector<Variant> kVariants = [] {
-    std::vector<Variant> rows = {Dense(), Swa(), Hybrid(), Lsh(), Ks(), Hax(), Dma(), DmaDecode()};
+namespace {
+
+struct Table {
+  std::vector<Variant> rows;
+  std::vector<AbsentImplementation> absent;
+};
+
+const Table& TheTable() {
+  static const Table kTable = [] {
+    Table t;
+    t.rows = {Dense(), Swa(), Hybrid(), Lsh(), Ks(), Hax(), Dma(), DmaDecode()};
     // The implementations of the other platforms built in, after the Kokkos ones of each
     // row (explicit, not self-registering: STYLE.md).
-    AddCudaImplementations(&rows);
-    return rows;
+    AddCudaImplementations(&t.rows, &t.absent);
+    return t;
   }();
-  return kVariants;
+  return kTable;
+}
+
+}  // namespace
+
+const std::vector<Variant>& Variants() { return TheTable().rows; }
+
+const std::vector<AbsentImplementation>& AbsentImplementations() { return TheTable().absent; }
+
+std::string RuntimeLibraries(const std::string& platform) {
+  return platform == kCudaPlatform ? CudaRuntimeLibraries() : "";
 }
 
 }  // namespace attntune

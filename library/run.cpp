@@ -226,13 +226,8 @@ Plan PlanRun(const Config& config, const Problem& problem) {
   Plan plan;
   plan.variant = &variant;
   plan.implementation = impl;
-  if (impl->tunables_for) {  // the tunables of this kind (a CUDA tile of this d): its defaults
-    Implementation of_kind = *impl;
-    of_kind.tunables = impl->TunablesFor(kind);
-    plan.params = ResolveParams(variant, &of_kind, problem.shape, given, config.what);
-  } else {
-    plan.params = ResolveParams(variant, impl, problem.shape, given, config.what);
-  }
+  // ResolveParams takes the tunables of this shape's kind (a CUDA tile of this d).
+  plan.params = ResolveParams(variant, impl, problem.shape, given, config.what);
   return plan;
 }
 

@@ -14,6 +14,7 @@
 
 #include "kernels/kokkos/runtime.h"
 #include "core/error.h"
+#include "core/files.h"
 
 #ifdef ATTNTUNE_HAVE_CUDA
 #include "profiler/cuda/cuda_probe.h"
@@ -110,10 +111,7 @@ DeviceInfo CpuDevice() {
   return info;
 }
 
-double HostMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
-}
+double HostMemoryBytes() { return PhysicalMemoryBytes(); }
 
 DeviceInfo CudaDevice(int index) {
   const CudaProbe probe = ProbeCuda();

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace attntune {
 
@@ -10,6 +11,10 @@ struct DeviceInfo {
   std::string kind;              // "cpu" or "cuda"
   std::string name;              // "Intel(R) Xeon(R) Processor @ 2.80GHz"
   std::string fingerprint_json;  // canonical JSON of every identifying field
+  /// The fingerprint's fields that tell units of one model apart (a GPU's uuid and PCI
+  /// bus): devices whose fingerprints differ only in these share a search (MPI ranks on
+  /// a node of identical GPUs), each trial stored under its own device.
+  std::vector<std::string> unit_fields;
 };
 
 /// The CPU the Kokkos kernels run on: model, ISA flags (avx2, avx512f, fma, ...),

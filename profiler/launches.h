@@ -2,6 +2,7 @@
 // it: bench prints it and takes the selection phase's time from it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,24 @@ class LaunchRecorder {
   virtual ~LaunchRecorder() = default;
   /// Events recorded so far, in launch order.
   virtual std::vector<KernelEvent> Events() const = 0;
+};
+
+/// The events of several recorders: each one's in turn.
+class CombinedRecorder : public LaunchRecorder {
+ public:
+  explicit CombinedRecorder(std::vector<std::unique_ptr<LaunchRecorder>> parts)
+      : parts_(std::move(parts)) {}
+  std::vector<KernelEvent> Events() const override {
+    std::vector<KernelEvent> all;
+    for (const auto& part : parts_) {
+      const std::vector<KernelEvent> events = part->Events();
+      all.insert(all.end(), events.begin(), events.end());
+    }
+    return all;
+  }
+
+ private:
+  std::vector<std::unique_ptr<LaunchRecorder>> parts_;
 };
 
 }  // namespace attntune

@@ -9,6 +9,10 @@
 
 namespace attntune {
 
+/// The largest floor of repetitions a command takes (bench and allocate --min-reps): the
+/// samples are kept (8 MB at this count), and each repetition runs the kernel once.
+constexpr int kMaxMinReps = 1000000;
+
 struct MeasurePolicy {
   int warmup = 1;             // untimed-for-statistics runs through the same path
   int min_reps = 5;           // floor

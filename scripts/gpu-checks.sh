@@ -1,152 +1,244 @@
 #!/bin/bash
-# The checks that need a GPU, in one run: device facts, the [gpu] tests (numerics of every
-# CUDA kernel against the fp64 reference, run-time resource confirmation, timer sanity),
-# the CUPTI and metric tests on a real driver, compute-sanitizer memcheck of the numerics,
-# and the timing benchmark beside PyTorch's scaled_dot_product_attention.
-#   scripts/gpu-checks.sh BUILD_DIR OUT_DIR
+# Everything docs/gpu.md reports from a GPU, in one run that fits a 10-minute command
+# (DEADLINE seconds, default 570; steps that would not fit are skipped and say so):
+#  1. device facts; the [gpu] tests (every CUDA kernel against the fp64 reference over
+#     awkward shapes, the device selection against the host's, timers) and the CUPTI
+#     tests on a real driver;
+#  2. the issue-19 benches: B=1, Hq=16, Hkv=8, d=128, L=16384, fp16, end to end
+#     (selection plus attention, both on the device, CUPTI kernel time), as bench --json
+#     records, one per line, in OUT/sparse.jsonl, and their summary (per attended pair
+#     against dense, the selection's share) in OUT/summary.txt;
+#  3. dma_decode: one step at t = 4096 and t = 65536, and every step at once;
+#  4. PyTorch's scaled_dot_product_attention on the same problem, where torch has CUDA;
+#     the attention libraries' implementations (cuDNN's SDPA, `--impl cudnn`) beside
+#     attntune's own dense kernel: dense and swa w=1024 at L=16384, fp16 (and bf16 dense),
+#     as bench --json records in OUT/libs.jsonl, with their ratios;
+#  5. compute-sanitizer memcheck of the numerics of every family;
+#  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
+#     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
+#     (ncu at L=16384).
+#   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
+# (scripts/gpu-bundle.sh packs a bundle.) STEPS (default: all) names the steps to run,
+# e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu.
+# Every log goes to OUT_DIR; RESULT_DIR, when
+# given, receives the few files worth keeping: summary.txt, sparse.jsonl, decode.jsonl,
+# torch.jsonl, libs.jsonl, metrics.jsonl and all.tar.gz (every log).
+# libcudnn is loaded at run time (kernels/cuda/libraries/cudnn_loader.h): where it is not
+# on the loader's path, ATTNTUNE_CUDNN_LIBRARY is set to the one python3's nvidia-cudnn
+# package holds, and that package's neighbours (nvrtc, cuBLAS) join LD_LIBRARY_PATH.
 set -u
-build=${1:?build dir}
+build=$(cd "${1:?build or bundle dir}" && pwd)
+if [ -f "$build/bundle.tar.xz" ] && [ ! -x "$build/attntune" ]; then  # gpu-bundle.sh's archive
+  mkdir -p /tmp/attntune-bundle
+  tar -C /tmp/attntune-bundle -xJf "$build/bundle.tar.xz" || exit 1
+  build=/tmp/attntune-bundle
+fi
 out=${2:?output dir}
+results=${3:-}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)
+export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -z "${ATTNTUNE_CUDNN_LIBRARY:-}" ]; then
+  cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
+  if [ -n "$cudnn_lib" ] && [ -f "$cudnn_lib" ]; then
+    export ATTNTUNE_CUDNN_LIBRARY=$cudnn_lib
+    for d in "$(dirname "$(dirname "$(dirname "$cudnn_lib")")")"/*/lib; do
+      LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+    done
+  fi
+fi
+deadline=${DEADLINE:-570}
+start=$(date +%s)
+at="$build/attntune"
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
-log "date $(date -u +%FT%TZ)"
+left() { echo $((deadline - ($(date +%s) - start))); }
+# want STEP: whether STEPS names it (or is empty).
+want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
+# fits SECONDS: whether a step that may take SECONDS still fits; logs a skip if not.
+fits() {
+  if [ "$(left)" -lt "$1" ]; then log "skipped (needs ${1}s, $(left)s left): $2"; return 1; fi
+  return 0
+}
+# One JSON object per line from bench --json's indented output.
+compact() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$1"; }
+
+log "date $(date -u +%FT%TZ) deadline ${deadline}s"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem \
   --format=csv 2>&1 | tee -a "$out/summary.txt"
-for t in cuda_plan_test cuda_resources_test cupti_activity_test cupti_metrics_test gpu_windowed_test; do
-  if [ -x "$build/tests/gpu/$t" ]; then
-    (cd "$build/tests/gpu" && timeout 300 ./$t >"$out/$t.log" 2>&1)
-    rc=$?
-    log "$t rc=$rc"
-    tail -n 4 "$out/$t.log" | tee -a "$out/summary.txt"
-  fi
+"$at" devices >"$out/devices.txt" 2>&1
+log "attntune devices rc=$?"
+head -3 "$out/devices.txt" | tee -a "$out/summary.txt"
+log "ATTNTUNE_CUDNN_LIBRARY=${ATTNTUNE_CUDNN_LIBRARY:-unset}"
+
+# 1. Tests: the CPU ones in seconds, then every [gpu] case (none may be skipped).
+# The cuDNN cases ([cudnn]: graph builds take seconds) run apart, in gpu_cudnn.log.
+want tests && for entry in cuda_plan_test:60 cuda_select_test:60 library_plan_test:60 cudnn_test:60 \
+    cupti_activity_test:60 cupti_metrics_test:60 gpu_windowed_test:240 gpu_library_test:90 \
+    gpu_cudnn:150; do
+  t=${entry%%:*}
+  limit=${entry##*:}
+  bin=$t
+  filter=""
+  if [ "$t" = gpu_windowed_test ]; then filter="~[cudnn]"; fi
+  if [ "$t" = gpu_cudnn ]; then bin=gpu_windowed_test; filter="[cudnn]"; fi
+  [ -x "$build/tests/gpu/$bin" ] || { log "$bin missing from $build"; continue; }
+  fits "$limit" "$t" || continue
+  (cd "$build/tests/gpu" && timeout "$limit" ./$bin -d yes ${filter:+"$filter"} >"$out/$t.log" 2>&1)
+  log "$t rc=$?"
+  tail -n 3 "$out/$t.log" | tee -a "$out/summary.txt"
 done
-if command -v compute-sanitizer >/dev/null && [ -x "$build/tests/gpu/gpu_windowed_test" ]; then
-  (cd "$build/tests/gpu" && timeout 400 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    ./gpu_windowed_test "CUDA windowed kernels match*,CUDA bucketed kernels*,The variant table*,Gathered decode*,Split-KV*" >"$out/memcheck.log" 2>&1)
-  log "compute-sanitizer memcheck rc=$?"
-  tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
+grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
+
+# 2. The sparse benches at L=16384: end to end, with the selection's own time.
+shape=B=1,Hq=16,Hkv=8,L=16384,d=128
+: >"$out/sparse.jsonl"
+want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
+  set -- $v
+  fits 60 "bench $v" || continue
+  timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --shape $shape \
+    --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
+  rc=$?
+  log "bench L=16384 $v rc=$rc"
+  if [ $rc -eq 0 ]; then compact "$out/bench.json" >>"$out/sparse.jsonl"; else tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; fi
+done
+python3 - "$out/sparse.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+dense = next((r for r in recs if r["variant"] == "dense"), None)
+print("variant params | median_ms (end to end) | select_ms | selection share | pairs | pair_ratio | per pair vs dense")
+for r in recs:
+    if r.get("status") != "ok":
+        print(r["variant"], r.get("params"), r.get("status"), r.get("message"))
+        continue
+    per_pair = ""
+    if dense and dense.get("status") == "ok":
+        per_pair = "%.2f" % ((r["median_ms"] / r["pairs"]) / (dense["median_ms"] / dense["pairs"]))
+    share = r["select_ms"] / r["median_ms"] if r["median_ms"] > 0 else 0
+    print("%s %s | %.4f | %.4f | %.2f | %d | %.4f | %s" % (r["variant"], json.dumps(r["params"]),
+          r["median_ms"], r["select_ms"], share, r["pairs"], r.get("pair_ratio", 0), per_pair))
+EOF
+
+# 3. dma_decode: one step at t = 4096 and at t = 65536 (a server's step with its cache:
+# resident update, chosen keys, attention of that step), beside every step of the
+# sequence at once (benchmarks/cuda_decode_step, CUDA events); then bench's whole-sequence
+# record at t = 4096 (end to end, CUPTI).
+if want decode && [ -x "$build/benchmarks/cuda_decode_step" ] && fits 120 "cuda_decode_step"; then
+  timeout 180 "$build/benchmarks/cuda_decode_step" 4096 65536 >"$out/decode.jsonl" 2>"$out/decode.err"
+  log "cuda_decode_step 4096 65536 rc=$?"
+  cat "$out/decode.jsonl" | tee -a "$out/summary.txt"
+  tail -3 "$out/decode.err" | tee -a "$out/summary.txt"
+  python3 -c 'import json,sys
+r = {j["t"]: j for j in map(json.loads, open(sys.argv[1])) if "t" in j}
+if 4096 in r and 65536 in r:
+    print("one step at t=65536 / at t=4096: %.3f" % (r[65536]["one_step_us"] / r[4096]["one_step_us"]))' \
+    "$out/decode.jsonl" | tee -a "$out/summary.txt"
 fi
-if [ -z "${QUICK:-}" ] && [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
-  timeout 300 "$build/benchmarks/cuda_windowed_bench" 4096 16384 >"$out/bench.jsonl" 2>&1
-  log "cuda_windowed_bench rc=$?"
-  cat "$out/bench.jsonl" | tee -a "$out/summary.txt"
+if want decode && fits 90 "bench dma_decode t=4096"; then
+  timeout 120 "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
+    --params w_kv=1024,w_q=32,r=64 --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --unchecked --json \
+    >"$out/decode.json" 2>"$out/decode.err"
+  rc=$?
+  log "bench dma_decode L=4096 rc=$rc"
+  if [ $rc -eq 0 ]; then compact "$out/decode.json" | tee -a "$out/sparse.jsonl" "$out/summary.txt"; fi
 fi
-if [ -z "${SKIP_TORCH:-}" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  timeout 300 python3 "$(dirname "$0")/../benchmarks/torch_sdpa_reference.py" 4096 16384 \
-    >"$out/torch.jsonl" 2>&1
+
+# 4. PyTorch's SDPA on the same problem.
+if want torch && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 90 "torch SDPA"; then
+  timeout 120 python3 "$here/benchmarks/torch_sdpa_reference.py" 16384 >"$out/torch.jsonl" 2>&1
   log "torch_sdpa_reference rc=$?"
   cat "$out/torch.jsonl" | tee -a "$out/summary.txt"
 fi
-# The CLI on the GPU: devices, checked benches (CPU fp64 reference), long unchecked
-# benches with and without an L2 flush, a tune of the windowed variants and its re-run.
-if [ -x "$build/attntune" ]; then
-  at="$build/attntune"
-  "$at" devices >"$out/devices.txt" 2>&1
-  log "attntune devices rc=$?"
-  cat "$out/devices.txt" | tee -a "$out/summary.txt"
-  s=B=1,Hq=16,Hkv=8,L=2048,d=128
-  for v in "dense" "swa w=1024" "hybrid w=256,full=2" "dense dtype=bf16" "ks k=64" "dma w=1024" \
-      "lsh k=64" "hax k_lsh=32,k_ks=32"; do
-    set -- $v
-    extra=()
-    case "${2:-}" in dtype=*) extra=(--dtype "${2#dtype=}");; ?*) extra=(--params "$2");; esac
-    timeout 120 "$at" bench --device cuda:0 --variant "$1" "${extra[@]}" --shape $s --json \
-      >"$out/bench.json" 2>&1
-    log "bench checked $v rc=$?"
-    name=$(echo "bench_$1_${2:-none}" | tr -c 'a-zA-Z0-9_\n' '_')
-    mv "$out/bench.json" "$out/$name.json"
-    grep -E '"(status|message|check_err|median_ms|gflops|select_ms|timer|sm_clock_mhz|dtype|params)"' \
-      "$out/$name.json" | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
-  done
-  s=B=1,Hq=16,Hkv=8,L=16384,d=128
-  for flush in "" "--flush-l2"; do
-    [ -n "${QUICK:-}" ] && break
-    for v in "dense" "swa w=1024" "ks k=64" "dma w=1024" "dma w=64"; do
-      set -- $v
-      timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} $flush --shape $s \
-        --unchecked --json >"$out/bench16k.json" 2>&1
-      name=$(echo "bench16k_$1_${2:-none}${flush#--}" | tr -c 'a-zA-Z0-9_\n' '_')
-      mv "$out/bench16k.json" "$out/$name.json"
-      log "bench unchecked L=16384 $v $flush rc=$?"
-      grep -E '"(status|message|median_ms|p10_ms|p90_ms|gflops|pairs|select_ms|timer|sm_clock_mhz|mem_clock_mhz|gpu_temp_c|l2_flushed|params)"' \
-        "$out/$name.json" | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
-    done
-  done
-  for pass in 1 2; do
-    [ -n "${QUICK:-}" ] && break
-    start=$(date +%s)
-    timeout 300 "$at" tune --device cuda:0 --variants dense,swa,hybrid,ks,dma --seq-lens 1024,2048 \
-      --budget 4 --out "$out/tune" >"$out/tune$pass.log" 2>&1
-    log "attntune tune --device cuda:0 pass $pass rc=$? in $(( $(date +%s) - start )) s"
-    tail -n 30 "$out/tune$pass.log" | tee -a "$out/summary.txt"
-  done
-  # Decode steps (Lq = 1; dma_decode every step) on the cuda_decode kernels, same database.
-  if [ -z "${QUICK:-}" ]; then
-    start=$(date +%s)
-    timeout 300 "$at" tune --device cuda:0 --phase decode --variants dense,swa,dma_decode \
-      --seq-lens 1024,4096 --budget 4 --out "$out/tune" >"$out/tune_decode.log" 2>&1
-    log "attntune tune --device cuda:0 --phase decode rc=$? in $(( $(date +%s) - start )) s"
-    tail -n 30 "$out/tune_decode.log" | tee -a "$out/summary.txt"
-  fi
+
+# 4b. The attention libraries beside attntune's own dense kernel (same run, same
+# problem): cuDNN's SDPA (its graph is built on the first call, in bench's warm-up).
+: >"$out/libs.jsonl"
+want libs && for v in "dense cuda fp16" "dense cudnn fp16" "swa cuda fp16 w=1024,sink=0" \
+    "swa cudnn fp16 w=1024,sink=0" "dense cuda bf16" "dense cudnn bf16"; do
+  set -- $v
+  fits 45 "bench $v" || continue
+  timeout 90 "$at" bench --device cuda:0 --variant "$1" --impl "$2" --dtype "$3" \
+    ${4:+--params $4} --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
+  rc=$?
+  log "bench L=16384 $v rc=$rc"
+  if [ $rc -eq 0 ]; then compact "$out/bench.json" >>"$out/libs.jsonl"; else tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; fi
+done
+python3 - "$out/libs.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+own = {}
+for r in recs:
+    if r.get("status") == "ok" and r.get("implementation") == "cuda":
+        own[(r["variant"], r.get("dtype"))] = r
+print("variant dtype implementation params | median_ms | attntune cuda / this")
+for r in recs:
+    if r.get("status") != "ok":
+        print(r["variant"], r.get("implementation"), r.get("status"), r.get("message"))
+        continue
+    base = own.get((r["variant"], r.get("dtype")))
+    ratio = "%.2f" % (base["median_ms"] / r["median_ms"]) if base and r["median_ms"] > 0 else ""
+    print("%s %s %s %s | %.4f | %s" % (r["variant"], r.get("dtype"), r.get("implementation"),
+          json.dumps(r.get("params", {})), r["median_ms"], ratio))
+EOF
+
+# 5. memcheck over one tile of every family, the bucketed and decode kernels and the
+# device selection (the full numerics run under memcheck takes too long).
+if want memcheck && command -v compute-sanitizer >/dev/null && fits 150 "memcheck"; then
+  (cd "$build/tests/gpu" && timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    ./gpu_windowed_test "The variant table*,Gathered decode*,Split-KV*,Device*" \
+    >"$out/memcheck.log" 2>&1)
+  log "compute-sanitizer memcheck rc=$?"
+  tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
 fi
-# (QUICK=1 skips the long-L benches, the tune and ncu.)
-# Hardware counters of one launch (ncu), as a cross-check of the metric names attntune
-# validated offline: the roofline point of the dense kernel at L=4096.
-if [ -z "${QUICK:-}" ] && command -v ncu >/dev/null && [ -x "$build/benchmarks/cuda_windowed_bench" ]; then
-  timeout 200 ncu --launch-count 1 --metrics gpu__time_duration.sum,dram__bytes.sum,\
-sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,\
-sm__throughput.avg.pct_of_peak_sustained_elapsed "$build/benchmarks/cuda_windowed_bench" 4096 \
-    >"$out/ncu.txt" 2>&1
-  log "ncu rc=$?"
-  grep -E "attntune_windowed|gpu__|dram__|sm__" "$out/ncu.txt" | head -20 | tee -a "$out/summary.txt"
+
+# 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse
+# kernels at L=4096 (what limits them: tensor-pipe activity, DRAM bytes).
+if want tune && fits 120 "tune --phase decode"; then
+  timeout 150 "$at" tune --device cuda:0 --phase decode --variants dense,swa,dma_decode \
+    --seq-lens 1024,4096 --budget 3 --out "$out/tune" >"$out/tune_decode.log" 2>&1
+  log "attntune tune --phase decode rc=$?"
+  tail -n 15 "$out/tune_decode.log" | tee -a "$out/summary.txt"
 fi
-# Everything in one archive (the device tool returns few files).
-tar -C "$out" -czf "$out.tar.gz" . && mv "$out.tar.gz" "$out/all.tar.gz"
-# Hardware counters through attntune's own range-profiler collection (bench --metrics).
-if [ -x "$build/attntune" ]; then
-  for v in "dense" "swa w=1024" "ks k=64"; do
-    set -- $v
-    timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --metrics --unchecked \
-      --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --json >"$out/metrics.json" 2>&1
-    log "bench --metrics $v rc=$?"
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({"median_ms": j.get("median_ms"), "gflops": j.get("gflops"), "hardware": j.get("hardware")}))' \
-      "$out/metrics.json" 2>&1 | tee -a "$out/summary.txt" || tail -3 "$out/metrics.json" | tee -a "$out/summary.txt"
-  done
-  # The same counters stored with every ok trial of a tune (tune --metrics: counter passes
-  # after all the timing), then read back from its database.
-  timeout 300 "$at" tune --device cuda:0 --variants dense,swa,lsh --seq-lens 1024 --budget 3 \
+if want tune && fits 120 "tune --metrics"; then
+  timeout 150 "$at" tune --device cuda:0 --variants dense,ks,lsh --seq-lens 1024 --budget 2 \
     --metrics --out "$out/tune-metrics" >"$out/tune-metrics.log" 2>&1
   log "attntune tune --metrics rc=$?"
-  tail -n 12 "$out/tune-metrics.log" | tee -a "$out/summary.txt"
-  python3 -c 'import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); print(db.execute("select count(distinct trial_id), count(*) from metric where name like \"hw_%\"").fetchone(), "trials with counters, counter rows"); print(db.execute("select c.variant, m.name, m.value from metric m join trial t on t.id=m.trial_id join config c on c.id=t.config_id where m.name in (\"hw_tensor_tflops\",\"hw_dram_gb_per_s\") order by 1,2 limit 12").fetchall())' \
+  tail -n 8 "$out/tune-metrics.log" | tee -a "$out/summary.txt"
+  python3 -c 'import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); print(db.execute("select count(distinct trial_id), count(*) from metric where name like \"hw_%\"").fetchone(), "trials with counters, counter rows")' \
     "$out/tune-metrics/attntune.db" 2>&1 | tee -a "$out/summary.txt"
 fi
-# Decode: one query row per head against a long cache, split-KV (cuda_decode) beside the
-# windowed kernel (cuda), checked against the CPU reference.
-if [ -x "$build/attntune" ]; then
-  for lk in 4096 65536; do
-    for v in "dense" "swa w=1024"; do
-      set -- $v
-      for impl in "cuda" "cuda_decode Split=16" "cuda_decode Split=64" "cuda_decode Split=256"; do
-        set -- $v
-        variant=$1; vparams=${2:-}
-        set -- $impl
-        params=$(echo "$vparams,${2:-}" | sed 's/^,//; s/,$//')
-        timeout 120 "$at" bench --device cuda:0 --variant "$variant" --impl "$1" \
-          ${params:+--params $params} --shape B=1,Hq=16,Hkv=8,Lq=1,Lk=$lk,d=128 --json \
-          >"$out/decode.json" 2>&1
-        log "decode Lk=$lk $variant $impl rc=$?"
-        grep -E '"(status|message|check_err|median_ms|p10_ms|p90_ms|timer)"' "$out/decode.json" \
-          | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
-      done
-    done
+want metrics && for v in "dense" "ks k=64" "dma w=1024" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
+  set -- $v
+  fits 40 "bench --metrics $v" || continue
+  timeout 60 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --metrics --unchecked \
+    --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --json >"$out/metrics.json" 2>&1
+  rc=$?
+  log "bench --metrics L=4096 $v rc=$rc"
+  if [ $rc -ne 0 ]; then tail -3 "$out/metrics.json" | tee -a "$out/summary.txt"; continue; fi
+  compact "$out/metrics.json" >>"$out/metrics.jsonl"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({"median_ms": j.get("median_ms"), "select_ms": j.get("select_ms"), "hardware": j.get("hardware")}))' \
+    "$out/metrics.json" 2>&1 | tee -a "$out/summary.txt"
+done
+# The gathered attention kernels alone under ncu (bench --metrics counts a whole launch,
+# selection included): L=16384, one launch each after the warm-up.
+if want ncu && command -v ncu >/dev/null; then
+  for v in "ks k=64" "dma w=1024" "lsh k=64"; do
+    set -- $v
+    fits 60 "ncu $v" || continue
+    timeout 90 ncu --kernel-name regex:'attntune_(blocksparse|bucketed)' --launch-skip 1 --launch-count 1 \
+      --metrics gpu__time_duration.sum,dram__bytes.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum \
+      "$at" bench --device cuda:0 --variant "$1" --params "$2" --shape $shape --unchecked \
+      --min-reps 1 --max-seconds 0.1 >"$out/ncu.txt" 2>&1
+    log "ncu $v rc=$?"
+    grep -E "attntune_|gpu__|dram__|sm__|l1tex__" "$out/ncu.txt" | head -8 | tee -a "$out/summary.txt"
   done
-  # dma_decode: every step of a sequence on the gathered decode kernel, checked.
-  timeout 300 "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
-    --params w_kv=256,w_q=16,r=32 --shape B=1,Hq=16,Hkv=8,L=2048,d=128 --json \
-    >"$out/decode_dma.json" 2>&1
-  log "dma_decode L=2048 cuda_decode rc=$?"
-  grep -E '"(status|message|check_err|median_ms|p10_ms|p90_ms|select_ms|timer)"' \
-    "$out/decode_dma.json" | tr -d '\n' | tee -a "$out/summary.txt"; echo | tee -a "$out/summary.txt"
-  tar -C "$out" -czf "$out.tar.gz" . && mv "$out.tar.gz" "$out/all.tar.gz"
+fi
+log "done in $(( $(date +%s) - start ))s"
+# Everything in one archive (the device tool returns few files).
+tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
+if [ -n "$results" ]; then
+  mkdir -p "$results"
+  for f in summary.txt sparse.jsonl decode.jsonl torch.jsonl libs.jsonl metrics.jsonl all.tar.gz; do
+    if [ -f "$out/$f" ]; then cp "$out/$f" "$results/"; fi
+  done
 fi

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -26,8 +28,13 @@ using nlohmann::json;
   throw UserError(path + ": not a Kernel Tuner cache file (" + reason + ")");
 }
 
-// The whole file, gunzipped when it is gzip data (zlib reads plain files as they are).
-std::string ReadMaybeGzip(const std::string& path) {
+// The whole file, gunzipped when it is gzip data (zlib reads plain files as they are),
+// refused past `max_bytes` of text (a gzip bomb, a device).
+std::string ReadMaybeGzip(const std::string& path, uint64_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(path + ": is a folder, not a Kernel Tuner cache or T4 file");
+  }
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
     throw UserError(path + ": cannot read (" + std::strerror(errno ? errno : ENOENT) + ")");
@@ -43,6 +50,11 @@ std::string ReadMaybeGzip(const std::string& path) {
       NotACache(path, code == Z_BUF_ERROR ? "truncated gzip data" : "bad gzip data: " + message);
     }
     if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > max_bytes) {
+      gzclose(file);
+      throw UserError(path + ": holds more than attntune reads as a Kernel Tuner cache or T4 "
+                      "file (" + std::to_string(max_bytes >> 20) + " MiB of JSON)");
+    }
     text.append(buffer, static_cast<size_t>(n));
   }
   int code = 0;
@@ -107,22 +119,111 @@ void Finish(ReplayCache& cache, Builder& b, std::vector<std::pair<Point, ReplayE
   cache.index = std::make_shared<const strategies::SpaceIndex>(cache.space, std::move(feasible));
 }
 
+// The tuning parameters in the order of the cache keys: tune_params_keys when the file
+// has it (Kernel Tuner writes it), else tune_params' own (sorted) order; `ordered` says
+// which.
+std::vector<std::string> TuneParamKeys(const json& doc, const std::string& path, bool* ordered) {
+  std::vector<std::string> keys;
+  *ordered = doc.contains("tune_params_keys") && doc["tune_params_keys"].is_array();
+  if (*ordered) {
+    for (const json& k : doc["tune_params_keys"]) {
+      if (!k.is_string()) NotACache(path, "'tune_params_keys' holds a non-string");
+      keys.push_back(k.get<std::string>());
+    }
+  } else {
+    const json& params = doc["tune_params"];
+    for (auto it = params.begin(); it != params.end(); ++it) keys.push_back(it.key());
+  }
+  if (keys.empty()) NotACache(path, "no tuning parameters");
+  return keys;
+}
+
+// Python's str() of a tune_params value, as Kernel Tuner joins them into a cache key.
+std::string PythonText(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  return ValueText(v);
+}
+
+// The index in `values` (a tune_params list) of the value a cache key spells as `text`:
+// the same text as Python writes it, or the same number (-1: none).
+int KeyValueIndex(const json& values, const std::string& text) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (PythonText(values[i]) == text || ValueText(values[i]) == text) return static_cast<int>(i);
+  }
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(x)) return -1;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].is_number() && values[i].get<double>() == x) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The point of an entry that carries its parameter values only in its key ("16,1":
+// the values in tune_params_keys order, joined by commas, as Kernel Tuner writes it).
+Point PointFromKey(const Builder& b, const json& params, const std::vector<std::string>& keys,
+                   const std::string& key, const std::string& missing, const std::string& path) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t comma = key.find(',', start);
+    parts.push_back(key.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (parts.size() != keys.size()) {
+    NotACache(path, "entry '" + key + "' has no '" + missing + "', and its key holds " +
+                        std::to_string(parts.size()) + (parts.size() == 1 ? " value" : " values") +
+                        " where tune_params_keys names " + std::to_string(keys.size()));
+  }
+  Point p(keys.size());
+  for (size_t d = 0; d < keys.size(); ++d) {
+    const int at = KeyValueIndex(params[keys[d]], parts[d]);
+    if (at < 0) {
+      NotACache(path, "entry '" + key + "': " + keys[d] + "=" + parts[d] +
+                          " (from its key) is not in tune_params");
+    }
+    p[d] = b.lookup[d].at(ValueText(params[keys[d]][static_cast<size_t>(at)]));
+  }
+  return p;
+}
+
+// The point of an entry that carries every parameter value as a field of its own.
+Point PointFromFields(const Builder& b, const std::vector<std::string>& keys, const json& e,
+                      const std::string& key, const std::string& path) {
+  Point p(keys.size());
+  for (size_t d = 0; d < keys.size(); ++d) {
+    auto at = b.lookup[d].find(ValueText(e[keys[d]]));
+    if (at == b.lookup[d].end()) {
+      NotACache(path, "entry '" + key + "': " + keys[d] + "=" + ValueText(e[keys[d]]) +
+                          " is not in tune_params");
+    }
+    p[d] = at->second;
+  }
+  return p;
+}
+
+// What recording an entry cost, and its objective when it is a number.
+ReplayEntry EntryResult(const json& e, const std::string& objective) {
+  ReplayEntry r;
+  const json& t = e[objective];
+  r.ok = t.is_number() && std::isfinite(t.get<double>()) && t.get<double>() < 1e20;
+  r.value = r.ok ? t.get<double>() : 0.0;
+  for (const char* key : {"compile_time", "benchmark_time", "framework_time",
+                          "verification_time", "strategy_time"}) {
+    if (e.contains(key)) r.cost += SumTimes(e[key]);
+  }
+  return r;
+}
+
 void ParseKernelTuner(ReplayCache& cache, const json& doc) {
   const std::string& path = cache.path;
   if (!doc.contains("tune_params") || !doc["tune_params"].is_object()) {
     NotACache(path, "no 'tune_params' object");
   }
   const json& params = doc["tune_params"];
-  std::vector<std::string> keys;
-  if (doc.contains("tune_params_keys") && doc["tune_params_keys"].is_array()) {
-    for (const json& k : doc["tune_params_keys"]) {
-      if (!k.is_string()) NotACache(path, "'tune_params_keys' holds a non-string");
-      keys.push_back(k.get<std::string>());
-    }
-  } else {
-    for (auto it = params.begin(); it != params.end(); ++it) keys.push_back(it.key());
-  }
-  if (keys.empty()) NotACache(path, "no tuning parameters");
+  bool ordered = false;
+  const std::vector<std::string> keys = TuneParamKeys(doc, path, &ordered);
   Builder b;
   for (const std::string& k : keys) {
     if (!params.contains(k) || !params[k].is_array() || params[k].empty()) {
@@ -137,28 +238,22 @@ void ParseKernelTuner(ReplayCache& cache, const json& doc) {
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     const json& e = it.value();
     if (!e.is_object()) NotACache(path, "entry '" + it.key() + "' is not an object");
-    Point p(keys.size());
-    for (size_t d = 0; d < keys.size(); ++d) {
-      if (!e.contains(keys[d])) NotACache(path, "entry '" + it.key() + "' has no '" + keys[d] + "'");
-      auto at = b.lookup[d].find(ValueText(e[keys[d]]));
-      if (at == b.lookup[d].end()) {
-        NotACache(path, "entry '" + it.key() + "': " + keys[d] + "=" + ValueText(e[keys[d]]) +
-                            " is not in tune_params");
-      }
-      p[d] = at->second;
+    // Values as fields when the entry has them all, else from the key (Kernel Tuner reads
+    // the key too); without tune_params_keys the key's order is unknown.
+    const std::string* missing = nullptr;
+    for (const std::string& k : keys) {
+      if (missing == nullptr && !e.contains(k)) missing = &k;
     }
+    if (missing != nullptr && !ordered) {
+      NotACache(path, "entry '" + it.key() + "' has no '" + *missing +
+                          "', and without 'tune_params_keys' its key cannot be read");
+    }
+    Point p = missing == nullptr ? PointFromFields(b, keys, e, it.key(), path)
+                                 : PointFromKey(b, params, keys, it.key(), *missing, path);
     if (!e.contains(cache.objective)) {
       NotACache(path, "entry '" + it.key() + "' has no '" + cache.objective + "'");
     }
-    ReplayEntry r;
-    const json& t = e[cache.objective];
-    r.ok = t.is_number() && std::isfinite(t.get<double>()) && t.get<double>() < 1e20;
-    r.value = r.ok ? t.get<double>() : 0.0;
-    for (const char* key : {"compile_time", "benchmark_time", "framework_time",
-                            "verification_time", "strategy_time"}) {
-      if (e.contains(key)) r.cost += SumTimes(e[key]);
-    }
-    rows.emplace_back(std::move(p), r);
+    rows.emplace_back(std::move(p), EntryResult(e, cache.objective));
   }
   Finish(cache, b, std::move(rows));
 }
@@ -304,8 +399,8 @@ ReplayCache ParseReplayCache(const std::string& text, const std::string& path) {
   return cache;
 }
 
-ReplayCache ReadReplayCache(const std::string& path) {
-  return ParseReplayCache(ReadMaybeGzip(path), path);
+ReplayCache ReadReplayCache(const std::string& path, uint64_t max_bytes) {
+  return ParseReplayCache(ReadMaybeGzip(path, max_bytes), path);
 }
 
 ReplayStatistics Statistics(const ReplayCache& cache) {
@@ -418,17 +513,29 @@ std::vector<Trace> ReplayTraces(const ReplayCache& cache, const ReplayOptions& o
           make(SplitMix(options.seed * 0x100000001b3ULL + static_cast<uint64_t>(r)));
       Trace& trace = traces[static_cast<size_t>(r)];
       double best = std::numeric_limits<double>::infinity(), clock = 0;
+      std::vector<Point> batch;
       // Long enough for the largest budget and for the score's time budget.
       while (static_cast<int64_t>(trace.best.size()) < max_budget || clock < score_time) {
-        std::optional<Point> p = strategy->Next();
-        if (!p) break;
-        const ReplayEntry& e = cache.At(*p);
-        Evaluation ev{*p, e.ok, e.value};
-        strategy->Tell(ev);
-        if (e.ok) best = std::min(best, e.value);
-        clock += e.cost;
-        trace.cost.push_back(e.cost);
-        trace.best.push_back(best);
+        const double start = SteadySeconds();
+        batch.clear();
+        while (static_cast<int>(batch.size()) < options.batch) {
+          std::optional<Point> p = strategy->Next();
+          if (!p) break;
+          batch.push_back(std::move(*p));
+        }
+        double slowest = 0;
+        for (const Point& p : batch) {
+          const ReplayEntry& e = cache.At(p);
+          strategy->Tell(Evaluation{p, e.ok, e.value});
+          if (e.ok) best = std::min(best, e.value);
+          clock += e.cost;
+          slowest = std::max(slowest, e.cost);
+          trace.cost.push_back(e.cost);
+          trace.best.push_back(best);
+        }
+        trace.strategy_seconds += SteadySeconds() - start;
+        trace.wall += slowest;
+        if (batch.empty()) break;
       }
     }
   };
@@ -443,7 +550,7 @@ std::vector<Trace> ReplayTraces(const ReplayCache& cache, const ReplayOptions& o
 }
 
 ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
-  ATTNTUNE_CHECK(options.repeats >= 1);
+  ATTNTUNE_CHECK(options.repeats >= 1 && options.batch >= 1);
   const ReplayStatistics stats = Statistics(cache);
   const double optimum = stats.values.front();
   int64_t max_budget = 1;
@@ -488,6 +595,14 @@ ReplayResult Replay(const ReplayCache& cache, const ReplayOptions& options) {
     result.curve_p90.push_back(f[static_cast<size_t>(0.9 * (f.size() - 1) + 0.5)]);
     result.curve_random.push_back(optimum / ExpectedRandomBest(stats, static_cast<double>(k)));
   }
+  double evaluations = 0, wall = 0, strategy = 0;
+  for (const Trace& t : traces) {
+    evaluations += static_cast<double>(t.cost.size());
+    wall += t.wall;
+    strategy += t.strategy_seconds;
+  }
+  result.wall_ms_per_eval = evaluations > 0 ? wall / evaluations : 0;
+  result.strategy_ms_per_eval = evaluations > 0 ? 1e3 * strategy / evaluations : 0;
   result.p_score = PerformanceScore(stats, traces, options.score);
   result.score_fevals = FevalsToCutoff(stats, options.score.cutoff);
   return result;

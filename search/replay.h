@@ -42,9 +42,19 @@ struct ReplayCache {
   const ReplayEntry& At(const Point& p) const;
 };
 
-/// Reads a .json or .json.gz cache file (Kernel Tuner's format or T4). A file that is
-/// not one throws UserError "<path>: not a Kernel Tuner cache file (<reason>)".
-ReplayCache ReadReplayCache(const std::string& path);
+/// The most evaluations a replay runs and keeps: the largest budget times the repeats
+/// (the best-so-far curve holds one value per evaluation and repeat).
+constexpr int64_t kMaxReplayEvaluations = 10000000;
+/// The most threads a replay starts.
+constexpr int kMaxReplayThreads = 1024;
+
+/// The most JSON text (after gunzip) attntune reads from one cache or T4 file.
+constexpr uint64_t kMaxCacheBytes = uint64_t{1} << 30;
+
+/// Reads a .json or .json.gz cache file (Kernel Tuner's format or T4), at most
+/// `max_bytes` of JSON. A file that is not one throws UserError "<path>: not a Kernel
+/// Tuner cache file (<reason>)".
+ReplayCache ReadReplayCache(const std::string& path, uint64_t max_bytes = kMaxCacheBytes);
 /// The same from text already read (`path` names it in errors).
 ReplayCache ParseReplayCache(const std::string& text, const std::string& path);
 
@@ -85,6 +95,8 @@ int64_t FevalsToCutoff(const ReplayStatistics& s, double percentile);
 struct Trace {
   std::vector<double> cost;
   std::vector<double> best;
+  double wall = 0;             // simulated wall time (ms): each batch takes its slowest cost
+  double strategy_seconds = 0;  // measured: the strategy's own Next() and Tell() calls
 };
 
 /// The performance score: the mean of P(t) = (f_alg(t) - f_rand(t)) / (f_opt - f_rand(t))
@@ -98,6 +110,9 @@ struct ReplayOptions {
   int repeats = 100;
   uint64_t seed = 1;
   int threads = 0;  // 0: one per hardware thread
+  /// Points asked before any of them is told, as a tune with this many workers asks them
+  /// (1: the sequential search). Scores count evaluations and their costs as before.
+  int batch = 1;
   ScoreSettings score;
 };
 
@@ -113,6 +128,10 @@ struct ReplayResult {
   std::vector<Budget> budgets;
   double p_score = 0;
   int64_t score_fevals = 0;  // the score's budget in evaluations of median cost
+  // Per evaluation, mean over repeats: the simulated wall time with `batch` workers (each
+  // batch takes its slowest cost, ms) and the strategy's own time (measured, ms).
+  double wall_ms_per_eval = 0;
+  double strategy_ms_per_eval = 0;
   // Per evaluation 1..max budget: mean, 10th and 90th percentile of fraction of optimum
   // over repeats, and random search's expected fraction (for the report).
   std::vector<double> curve_mean, curve_p10, curve_p90, curve_random;

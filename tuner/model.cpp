@@ -1,11 +1,11 @@
 #include "tuner/model.h"
 
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/files.h"
 
 namespace attntune {
 
@@ -218,9 +218,9 @@ ModelGeometry LoadModel(const std::string& name_or_path, const std::string& what
     throw UserError(what + ": '" + name_or_path +
                     "' is neither a known model (" + KnownList() + ") nor a readable config.json");
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseHfConfig(ss.str(), name_or_path);
+  in.close();
+  return ParseHfConfig(ReadInputFile(name_or_path, kMaxConfigBytes, "a config.json"),
+                       name_or_path);
 }
 
 }  // namespace attntune

@@ -26,8 +26,12 @@ struct ModelGeometry {
 /// The embedded models' names, in display order.
 std::vector<std::string> EmbeddedModelNames();
 
-/// An embedded model by name, or a config.json path. Bad input -> UserError naming
-/// `what` (unknown name, unreadable file, invalid JSON, missing or bad fields).
+/// The largest config.json attntune reads (a model's is a few KiB).
+constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
+
+/// An embedded model by name, or a config.json path (at most kMaxConfigBytes). Bad input
+/// -> UserError naming `what` (unknown name, unreadable file, invalid JSON, missing or bad
+/// fields) or the file (too large, a folder).
 ModelGeometry LoadModel(const std::string& name_or_path, const std::string& what);
 
 /// Reads a Hugging Face config.json text (num_hidden_layers, num_attention_heads,

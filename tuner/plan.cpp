@@ -66,7 +66,7 @@ Shape TuneShape(const TuneOptions& options, const ModelGeometry& model, const Va
 }
 
 
-TunePlan PlanTune(const TuneOptions& options, Backend& backend) {
+TunePlan PlanTune(const TuneOptions& options, Backend& backend, bool open_store) {
   TunePlan plan;
   plan.options = options;
   plan.backend = &backend;
@@ -122,6 +122,7 @@ TunePlan PlanTune(const TuneOptions& options, Backend& backend) {
     plan.counters = backend.MakeCounters(options.dtype, &why);
     if (!plan.counters) throw UserError("--metrics: " + why);
   }
+  if (!open_store) return plan;
   CreateOutputFolder(options.out_dir);
   plan.db_path = options.db_path.empty()
                      ? (std::filesystem::path(options.out_dir) / "attntune.db").string()

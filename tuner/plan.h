@@ -93,7 +93,9 @@ struct TunePlan {
 };
 
 /// Validates the options against `backend` (UserError on bad input), opens the database.
-TunePlan PlanTune(const TuneOptions& options, Backend& backend);
+/// `open_store` false (an MPI rank other than rank 0, which only evaluates): neither the
+/// output folder nor the database is touched, and `db` stays empty.
+TunePlan PlanTune(const TuneOptions& options, Backend& backend, bool open_store = true);
 
 /// The problem of `variant` on `model` at length L in the options' phase (causal): every
 /// query row in prefill and for a token-by-token variant, else one decode step (Lq = 1).

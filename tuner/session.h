@@ -1,6 +1,10 @@
 // The run loop of a tune: for each (sequence length, variant) of a plan, build the
 // search space, search it, evaluate each candidate (gate, then measure) or reuse its
 // stored trial, store it in its own transaction; then the counter passes and the outputs.
+// The candidates go to the slots of a WorkerPool (tuner/pool.h): one slot in a process's
+// own tune, one per MPI rank under mpirun. Slots of one model of device share the
+// searches: problems are shared out, and a search asks a batch of points when slots
+// outnumber the problems left.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,7 @@ struct ProgressEvent {
   std::string message;        // why, when the counters failed
   double median_ms = 0;
   bool reused = false;
+  std::string worker;  // the slot that evaluated it ("rank 2"), when the pool has several
 };
 using ProgressFn = std::function<void(const ProgressEvent&)>;
 
@@ -51,6 +56,11 @@ struct TuneSummary {
   int64_t failed = 0;    // stored with a status other than ok
   int64_t counted = 0;   // ok trials given hardware counters (TuneOptions::counters)
   int64_t counter_failures = 0;
+  /// The run loop's own CPU time in the searches (strategies, database, handing out
+  /// candidates), not waiting for slots: the part of a tune on many ranks that does not
+  /// shrink with more of them. (With InlinePool, whose slots evaluate when a task is
+  /// handed out, the evaluations too.)
+  double loop_seconds = 0;
   std::string db_path;
   OutputPaths outputs;
   std::string quality_source;          // "gaussian inputs" or the calibration set's Describe()
@@ -60,5 +70,13 @@ struct TuneSummary {
 /// Tunes every (sequence length, variant) of the plan on its backend, timing with
 /// `timer`, then emits the outputs.
 TuneSummary RunTune(TunePlan& plan, Timer& timer, const ProgressFn& progress);
+
+class WorkerPool;
+/// The same on the slots of `pool`: each problem searched once per model of device among
+/// the slots (DeviceInfo::unit_fields), each trial stored under the device that measured
+/// it. A lost slot's candidate goes to another slot of its model; when a model has no
+/// slot left with work to do, std::runtime_error naming the slots. Counter passes
+/// (options.metrics) need a pool of one slot.
+TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress);
 
 }  // namespace attntune

@@ -140,14 +140,24 @@ std::string SearchSpace::Describe(const Point& p) const {
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
                                    const SearchSpace& search, const ProblemRecord& problem,
                                    size_t count, const QualityFloor& floor) {
+  return WarmStartPoints(db, std::vector<int64_t>{device_id}, variant, search, problem, count,
+                         floor);
+}
+
+std::vector<Point> WarmStartPoints(const Database& db, const std::vector<int64_t>& device_ids,
+                                   const Variant& variant, const SearchSpace& search,
+                                   const ProblemRecord& problem, size_t count,
+                                   const QualityFloor& floor) {
   const Space& space = search.space;
-  if (count == 0 || space.Size() > kWarmStartSpaceLimit) return {};
+  if (count == 0 || space.Size() > kWarmStartSpaceLimit || device_ids.empty()) return {};
   TrialFilter filter;
-  filter.device_id = device_id;
+  if (device_ids.size() == 1) filter.device_id = device_ids.front();
   filter.variant = variant.id;
   filter.ok_only = true;
   std::vector<TrialRow> rows;
   for (TrialRow& row : db.Trials(filter)) {
+    if (std::find(device_ids.begin(), device_ids.end(), row.device.id) == device_ids.end())
+      continue;
     const bool ours = std::any_of(search.impls.begin(), search.impls.end(), [&](const Implementation* impl) {
       return impl->id == row.config.implementation;
     });

@@ -48,5 +48,10 @@ SearchSpace BuildSearchSpace(const Variant& variant,
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
                                    const SearchSpace& search, const ProblemRecord& problem,
                                    size_t count, const QualityFloor& floor = {});
+/// The same over the trials of several devices (the stored devices of one model).
+std::vector<Point> WarmStartPoints(const Database& db, const std::vector<int64_t>& device_ids,
+                                   const Variant& variant, const SearchSpace& search,
+                                   const ProblemRecord& problem, size_t count,
+                                   const QualityFloor& floor = {});
 
 }  // namespace attntune

@@ -8,7 +8,10 @@
 #include <ctime>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "build_info.h"
+#include "core/check.h"
 
 namespace attntune {
 
@@ -35,11 +38,12 @@ bool ClaimLive(const Claim& claim) {
 // leaves no claim behind for others to wait on.
 class ClaimGuard {
  public:
-  ClaimGuard(Database& db, const TrialKey& key, int64_t pid) : db_(db), key_(key), pid_(pid) {}
+  ClaimGuard(TrialStore& store, const TrialStore::Claimed& claimed)
+      : store_(store), claimed_(claimed) {}
   ~ClaimGuard() {
     if (done_) return;
     try {
-      db_.ReleaseClaim(key_, pid_);
+      store_.Release(claimed_);
     } catch (...) {  // a dead claimant's claim is taken over anyway
     }
   }
@@ -48,52 +52,116 @@ class ClaimGuard {
   void Done() { done_ = true; }
 
  private:
-  Database& db_;
-  TrialKey key_;
-  int64_t pid_;
+  TrialStore& store_;
+  const TrialStore::Claimed& claimed_;
   bool done_ = false;
 };
 
 }  // namespace
 
-TrialStore::TrialStore(Database& db, const DeviceInfo& device, const std::string& args_json)
-    : db_(db) {
-  device_id_ = db_.PutDevice({0, device.kind, device.name, device.fingerprint_json});
-  build_id_ = db_.PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
-  run_id_ = db_.BeginRun(args_json, device_id_, UtcNow());
+std::string ModelFingerprint(const std::string& fingerprint_json,
+                             const std::vector<std::string>& unit_fields) {
+  nlohmann::json parsed = nlohmann::json::parse(fingerprint_json, nullptr, false);
+  if (!parsed.is_object()) return fingerprint_json;
+  for (const std::string& field : unit_fields) parsed.erase(field);
+  return parsed.dump();  // an object's keys are sorted: canonical
 }
 
-void TrialStore::Finish() { db_.FinishRun(run_id_, UtcNow()); }
+TrialStore::TrialStore(Database& db, const DeviceInfo& device, const std::string& args_json)
+    : db_(db), args_json_(args_json),
+      model_(ModelFingerprint(device.fingerprint_json, device.unit_fields)),
+      unit_fields_(device.unit_fields) {
+  build_id_ = db_.PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
+  AddUnit(device);
+}
+
+size_t TrialStore::AddUnit(const DeviceInfo& device) {
+  ATTNTUNE_CHECK_MSG(ModelFingerprint(device.fingerprint_json, unit_fields_) == model_,
+                     "a unit of another model of device");
+  Unit unit;
+  unit.device_id = db_.PutDevice({0, device.kind, device.name, device.fingerprint_json});
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (units_[i].device_id == unit.device_id) return i;  // two ranks on one device
+  }
+  unit.run_id = db_.BeginRun(args_json_, unit.device_id, UtcNow());
+  units_.push_back(unit);
+  FindPeers();
+  return units_.size() - 1;
+}
+
+void TrialStore::FindPeers() {
+  peers_.clear();
+  for (const DeviceRecord& d : db_.Devices()) {
+    if (ModelFingerprint(d.fingerprint_json, unit_fields_) == model_) peers_.push_back(d.id);
+  }
+  ATTNTUNE_CHECK(!peers_.empty());  // the units themselves
+}
+
+std::vector<int64_t> TrialStore::RunIds() const {
+  std::vector<int64_t> ids;
+  for (const Unit& unit : units_) ids.push_back(unit.run_id);
+  return ids;
+}
+
+void TrialStore::Finish() {
+  for (const Unit& unit : units_) db_.FinishRun(unit.run_id, UtcNow());
+}
+
+TrialStore::Claimed TrialStore::Claim(int64_t problem_id, const Variant& variant,
+                                      const Implementation& impl, const Params& params) {
+  const int64_t config_id = db_.PutConfig({0, variant.id, impl.id,
+                                           CanonicalVariantParamsJson(variant, params),
+                                           CanonicalTunablesJson(impl, params)});
+  Claimed claimed;
+  // One key per model, so that two tunes of the model on different units claim alike:
+  // the model's first stored device (stored devices are never removed).
+  claimed.key = {peers_.front(), problem_id, config_id, build_id_};
+  const ClaimResult found = db_.ClaimOrReuse(claimed.key, {getpid(), std::time(nullptr)},
+                                             ClaimLive, peers_);
+  switch (found.outcome) {
+    case ClaimResult::Outcome::kReusable:
+      claimed.outcome = Claimed::Outcome::kReusable;
+      claimed.trial.id = found.trial->id;
+      claimed.trial.result = found.trial->result;
+      claimed.trial.reused = true;
+      break;
+    case ClaimResult::Outcome::kClaimed: claimed.outcome = Claimed::Outcome::kClaimed; break;
+    case ClaimResult::Outcome::kHeld: claimed.outcome = Claimed::Outcome::kHeld; break;
+  }
+  return claimed;
+}
+
+int64_t TrialStore::Store(const Claimed& claimed, size_t unit, const TrialResult& result) {
+  ATTNTUNE_CHECK(claimed.outcome == Claimed::Outcome::kClaimed && unit < units_.size());
+  const TrialKey& key = claimed.key;
+  return db_.InsertTrial(units_[unit].run_id, units_[unit].device_id, key.problem_id,
+                         key.config_id, key.build_id, result, &key);
+}
+
+void TrialStore::Release(const Claimed& claimed) {
+  if (claimed.outcome == Claimed::Outcome::kClaimed) db_.ReleaseClaim(claimed.key, getpid());
+}
 
 TrialStore::Trial TrialStore::EvaluateOrReuse(int64_t problem_id, const Variant& variant,
                                               const Implementation& impl, const Params& params,
                                               ProblemContext& context, Timer& timer,
                                               const EvaluateOptions& options,
                                               const std::function<void()>& before_evaluate) {
-  const int64_t config_id = db_.PutConfig({0, variant.id, impl.id,
-                                           CanonicalVariantParamsJson(variant, params),
-                                           CanonicalTunablesJson(impl, params)});
-  const TrialKey key{device_id_, problem_id, config_id, build_id_};
-  const int64_t pid = getpid();
-  Trial trial;
   // Another tune measuring this candidate holds its claim: wait for its trial (or for its
   // claim to go, when its outcome is not reusable or it died) rather than measure twice.
+  Claimed claimed;
   for (;;) {
-    ClaimResult found = db_.ClaimOrReuse(key, {pid, std::time(nullptr)}, ClaimLive);
-    if (found.outcome == ClaimResult::Outcome::kReusable) {
-      trial.id = found.trial->id;
-      trial.result = found.trial->result;
-      trial.reused = true;
-      return trial;
-    }
-    if (found.outcome == ClaimResult::Outcome::kClaimed) break;
+    claimed = Claim(problem_id, variant, impl, params);
+    if (claimed.outcome == Claimed::Outcome::kReusable) return claimed.trial;
+    if (claimed.outcome == Claimed::Outcome::kClaimed) break;
     std::this_thread::sleep_for(kClaimPoll);
   }
-  ClaimGuard claim(db_, key, pid);
+  ClaimGuard guard(*this, claimed);
   if (before_evaluate) before_evaluate();
+  Trial trial;
   trial.result = EvaluateCandidate(context, variant, impl, params, timer, options).result;
-  trial.id = db_.InsertTrial(run_id_, device_id_, problem_id, config_id, build_id_, trial.result);
-  claim.Done();
+  trial.id = Store(claimed, 0, trial.result);
+  guard.Done();
   return trial;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "db/database.h"
 #include "profiler/device.h"
@@ -14,23 +15,56 @@
 
 namespace attntune {
 
-/// The rows a run's trials hang off: its device, build and run.
+/// The fingerprint of `fingerprint_json` without `unit_fields` (DeviceInfo::unit_fields):
+/// what devices of one model share. Canonical JSON; the text itself when it is not a
+/// JSON object.
+std::string ModelFingerprint(const std::string& fingerprint_json,
+                             const std::vector<std::string>& unit_fields);
+
+/// The rows a run's trials hang off, for one model of device: each unit's device row and
+/// run (one unit in a process's own tune; one per MPI rank with such a device), and the
+/// build. A stored trial of any device of the model (equal but for its unit fields) is
+/// reused, and a candidate is claimed once for the model.
 class TrialStore {
  public:
-  /// Stores the device and this build, and begins a run with `args_json`.
+  /// Stores `device` and this build, and begins a run with `args_json` on the device.
   TrialStore(Database& db, const DeviceInfo& device, const std::string& args_json);
-  /// Marks the run finished.
+  /// Another unit of the same model: its device row and run; returns its unit number.
+  size_t AddUnit(const DeviceInfo& device);
+  /// Marks every unit's run finished.
   void Finish();
 
   Database& Db() { return db_; }
-  int64_t DeviceRowId() const { return device_id_; }
-  int64_t RunId() const { return run_id_; }
+  /// The first unit's device row.
+  int64_t DeviceRowId() const { return units_.front().device_id; }
+  /// Every unit's run.
+  std::vector<int64_t> RunIds() const;
+  /// Every stored device of the model, the units' included (reuse and warm start).
+  const std::vector<int64_t>& Peers() const { return peers_; }
 
   struct Trial {
     int64_t id = 0;
     TrialResult result;
     bool reused = false;  // answered from the database
   };
+
+  /// What Claim found for a candidate.
+  struct Claimed {
+    enum class Outcome { kReusable, kClaimed, kHeld };
+    Outcome outcome = Outcome::kClaimed;
+    TrialKey key;  // the claim's key (the model's first stored device)
+    Trial trial;   // kReusable
+  };
+  /// The candidate (`variant`, `impl`, `params`) on stored problem `problem_id`: its
+  /// reusable stored trial; else this process's claim on it (kClaimed: evaluate it, then
+  /// Store or Release); else kHeld: another live tune measures it now.
+  Claimed Claim(int64_t problem_id, const Variant& variant, const Implementation& impl,
+                const Params& params);
+  /// Stores the claimed candidate's trial as measured on unit `unit`, dropping the claim.
+  int64_t Store(const Claimed& claimed, size_t unit, const TrialResult& result);
+  /// Drops the claim of a candidate that will not be stored by this process.
+  void Release(const Claimed& claimed);
+
   /// The trial of (`variant`, `impl`, `params`) on the stored problem `problem_id`: a
   /// reusable stored one, else evaluated now on `context` and stored, under a claim that
   /// makes another tune of the same candidate wait for this trial (a dead claimant's claim
@@ -42,10 +76,19 @@ class TrialStore {
                         const std::function<void()>& before_evaluate = nullptr);
 
  private:
+  void FindPeers();
+
+  struct Unit {
+    int64_t device_id = 0;
+    int64_t run_id = 0;
+  };
   Database& db_;
-  int64_t device_id_ = 0;
+  std::string args_json_;
+  std::string model_;  // ModelFingerprint of the first unit
+  std::vector<std::string> unit_fields_;
+  std::vector<Unit> units_;
+  std::vector<int64_t> peers_;
   int64_t build_id_ = 0;
-  int64_t run_id_ = 0;
 };
 
 }  // namespace attntune

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "profiler/kokkos_hooks.h"
 #include "kernels/cuda/cuda_implementations.h"
+#include "kernels/cuda/plan.h"
 #ifdef ATTNTUNE_HAVE_CUPTI
 #include "profiler/cuda/cupti_activity.h"
 #include "profiler/cuda/metric_set.h"
@@ -64,8 +65,17 @@ class CudaBackend : public Backend {
       for (const auto& [name, value] : ReadGpuClocks(index)) (*metrics)[name] = value;
       (*metrics)["l2_flushed"] = flush_l2 ? 1 : 0;
     };
-    // The selection of the gathered and bucketed kernels runs on the host, on Kokkos.
-    hooks.record_launches = [] { return std::make_unique<KernelCapture>(); };
+    // What a checked run launched: the kernels CUPTI recorded (the selection's named by
+    // their phase, attntune::select::*, so that bench's select_ms is their time), after
+    // any Kokkos dispatches on the host.
+    hooks.record_launches = []() -> std::unique_ptr<LaunchRecorder> {
+      std::vector<std::unique_ptr<LaunchRecorder>> parts;
+      parts.push_back(std::make_unique<KernelCapture>());
+#ifdef ATTNTUNE_HAVE_CUPTI
+      parts.push_back(std::make_unique<CuptiLaunchRecorder>(&cuda_plan::SelectionPhaseOf));
+#endif
+      return std::make_unique<CombinedRecorder>(std::move(parts));
+    };
     return hooks;
   }
   std::unique_ptr<CounterSource> MakeCounters(Dtype dtype, std::string* why_not) override {

@@ -3,10 +3,13 @@
 // Plain C++, built and tested everywhere.
 #include <algorithm>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "kernels/cuda/plan.h"
+#include "kernels/cuda/select_core.h"
 #include "kernels/selection/lsh_layout.h"
+#include "kernels/selection/selection.h"
 #include "core/check.h"
 
 namespace attntune {
@@ -20,6 +23,63 @@ int32_t Int32(int64_t x) {
 }
 
 }  // namespace
+
+bool HostFusesLshProducts() {
+  static const bool fused = [] {
+    Tensors t;
+    t.shape.d = 32;  // one key and one query of one head; lane 0 sums e = 0 and e = 16
+    t.q.assign(32, 0.0f);
+    t.k.assign(32, 0.0f);
+    t.v.assign(32, 0.0f);
+    t.k[0] = -1.0f;
+    t.k[16] = 1.0f + 0x1p-23f;
+    t.proj.assign(32 * 2, 0.0f);  // R [Hkv=1][d=32][h=2]; projection 1 is 0
+    t.proj[0 * 2 + 0] = 1.0f;
+    t.proj[16 * 2 + 0] = 1.0f - 0x1p-23f;
+    // Projection 0: fused, -1 + (1 + 2^-23)(1 - 2^-23) = -2^-46 < 0, so the argmax is 1;
+    // unfused, the product rounds to 1, both projections are 0 and the argmax is 0.
+    return ComputeLshBins(t, 2, true, 0).key_bin[0] == 1;
+  }();
+  return fused;
+}
+
+bool HostFusesDmaProducts() {
+  static const bool fused = [] {
+    Tensors t;
+    t.shape.d = 4;  // one value row v and Delta; A = 1
+    t.q.assign(4, 0.0f);
+    t.k.assign(4, 0.0f);
+    t.delta.assign(4, 0.0f);
+    t.a.assign(1, 1.0f);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    for (int attempt = 0; attempt < 100000; ++attempt) {  // a few hundred suffice
+      t.v.resize(4);
+      for (float& x : t.v) x = uniform(rng);
+      for (float& x : t.delta) x = uniform(rng);
+      const std::vector<double> delta(t.delta.begin(), t.delta.end());
+      const double with = DmaScore(t.v.data(), delta.data(), 1.0, 4, true);
+      const double without = DmaScore(t.v.data(), delta.data(), 1.0, 4, false);
+      if (with != without) return DmaScores(t, 0)[0] == with;
+    }
+    return false;
+  }();
+  return fused;
+}
+
+std::vector<float> LshProjectionRows(const Tensors& t, int64_t bits, uint64_t seed) {
+  const Shape& s = t.shape;
+  const std::vector<double> r = LshProjection(t, bits, seed);  // [Hkv][d][bits]
+  std::vector<float> rt(r.size());
+  for (int64_t h = 0; h < s.Hkv; ++h) {
+    for (int64_t e = 0; e < s.d; ++e) {
+      for (int64_t c = 0; c < bits; ++c) {
+        rt[(h * bits + c) * s.d + e] = static_cast<float>(r[(h * s.d + e) * bits + c]);
+      }
+    }
+  }
+  return rt;
+}
 
 BucketLists BuildBucketLists(const Shape& s, const LshBins& bins, int64_t k_lsh,
                              const std::vector<int32_t>& evict, int br, int64_t chunk) {

@@ -1,7 +1,8 @@
 // The CUDA implementations (cuda_implementations.h) of dense, swa, hybrid (windowed kernels),
 // ks, dma (top-k kernels) and lsh, hax (bucketed kernels): device buffers cached per
 // tensors object, the variant's parameters mapped onto a WindowedProblem, the sparse
-// variants' selection computed on the host.
+// variants' selection enqueued on the device before the attention kernel at every launch
+// (select_cuda.h), so that a timed launch is what the user pays: selection plus attention.
 #include "kernels/cuda/cuda_implementations.h"
 
 #include <cuda_runtime_api.h>
@@ -16,10 +17,12 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cuda/cuda_resident.h"
+#include "kernels/cuda/libraries/library_implementations.h"
 #include "kernels/cuda/plan.h"
+#include "kernels/cuda/select_cuda.h"
 #include "kernels/cuda/windowed_cuda.h"
 #include "core/params.h"
-#include "kernels/kokkos/sparse.h"
 #include "kernels/selection/selection.h"
 
 namespace attntune {
@@ -64,15 +67,16 @@ struct Resident {
                              // address, with the same shape, must not hit stale buffers
   DeviceBuffer q, k, v, o, windows;
   std::vector<int32_t> windows_host;  // what `windows` holds on the device
-  // The top-k or bucketed family's selection for these inputs (host, fp64, once per key).
-  std::string selection;
-  DeviceBuffer offsets, keys, evict, bias;
-  DeviceBuffer block_head, row_offsets, rows, row_lo, row_hi, spos;  // bucketed
-  DeviceBuffer chosen_offsets, chosen;                                // dma_decode
-  int64_t blocks = 0;
-  bool has_evict = false;
-  DeviceBuffer workspace;  // split-KV decode partials
-  bool has_bias = false;
+  // fp32 q, k, v for the selection on the device: the values the fp64 reference selects
+  // on (the kernels' fp16/bf16 copies would select other keys). Uploaded on first use.
+  DeviceBuffer q32, k32, v32;
+  bool have_fp32 = false;
+  // What the selection takes from the parameters alone (supplied scores, dma's Delta
+  // and A, LSH's R and mu), uploaded once per `inputs_key`.
+  std::string inputs_key;
+  DeviceBuffer scores, delta, a, rt, mu;
+  cp::SelectWorkspace select;  // the selection's buffers, reused launch after launch
+  DeviceBuffer workspace;      // split-KV decode partials
 };
 
 std::mutex g_mutex;
@@ -122,7 +126,8 @@ Resident& Prepare(const Tensors& t, cp::Dtype dtype) {
                     r.shape.d == s.d;
   if (same) return r;
   r.source = nullptr;  // invalid until every upload succeeded
-  r.selection.clear();
+  r.have_fp32 = false;
+  r.inputs_key.clear();
   r.windows_host.clear();
   Upload(r.q, t.q, dtype);
   Upload(r.k, t.k, dtype);
@@ -163,12 +168,21 @@ cp::WindowedProblem ProblemOf(const std::string& variant, const Tensors& t, cons
 }
 
 template <class T>
-void UploadRaw(DeviceBuffer& buffer, const std::vector<T>& host) {
-  buffer.Resize(host.size() * sizeof(T));
-  if (!host.empty()) {
-    Check(cudaMemcpy(buffer.ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-          "cudaMemcpy");
+void UploadRaw(DeviceBuffer& buffer, const T* host, size_t size) {
+  buffer.Resize(size * sizeof(T));
+  if (size > 0) {
+    Check(cudaMemcpy(buffer.ptr, host, size * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
+}
+
+template <typename T>
+void UploadRaw(DeviceBuffer& buffer, const std::vector<T>& host) {
+  UploadRaw(buffer, host.data(), host.size());
+}
+
+template <typename T>
+void UploadRaw(DeviceBuffer& buffer, const TensorData<T>& host) {
+  UploadRaw(buffer, host.data(), host.size());
 }
 
 cp::Family FamilyOf(const std::string& variant) {
@@ -177,102 +191,130 @@ cp::Family FamilyOf(const std::string& variant) {
   return cp::Family::kWindowed;
 }
 
-// Prefix top-k eviction positions [B,Hkv,Lk] of the scores x[B,Hkv,Lk].
-std::vector<int32_t> Evictions(const Shape& s, const std::vector<double>& x, int64_t k) {
-  std::vector<int32_t> evict(static_cast<size_t>(s.B * s.Hkv * s.Lk));
-  for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
-    const std::vector<int32_t> e = PrefixTopKEvictions(x.data() + head * s.Lk, s.Lk, k);
-    std::copy(e.begin(), e.end(), evict.begin() + head * s.Lk);
-  }
-  return evict;
+void ThrowIf(const std::string& error) {
+  if (!error.empty()) throw std::runtime_error(error);
 }
 
-// The additive logit bias b_j in base 2 (the kernels' softmax is exp2).
-std::vector<float> BiasLog2(const std::vector<double>& x) {
-  std::vector<float> b(x.size());
-  for (size_t n = 0; n < x.size(); ++n) b[n] = static_cast<float>(x[n] * 1.4426950408889634);
-  return b;
+template <class T>
+T* Ptr(DeviceBuffer& buffer) {
+  return static_cast<T*>(buffer.ptr);
 }
 
-// What the selection depends on: the variant's parameters (the tile only through Br).
-std::string SelectionKey(const std::string& variant, Params p, const cp::WindowedTile& tile) {
+// fp32 q, k, v on the device, uploaded once per inputs.
+void EnsureFp32(const Tensors& t, Resident& r) {
+  if (r.have_fp32) return;
+  UploadRaw(r.q32, t.q);
+  UploadRaw(r.k32, t.k);
+  UploadRaw(r.v32, t.v);
+  r.have_fp32 = true;
+}
+
+// The selection's inputs that depend on the parameters alone, uploaded once per
+// (variant, parameters): supplied ks scores, dma's Delta and A, LSH's R and mu.
+void EnsureSelectInputs(const std::string& variant, const Tensors& t, Params p, Resident& r) {
   p.erase("Tile");
-  return variant + "|" + ParamsToString(p) + "|" + std::to_string(tile.br);
+  p.erase("Chunk");
+  const std::string key = variant + "|" + ParamsToString(p);
+  if (r.inputs_key == key) return;
+  r.inputs_key.clear();
+  if ((variant == "ks" || variant == "hax") && !t.scores.empty()) {
+    UploadRaw(r.scores, std::vector<double>(t.scores.begin(), t.scores.end()));
+  }
+  if (variant == "dma" || variant == "dma_decode") {
+    std::vector<double> delta, a;
+    DmaDeltaA(t, static_cast<uint64_t>(ParamInt(p, "seed")), &delta, &a);
+    UploadRaw(r.delta, delta);
+    UploadRaw(r.a, a);
+  }
+  if (variant == "lsh" || variant == "hax") {
+    UploadRaw(r.rt, cp::LshProjectionRows(t, ParamInt(p, "bits"),
+                                          static_cast<uint64_t>(ParamInt(p, "seed"))));
+    if (!t.mu.empty()) UploadRaw(r.mu, t.mu);
+  }
+  r.inputs_key = key;
 }
 
-// The bucketed selection of lsh or hax: bins (and hax's ks scores and evictions), the
-// bucketed layout and its row and key lists on the host, uploaded once.
-void PrepareBucketed(const std::string& variant, const Tensors& t, const Params& p,
-                     const cp::WindowedTile& tile, Resident& r) {
+// The prefix top-k selection with budget k of the variant's scores (ks's, supplied or
+// default, for ks and hax; dma's for dma and dma_decode), enqueued on the device.
+cp::TopKDevice EnqueuePrefixTopK(const std::string& variant, const Tensors& t, int64_t k,
+                                 bool bias, Resident& r) {
+  const Shape& s = t.shape;
+  cp::TopKDevice topk;
+  cp::AllocTopK(s.B * s.Hkv, s.Lk, k, bias, r.select, "topk", &topk);
+  if (variant == "dma" || variant == "dma_decode") {
+    ThrowIf(cp::EnqueueDmaScores(s, Ptr<float>(r.v32), Ptr<double>(r.delta), Ptr<double>(r.a),
+                                 cp::HostFusesDmaProducts(), &topk, nullptr));
+  } else if (!t.scores.empty()) {
+    ThrowIf(cp::EnqueueScoreKeys(Ptr<double>(r.scores), &topk, nullptr));
+  } else {
+    ThrowIf(cp::EnqueueKsScores(s, Ptr<float>(r.q32), Ptr<float>(r.k32), &topk, r.select, nullptr));
+  }
+  ThrowIf(cp::EnqueueTopK(&topk, r.select, "topk", nullptr));
+  return topk;
+}
+
+// ks and dma: scores, evictions and the query blocks' key lists, on the device.
+void EnqueueTopKSelection(const std::string& variant, const Tensors& t, const Params& p,
+                          const cp::WindowedTile& tile, Resident& r,
+                          cp::WindowedDeviceArgs* args) {
+  const bool dma = variant == "dma";
+  const bool bias = dma && ParamInt(p, "bias") == 1;
+  const cp::TopKDevice topk = EnqueuePrefixTopK(variant, t, ParamInt(p, dma ? "w" : "k"), bias, r);
+  cp::ListsDevice lists;
+  ThrowIf(cp::EnqueueKeyLists(topk, t.shape.Lq, tile.br, &lists, r.select, "lists", nullptr));
+  args->list_offsets = lists.offsets;
+  args->list_keys = lists.keys;
+  args->evict = topk.evict;
+  args->bias_log2 = topk.bias_log2;
+  args->list_aux = lists.key_evict;
+  args->list_bias = lists.key_bias;
+}
+
+// lsh and hax: bins (and hax's prefix top-k), the bucketed layout and its lists.
+void EnqueueBucketSelection(const std::string& variant, const Tensors& t, const Params& p,
+                            const cp::WindowedTile& tile, Resident& r,
+                            cp::WindowedDeviceArgs* args) {
+  const Shape& s = t.shape;
   const bool hax = variant == "hax";
   const int64_t bits = ParamInt(p, "bits");
   const bool argmax = p.at("rule") == "argmax";
-  const uint64_t seed = static_cast<uint64_t>(ParamInt(p, "seed"));
-  LshBins bins;
-  std::vector<int32_t> evict;
-  cp::BucketLists lists;
-  if (hax) {
-    HaxSelection sel;
-    RunPhase("attntune::select::bins_scores",
-             [&] { sel = ComputeHaxSelection(t, bits, argmax, seed); });
-    RunPhase("attntune::select::topk",
-             [&] { evict = Evictions(t.shape, sel.scores, ParamInt(p, "k_ks")); });
-    bins = std::move(sel.bins);
-  } else {
-    RunPhase("attntune::select::bins", [&] { bins = ComputeLshBins(t, bits, argmax, seed); });
-  }
-  RunPhase("attntune::select::bucket_lists", [&] {
-    lists = cp::BuildBucketLists(t.shape, bins, ParamInt(p, hax ? "k_lsh" : "k"), evict, tile.br,
-                                 hax ? ParamInt(p, "Chunk") : 0);
-  });
-  UploadRaw(r.offsets, lists.key_offsets);
-  UploadRaw(r.keys, lists.keys);
-  UploadRaw(r.block_head, lists.head);
-  UploadRaw(r.row_offsets, lists.row_offsets);
-  UploadRaw(r.rows, lists.rows);
-  UploadRaw(r.row_lo, lists.lo);
-  UploadRaw(r.row_hi, lists.hi);
-  UploadRaw(r.spos, lists.spos);
-  UploadRaw(r.evict, evict);
-  r.blocks = lists.Blocks();
-  r.has_evict = hax;
-  r.has_bias = false;
+  int32_t* key_bin = r.select.Get<int32_t>("lsh.key_bin", s.B * s.Hkv * s.Lk);
+  int32_t* query_bin = r.select.Get<int32_t>("lsh.query_bin", s.B * s.Hq * s.Lq);
+  ThrowIf(cp::EnqueueLshBins(s, Ptr<float>(r.q32), Ptr<float>(r.k32),
+                             t.mu.empty() ? nullptr : Ptr<float>(r.mu), Ptr<float>(r.rt), bits,
+                             argmax, cp::HostFusesLshProducts(), key_bin, query_bin, nullptr));
+  cp::TopKDevice topk;
+  if (hax) topk = EnqueuePrefixTopK(variant, t, ParamInt(p, "k_ks"), false, r);
+  cp::BucketDevice bucket;
+  ThrowIf(cp::EnqueueBucketLayout(s, argmax ? bits : (int64_t{1} << bits), key_bin, query_bin,
+                                  ParamInt(p, hax ? "k_lsh" : "k"), hax ? &topk : nullptr,
+                                  tile.br, hax ? ParamInt(p, "Chunk") : 0, &bucket, r.select,
+                                  nullptr));
+  args->list_offsets = bucket.key_offsets;
+  args->list_keys = bucket.keys;
+  args->evict = hax ? topk.evict : nullptr;
+  args->block_head = bucket.head;
+  args->row_offsets = bucket.row_offsets;
+  args->rows = bucket.rows;
+  args->row_lo = bucket.lo;
+  args->row_hi = bucket.hi;
+  args->spos = bucket.spos;
+  args->list_aux = bucket.key_spos;
+  args->list_aux2 = bucket.key_evict;
+  args->blocks = bucket.blocks_bound;
+  args->block_count = bucket.block_count;
 }
 
-// The selection of a top-k (ks, dma) or bucketed (lsh, hax) variant for the resident
-// inputs and the tile's Br: computed on the host (fp64, the same functions as the
-// reference), uploaded once per SelectionKey; timed as the phases attntune::select::*.
-void PrepareSelection(const std::string& variant, const Tensors& t, const Params& p,
-                      const cp::WindowedTile& tile, Resident& r) {
-  const std::string key = SelectionKey(variant, p, tile);
-  if (r.selection == key) return;
-  r.selection.clear();
-  if (FamilyOf(variant) == cp::Family::kBucketed) {
-    PrepareBucketed(variant, t, p, tile, r);
-    r.selection = key;
-    return;
+// Why the selection of a top-k or bucketed variant cannot run on the device ("" = it
+// can): ks's default scores hold a group's prefixes in one block; int32 indices.
+std::string CanSelect(const std::string& variant, const Shape& s) {
+  if ((variant == "ks" || variant == "hax") && (s.d > 256 || s.Group() > 8)) {
+    return "ks scores on the device take d <= 256 and at most 8 query heads per KV head";
   }
-  const bool dma = variant == "dma";
-  const int64_t k = ParamInt(p, dma ? "w" : "k");
-  const bool bias = dma && ParamInt(p, "bias") == 1;
-  const Shape& s = t.shape;
-  std::vector<double> x;
-  std::vector<int32_t> evict;
-  cp::KeyLists lists;
-  RunPhase("attntune::select::scores", [&] {
-    x = dma ? DmaScores(t, static_cast<uint64_t>(ParamInt(p, "seed"))) : KsScores(t);
-  });
-  RunPhase("attntune::select::topk", [&] {
-    evict = Evictions(s, x, k);
-    lists = cp::BuildKeyLists(s, evict, tile.br);
-  });
-  UploadRaw(r.offsets, lists.offsets);
-  UploadRaw(r.keys, lists.keys);
-  UploadRaw(r.evict, evict);
-  r.has_evict = true;
-  r.has_bias = bias;
-  if (bias) UploadRaw(r.bias, BiasLog2(x));
-  r.selection = key;
+  if (s.B * s.Hq * s.Lq >= INT32_MAX || s.B * s.Hkv * s.Lk >= INT32_MAX) {
+    return "the selection on the device takes fewer than 2^31 rows and keys";
+  }
+  return "";
 }
 
 // Launch arguments with the resident Q, K, V and O.
@@ -392,12 +434,12 @@ void RunChecked(const Tensors& t, cp::Dtype dtype, const std::function<void()>& 
   for (size_t x = 0; x < bits.size(); ++x) out[x] = cp::FromBits(bits[x], dtype);
 }
 
-// Enqueues the launch on the resident buffers (uploading first if needed).
+// Enqueues the launch on the resident buffers (uploading first if needed): for the
+// top-k and bucketed families the selection on the device, then the attention kernel.
 Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) {
   const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
   Resident& r = Prepare(t, tile.dtype);
   const cp::Family family = FamilyOf(variant);
-  if (family != cp::Family::kWindowed) PrepareSelection(variant, t, p, tile, r);
   std::vector<int32_t> windows;
   const cp::WindowedProblem problem = ProblemOf(variant, t, p, &windows);
   if (!windows.empty() && windows != r.windows_host) {  // hybrid: upload once per params
@@ -409,22 +451,12 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
   args.windows = static_cast<const int32_t*>(r.windows.ptr);
   args.family = family;
   if (family != cp::Family::kWindowed) {
-    args.list_offsets = static_cast<const int32_t*>(r.offsets.ptr);
-    args.list_keys = static_cast<const int32_t*>(r.keys.ptr);
-    args.evict = r.has_evict ? static_cast<const int32_t*>(r.evict.ptr) : nullptr;
-    args.bias_log2 = r.has_bias ? static_cast<const float*>(r.bias.ptr) : nullptr;
+    EnsureFp32(t, r);
+    EnsureSelectInputs(variant, t, p, r);
   }
-  if (family == cp::Family::kBucketed) {
-    args.block_head = static_cast<const int32_t*>(r.block_head.ptr);
-    args.row_offsets = static_cast<const int32_t*>(r.row_offsets.ptr);
-    args.rows = static_cast<const int32_t*>(r.rows.ptr);
-    args.row_lo = static_cast<const int32_t*>(r.row_lo.ptr);
-    args.row_hi = static_cast<const int32_t*>(r.row_hi.ptr);
-    args.spos = static_cast<const int32_t*>(r.spos.ptr);
-    args.blocks = r.blocks;
-  }
-  const std::string error = cp::LaunchWindowed(problem, tile, args);
-  if (!error.empty()) throw std::runtime_error(error);
+  if (family == cp::Family::kTopK) EnqueueTopKSelection(variant, t, p, tile, r, &args);
+  if (family == cp::Family::kBucketed) EnqueueBucketSelection(variant, t, p, tile, r, &args);
+  ThrowIf(cp::LaunchWindowed(problem, tile, args));
   return r;
 }
 
@@ -464,49 +496,105 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
   impl.summary = "CUDA gathered decode: every step at once, a thread block per (step, KV head) "
                  "over the resident keys and each query head's chosen keys (selection on the "
-                 "host), " + dtype + " in, fp32 state";
+                 "device), " + dtype + " in, fp32 state";
   impl.supports = DecodeHeadDims;
-  impl.check = [](const Shape& shape, const Params&) {
-    return cp::CanImplementGatheredDecode(shape);
+  impl.check = [](const Shape& shape, const Params& p) {
+    const std::string why = cp::CanImplementGatheredDecode(shape);
+    if (!why.empty()) return why;
+    return cp::CanSelectDecode(shape, p.count("r") != 0 ? ParamInt(p, "r") : 0);
   };
   auto launch = [dt](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);
     const Shape& s = t.shape;
-    const std::string key = SelectionKey("dma_decode", p, cp::WindowedTile());
-    if (r.selection != key) {
-      r.selection.clear();
-      std::vector<double> x;
-      DecodeSelection sel;
-      cp::KeyLists lists;
-      RunPhase("attntune::select::scores",
-               [&] { x = DmaScores(t, static_cast<uint64_t>(ParamInt(p, "seed"))); });
-      sel = SelectDecodeKokkos(t, x, ParamInt(p, "w_kv"), ParamInt(p, "w_q"), ParamInt(p, "r"));
-      RunPhase("attntune::select::lists",
-               [&] { lists = cp::BuildKeyLists(s, sel.evict, cp::kDecodeListSteps); });
-      UploadRaw(r.offsets, lists.offsets);
-      UploadRaw(r.keys, lists.keys);
-      UploadRaw(r.evict, sel.evict);
-      UploadRaw(r.chosen_offsets, sel.offsets);
-      UploadRaw(r.chosen, sel.chosen);
-      r.has_bias = ParamInt(p, "bias") == 1;
-      if (r.has_bias) UploadRaw(r.bias, BiasLog2(x));
-      r.selection = key;
-    }
+    EnsureFp32(t, r);
+    EnsureSelectInputs("dma_decode", t, p, r);
+    const bool bias = ParamInt(p, "bias") == 1;
+    const cp::TopKDevice topk = EnqueuePrefixTopK("dma_decode", t, ParamInt(p, "w_kv"), bias, r);
+    cp::DecodeDevice sel;
+    ThrowIf(cp::EnqueueDecodeSelection(s, Ptr<float>(r.q32), Ptr<float>(r.k32), topk,
+                                       ParamInt(p, "w_q"), ParamInt(p, "r"), &sel, r.select,
+                                       nullptr));
     cp::WindowedDeviceArgs args = TensorArgs(r);
-    args.list_offsets = static_cast<const int32_t*>(r.offsets.ptr);
-    args.list_keys = static_cast<const int32_t*>(r.keys.ptr);
-    args.evict = static_cast<const int32_t*>(r.evict.ptr);
-    args.chosen_offsets = static_cast<const int32_t*>(r.chosen_offsets.ptr);
-    args.chosen = static_cast<const int32_t*>(r.chosen.ptr);
-    args.bias_log2 = r.has_bias ? static_cast<const float*>(r.bias.ptr) : nullptr;
-    const std::string error = cp::LaunchGatheredDecode(s, dt, args);
-    if (!error.empty()) throw std::runtime_error(error);
+    args.list_offsets = sel.resident.offsets;
+    args.list_keys = sel.resident.keys;
+    args.evict = sel.evict;
+    args.list_aux = sel.resident.key_evict;
+    args.chosen_offsets = sel.chosen_offsets;
+    args.chosen = sel.chosen;
+    args.bias_log2 = topk.bias_log2;
+    ThrowIf(cp::LaunchGatheredDecode(s, dt, args));
   };
   WireDecode(&impl, dt, launch);
   return impl;
 }
 
+// The windows of each KV head of a windowed variant on the host (dense all 0, swa all w,
+// hybrid HybridWindows).
+std::vector<int64_t> HostWindows(const std::string& variant, const Tensors& t, const Params& p) {
+  if (variant == "hybrid") return HybridWindows(t, p);
+  const int64_t w = variant == "swa" ? ParamInt(p, "w") : 0;
+  return std::vector<int64_t>(static_cast<size_t>(t.shape.Hkv), w);
+}
+
+// The same for the caller's device tensors: hybrid's windows copied from the caller's
+// device tensor (the stream waits for it), else from w and full.
+std::vector<int64_t> CallerWindows(const std::string& variant, const DeviceTensors& t,
+                                   const Params& p) {
+  const int64_t hkv = t.shape.Hkv;
+  std::vector<int64_t> out(static_cast<size_t>(hkv), variant == "swa" ? ParamInt(p, "w") : 0);
+  if (variant != "hybrid") return out;
+  if (t.windows == nullptr) {
+    const int64_t full = ParamInt(p, "full"), w = ParamInt(p, "w");
+    for (int64_t h = 0; h < hkv; ++h) out[h] = h < full ? 0 : w;
+    return out;
+  }
+  std::vector<int32_t> host(static_cast<size_t>(hkv));
+  const cudaStream_t stream = static_cast<cudaStream_t>(t.stream);
+  Check(cudaMemcpyAsync(host.data(), t.windows, host.size() * 4, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync");
+  Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  for (int64_t h = 0; h < hkv; ++h) out[h] = host[h];
+  return out;
+}
+
+// The resident inputs as device tensors on the default stream.
+DeviceTensors ResidentTensors(const Resident& r, const Shape& shape, Dtype dtype) {
+  DeviceTensors d;
+  d.shape = shape;
+  d.dtype = dtype;
+  d.q = r.q.ptr;
+  d.k = r.k.ptr;
+  d.v = r.v.ptr;
+  d.o = r.o.ptr;
+  d.device = r.device;
+  return d;
+}
+
 }  // namespace
+
+void WireWindowedDeviceLaunch(Implementation* impl, const std::string& variant, Dtype dtype,
+                              WindowedDeviceLaunch launch) {
+  const cp::Dtype dt = dtype == Dtype::kBf16 ? cp::Dtype::kBf16 : cp::Dtype::kF16;
+  auto on_resident = [variant, dtype, dt, launch](const Tensors& t, const Params& p) {
+    Resident& r = Prepare(t, dt);
+    launch(ResidentTensors(r, t.shape, dtype), p, HostWindows(variant, t, p));
+  };
+  impl->run = [on_resident, dt](const Tensors& t, const Params& p, float* out) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    RunChecked(t, dt, [&] { on_resident(t, p); }, out);
+  };
+  impl->launch = [on_resident](const Tensors& t, const Params& p) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    on_resident(t, p);
+  };
+  impl->run_device = [variant, launch](const DeviceTensors& t, const Params& p) {
+    DeviceGuard device(t.device);
+    launch(t, p, CallerWindows(variant, t, p));
+  };
+  // As attntune's own kernels: inputs rounded once to the dtype, P rounded once before P V.
+  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
+  impl->tolerance = [tolerance](const Params&) { return tolerance; };
+}
 
 bool CudaKernelsBuilt() { return true; }
 
@@ -546,13 +634,13 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
   impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
   const std::string math = dtype + " in, fp32 accumulation";
   if (family == cp::Family::kTopK) {
-    impl.summary = "CUDA tensor-core block-skipping kernel over prefix top-k block lists "
-                   "(selection on the host), " + math;
+    impl.summary = "CUDA tensor-core block-skipping kernel over prefix top-k key lists "
+                   "(selection on the device), " + math;
   } else if (family == cp::Family::kBucketed) {
     impl.summary = "CUDA tensor-core kernel over blocks of rows sorted by (LSH bin, position): "
                    "gathered rows, their lsh keys" +
                    std::string(id == "hax" ? " and prefix top-k keys" : "") +
-                   " (selection on the host), " + math;
+                   " (selection on the device), " + math;
   } else {
     impl.summary = "CUDA tensor-core windowed kernel (mma.sync, " + math + ")";
   }
@@ -579,7 +667,8 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
     problem.shape = shape;
     if (id == "swa") problem.window = ParamInt(p, "w");
     problem.per_head_windows = id == "hybrid";
-    return cp::CanImplement(problem, tile);
+    const std::string why = cp::CanImplement(problem, tile);
+    return why.empty() && FamilyOf(id) != cp::Family::kWindowed ? CanSelect(id, shape) : why;
   };
   impl.run = [id](const Tensors& t, const Params& p, float* out) {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -648,14 +737,19 @@ std::optional<Implementation> DecodeImplementation(const Variant& variant, cp::D
 
 }  // namespace
 
-void AddCudaImplementations(std::vector<Variant>* rows) {
+void AddCudaImplementations(std::vector<Variant>* rows,
+                            std::vector<AbsentImplementation>* absent) {
   for (Variant& v : *rows) {
     for (const cp::Dtype dt : {cp::Dtype::kF16, cp::Dtype::kBf16}) {
       if (auto impl = PrefillImplementation(v, dt)) v.implementations.push_back(std::move(*impl));
       if (auto impl = DecodeImplementation(v, dt)) v.implementations.push_back(std::move(*impl));
     }
   }
+  // The attention libraries' implementations after attntune's own (library_implementations.h).
+  AddLibraryImplementations(rows, absent);
 }
+
+std::string CudaRuntimeLibraries() { return CudnnRuntimeVersion(); }
 
 std::string SelectCudaDevice(int index) {
   const cudaError_t error = cudaSetDevice(index);

@@ -24,8 +24,14 @@ namespace attntune {
 /// Whether this build holds the CUDA kernels.
 bool CudaKernelsBuilt();
 
-/// Appends the CUDA implementations to the rows they exist for.
-void AddCudaImplementations(std::vector<Variant>* rows);
+/// Appends the CUDA implementations to the rows they exist for (attntune's kernels, then
+/// the attention libraries built in); each library this build lacks goes to `absent` with
+/// the reason.
+void AddCudaImplementations(std::vector<Variant>* rows, std::vector<AbsentImplementation>* absent);
+
+/// The versions of the libraries the CUDA implementations load at run time ("cudnn
+/// 9.26.0"), "" when none is built in or loads.
+std::string CudaRuntimeLibraries();
 
 /// Makes device `index` current for this thread; "" or the CUDA error.
 std::string SelectCudaDevice(int index);

@@ -7,7 +7,13 @@ namespace attntune {
 
 bool CudaKernelsBuilt() { return false; }
 
-void AddCudaImplementations(std::vector<Variant>*) {}
+void AddCudaImplementations(std::vector<Variant>*, std::vector<AbsentImplementation>* absent) {
+  for (const char* id : {"cuda", "cuda_decode", "cudnn", "flashinfer"}) {
+    absent->push_back({id, kCudaPlatform, "this attntune was built without the CUDA toolkit"});
+  }
+}
+
+std::string CudaRuntimeLibraries() { return ""; }
 
 std::string SelectCudaDevice(int) { return "this attntune was built without CUDA kernels"; }
 

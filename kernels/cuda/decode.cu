@@ -50,6 +50,8 @@ struct GatheredDecodeParams {
   const int32_t* chosen;
   const float* bias_log2;  // [B,Hkv,Lk] b_j * log2(e), or nullptr
   int64_t query_blocks;
+  const int32_t* list_evict;  // the eviction step of each listed key, or nullptr
+  int64_t first_step;         // block x computes step first_step + x
 };
 
 template <Dtype DT>
@@ -82,7 +84,7 @@ __device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p,
   const int split = GATHERED ? 0 : blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const int group = p.hq / p.hkv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t step = GATHERED ? blockIdx.x : 0;
+  const int64_t step = GATHERED ? gp.first_step + blockIdx.x : 0;
   const int64_t pos = GATHERED ? step : p.lk - 1;
   const int64_t lo = p.first_key + static_cast<int64_t>(split) * p.keys_per_split;
   const int64_t hi = lo + p.keys_per_split < pos + 1 ? lo + p.keys_per_split : pos + 1;
@@ -118,6 +120,7 @@ __device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p,
     walk.resident = gp.list_keys + gp.list_offsets[list];
     walk.n_resident = gp.list_offsets[list + 1] - gp.list_offsets[list];
     walk.evict = gp.evict + head * p.lk;
+    if (gp.list_evict != nullptr) walk.resident_evict = gp.list_evict + gp.list_offsets[list];
     walk.step = step;
     walk.chosen_offsets = gp.chosen_offsets;
     walk.chosen = gp.chosen;
@@ -321,6 +324,10 @@ std::string LaunchGatheredDecode(const Shape& s, Dtype dtype, const WindowedDevi
   gp.chosen_offsets = args.chosen_offsets;
   gp.chosen = args.chosen;
   gp.bias_log2 = args.bias_log2;
+  gp.list_evict = args.list_aux;
+  gp.first_step = args.first_step;
+  const int64_t steps = args.steps > 0 ? args.steps : s.Lk;
+  if (args.first_step < 0 || args.first_step + steps > s.Lk) return "gathered decode steps past Lk";
   gp.query_blocks = (s.Lk + kDecodeListSteps - 1) / kDecodeListSteps;
   const bool f16 = dtype == Dtype::kF16;
   const void* fn =
@@ -329,7 +336,7 @@ std::string LaunchGatheredDecode(const Shape& s, Dtype dtype, const WindowedDevi
                 : (f16 ? reinterpret_cast<const void*>(&attntune_decode_gathered_f16_d128)
                        : reinterpret_cast<const void*>(&attntune_decode_gathered_bf16_d128));
   void* kernel_args[] = {const_cast<DecodeParams*>(&p), &gp};
-  const dim3 grid(static_cast<unsigned>(s.Lk), static_cast<unsigned>(s.Hkv),
+  const dim3 grid(static_cast<unsigned>(steps), static_cast<unsigned>(s.Hkv),
                   static_cast<unsigned>(s.B));
   const cudaError_t error = cudaLaunchKernel(fn, grid, dim3(kDecodeWarps * 32), kernel_args, 0,
                                              static_cast<cudaStream_t>(args.stream));

@@ -54,6 +54,16 @@ std::string KernelName(const WindowedTile& t, Family family) {
 
 std::string BlockSparseKernelName(const WindowedTile& t) { return KernelName(t, Family::kTopK); }
 
+std::string SelectionPhaseOf(const std::string& name) {
+  const std::string prefix = "attntune_select_";
+  if (name.rfind(prefix, 0) == 0) return "attntune::select::" + name.substr(prefix.size());
+  // CUB's kernels, mangled ("_ZN3cub...") or demangled ("cub::...").
+  if (name.find("3cub") != std::string::npos || name.find("cub::") != std::string::npos) {
+    return "attntune::select::cub";
+  }
+  return "";
+}
+
 KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br) {
   ATTNTUNE_CHECK(br > 0 && s.Lq <= s.Lk && s.causal);
   ATTNTUNE_CHECK(static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);

@@ -12,6 +12,7 @@
 
 #include "kernels/selection/selection.h"
 #include "core/shape.h"
+#include "core/tensors.h"
 
 #if defined(__CUDACC__)
 #define ATTNTUNE_HD __host__ __device__
@@ -175,6 +176,25 @@ struct BucketLists {
 BucketLists BuildBucketLists(const Shape& shape, const LshBins& bins, int64_t k_lsh,
                              const std::vector<int32_t>& evict, int br, int64_t chunk);
 
+/// "attntune::select::<phase>" for a selection kernel's name (attntune_select_<phase>, or
+/// one of CUB's kernels: only the selection sorts and scans with CUB, all of it as
+/// "attntune::select::cub"); "" for any other kernel (the attention's).
+std::string SelectionPhaseOf(const std::string& kernel_name);
+
+/// Whether the host's LSH projection (ComputeLshBins, built with -march=native) fuses its
+/// fp32 multiply-adds: found once by binning a key whose two projections differ only in
+/// the rounding of one product. The device bins with the same choice (select_core.h), so
+/// that its bins equal the host's bit for bit. Defined in bucket_lists.cpp.
+bool HostFusesLshProducts();
+
+/// Whether the host's DmaScores fuses the multiply-adds of its dot products: found once by
+/// scoring values on which the two differ.
+bool HostFusesDmaProducts();
+
+/// R of every KV head transposed to [Hkv][bits][d] in fp32 (the values ComputeLshBins
+/// projects onto; LshProjection's, supplied or seeded). Defined in bucket_lists.cpp.
+std::vector<float> LshProjectionRows(const Tensors& t, int64_t bits, uint64_t seed);
+
 /// Split-KV decode (dense and swa, one query row per head: Lq = 1): the keys the row
 /// attends are cut into `splits` contiguous ranges of the key axis, one thread block per
 /// (split, KV head, batch) computes the partial softmax state (max, sum, unnormalised O)
@@ -229,6 +249,13 @@ ATTNTUNE_HD inline bool BucketAttends(int64_t p, int64_t j, int64_t lo, int64_t 
   return (lo <= spos_j && spos_j < hi) || (evict != nullptr && InTopK(p, j, evict));
 }
 
+/// BucketAttends with key j's eviction position given (the kernel reads it beside the
+/// key in the list): `ks` says whether there is a ks part (hax).
+ATTNTUNE_HD inline bool BucketAttendsKey(int64_t p, int64_t j, int64_t lo, int64_t hi,
+                                         int64_t spos_j, bool ks, int64_t evict_j) {
+  return (lo <= spos_j && spos_j < hi) || (ks && j <= p && p < evict_j);
+}
+
 /// Gathered decode's walk over the keys of one step of one (batch, KV head): the
 /// kernel's key loop (DecodeSplitBody in decode.cu), tested on the host. x = 0, 1, ...
 /// (a warp takes every 4th x, with a walk of its own) is first resident[x], x <
@@ -239,7 +266,8 @@ struct DecodeWalk {
   enum { kEnd, kAttend, kSkip };
   const int32_t* resident = nullptr;
   int64_t n_resident = 0;
-  const int32_t* evict = nullptr;
+  const int32_t* evict = nullptr;           // [Lk] of the head, read when resident_evict is null
+  const int32_t* resident_evict = nullptr;  // evict of each listed key (beside `resident`)
   int64_t step = 0;
   const int32_t* chosen_offsets = nullptr;
   const int32_t* chosen = nullptr;
@@ -254,7 +282,8 @@ struct DecodeWalk {
     if (x < n_resident) {
       *j = resident[x];
       *only = -1;
-      return InTopK(step, *j, evict) ? kAttend : kSkip;
+      const int64_t e = resident_evict != nullptr ? resident_evict[x] : evict[*j];
+      return *j <= step && step < e ? kAttend : kSkip;
     }
     if (end < 0) end = n_resident;
     while (x >= end && head + 1 < group) {

@@ -45,9 +45,13 @@ struct KernelParams {
   int64_t query_blocks;
 };
 
-// The bucketed family's second argument: BucketLists' head, row_offsets, rows, lo, hi
-// and spos. (Apart from KernelParams, so that the windowed and top-k kernels keep the
-// parameter block, and the code, that ran on the H100.)
+// The gathered families' second argument. Both: beside each listed key (same index as
+// list_keys), copied with its K and V rows into shared memory so that the predicate
+// reads no per-key array: top-k, its eviction (list_aux) and bias (list_bias, or
+// nullptr); bucketed, its spos (list_aux) and, for hax, its eviction (list_aux2).
+// Bucketed: BucketLists' head, row_offsets, rows, lo, hi and spos, and the device's
+// block count. (Apart from KernelParams, so that the windowed kernel keeps the parameter
+// block, and the code, that ran on the H100.)
 struct BucketParams {
   const int32_t* block_head;
   const int32_t* row_offsets;
@@ -55,6 +59,10 @@ struct BucketParams {
   const int32_t* row_lo;
   const int32_t* row_hi;
   const int32_t* spos;
+  const int32_t* block_count;  // blocks past it hold no rows and return at once (nullptr: none)
+  const int32_t* list_aux;
+  const int32_t* list_aux2;
+  const float* list_bias;
 };
 
 template <Dtype DT>
@@ -102,6 +110,12 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok)
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int bytes = ok ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+}
+/// 4-byte global -> shared copy; zero-fills when !ok.
+__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool ok) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = ok ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -155,6 +169,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   // windowed and top-k paths are written as before the bucketed family joined, so that
   // they compile to the code that ran on the H100.)
   const int qb = blockIdx.x;
+  if constexpr (BUCKETED) {
+    if (bp.block_count != nullptr && qb >= *bp.block_count) return;  // the whole block
+  }
   const int head = BUCKETED ? bp.block_head[qb] : 0;  // b * Hkv + hk
   const int h = BUCKETED ? head % p.hkv * (p.hq / p.hkv) : blockIdx.y;
   const int b = BUCKETED ? head / p.hkv : blockIdx.z;
@@ -198,23 +215,25 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   }
 
   VisitList<GATHERED, BC> spans;
-  const int32_t* evict = nullptr;
-  const float* bias = nullptr;
-  const int32_t* spos = nullptr;
+  // Gathered: the tile's keys and their companions (KernelParams' list_aux, list_aux2,
+  // list_bias), copied with the tile's K and V rows, one 4-byte copy per key each.
+  constexpr int META_STAGES = GATHERED ? STAGES : 1;
+  constexpr int META_BC = GATHERED ? BC : 1;
+  __shared__ int32_t key_s[META_STAGES][META_BC];
+  __shared__ int32_t aux_s[META_STAGES][META_BC];
+  __shared__ int32_t aux2_s[META_STAGES][META_BC];  // hax's evictions, or the bias bits
+  const int32_t* aux = nullptr;
+  const int32_t* aux2 = nullptr;
   if constexpr (GATHERED) {
     const int64_t list =
         BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
-    spans.keys = p.list_keys + p.list_offsets[list];
-    spans.n = p.list_offsets[list + 1] - p.list_offsets[list];
+    const int64_t first = p.list_offsets[list];
+    spans.keys = p.list_keys + first;
+    spans.n = p.list_offsets[list + 1] - first;
     spans.none = p.lk;
-    if constexpr (BUCKETED) {
-      const int64_t head_keys = (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-      if (p.evict != nullptr) evict = p.evict + head_keys;  // hax's ks part
-      spos = bp.spos + head_keys;
-    } else {
-      evict = p.evict + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-      if (p.bias_log2 != nullptr) bias = p.bias_log2 + (static_cast<int64_t>(b) * p.hkv + hk) * p.lk;
-    }
+    aux = bp.list_aux + first;
+    if (BUCKETED && bp.list_aux2 != nullptr) aux2 = bp.list_aux2 + first;
+    if (!BUCKETED && bp.list_bias != nullptr) aux2 = reinterpret_cast<const int32_t*>(bp.list_bias + first);
   } else {
     spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
   }
@@ -228,6 +247,15 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       const bool ok = j < p.lk;
       CpAsync16(kd + r * LD + col, ok ? kg + j * D + col : kg, ok);
       CpAsync16(vd + r * LD + col, ok ? vg + j * D + col : vg, ok);
+    }
+    if constexpr (GATHERED) {
+      for (int c = tid; c < BC; c += THREADS) {
+        const int64_t x = kblock * BC + c;
+        const bool ok = x < spans.n;
+        CpAsync4(&key_s[stage][c], ok ? spans.keys + x : spans.keys, ok);
+        CpAsync4(&aux_s[stage][c], ok ? aux + x : aux, ok);
+        if (aux2 != nullptr) CpAsync4(&aux2_s[stage][c], ok ? aux2 + x : aux2, ok);
+      }
     }
   };
 
@@ -289,17 +317,24 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     for (int nt = 0; nt < BC / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t j = spans.Key(kblock, nt * 8 + 2 * t + (e & 1));
+        const int c = nt * 8 + 2 * t + (e & 1);
+        // The windowed kernel's key, computed here as in the code that ran on the H100
+        // (the gathered families read theirs from shared memory; this load is dropped).
+        const int64_t j = spans.Key(kblock, c);
         if constexpr (BUCKETED) {
           const int r = e >> 1;
-          const bool keep = j < p.lk && BucketAttends(pos[r], j, lo[r], hi[r], spos[j], evict);
+          const int stage = it % STAGES;
+          const bool keep = kblock * BC + c < spans.n &&
+                            BucketAttendsKey(pos[r], key_s[stage][c], lo[r], hi[r],
+                                             aux_s[stage][c], aux2 != nullptr, aux2_s[stage][c]);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
         } else if constexpr (GATHERED) {
-          // InTopK(at, j, evict), spelt out as in the build that ran on the H100: through
-          // the function, nvcc materialises the bool and the kernel's code changes.
+          const int stage = it % STAGES;
           const int64_t at = pos[e >> 1];
-          const bool keep = j < p.lk && j <= at && at < evict[j];
-          s[nt][e] = keep ? s[nt][e] * p.scale_log2 + (bias != nullptr ? bias[j] : 0.f) : -INFINITY;
+          const int64_t key = key_s[stage][c];
+          const bool keep = kblock * BC + c < spans.n && key <= at && at < aux_s[stage][c];
+          const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
+          s[nt][e] = keep ? s[nt][e] * p.scale_log2 + bias : -INFINITY;
         } else {
           const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
@@ -391,9 +426,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
       attntune_blocksparse_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(             \
-          attntune::cuda_plan::KernelParams p) {                                              \
+          attntune::cuda_plan::KernelParams p, attntune::cuda_plan::BucketParams bp) {        \
     attntune::cuda_plan::WindowedBody<attntune::cuda_plan::Dtype::k##dtype, d, br, bc, warps, \
-                                      stages, attntune::cuda_plan::Family::kTopK>(p, {});     \
+                                      stages, attntune::cuda_plan::Family::kTopK>(p, bp);     \
   }                                                                                           \
   extern "C" __global__ void __launch_bounds__(warps * 32, 1)                                 \
       attntune_bucketed_##tag##_d##d##_br##br##_bc##bc##_w##warps##_s##stages(                \
@@ -473,7 +508,7 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
   const bool gathered = family != Family::kWindowed;
   if (gathered && (args.list_offsets == nullptr || args.list_keys == nullptr))
     return "gathered launch without its key lists";
-  if (family == Family::kTopK && args.evict == nullptr) return "top-k launch without evictions";
+  if (gathered && args.list_aux == nullptr) return "gathered launch without its keys' evictions or places";
   if (family == Family::kBucketed &&
       (args.block_head == nullptr || args.row_offsets == nullptr || args.rows == nullptr ||
        args.row_lo == nullptr || args.row_hi == nullptr || args.spos == nullptr ||
@@ -510,6 +545,11 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
     params.query_blocks = plan.grid_x;
   }
   BucketParams bucket{};
+  if (gathered) {
+    bucket.list_aux = args.list_aux;
+    bucket.list_aux2 = family == Family::kBucketed ? args.list_aux2 : nullptr;
+    bucket.list_bias = family == Family::kTopK ? args.list_bias : nullptr;
+  }
   if (family == Family::kBucketed) {
     bucket.block_head = args.block_head;
     bucket.row_offsets = args.row_offsets;
@@ -517,8 +557,9 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
     bucket.row_lo = args.row_lo;
     bucket.row_hi = args.row_hi;
     bucket.spos = args.spos;
+    bucket.block_count = args.block_count;
   }
-  void* kernel_args[] = {&params, &bucket};  // the windowed and top-k kernels take params only
+  void* kernel_args[] = {&params, &bucket};  // the windowed kernel takes params only
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y),
                   static_cast<unsigned>(plan.grid_z));
   error = cudaLaunchKernel(function, grid, dim3(plan.threads), kernel_args,

@@ -32,16 +32,26 @@ struct WindowedDeviceArgs {
   const int32_t* list_keys = nullptr;
   const int32_t* evict = nullptr;
   const float* bias_log2 = nullptr;
+  // Beside each listed key: top-k, its eviction (list_aux) and bias (list_bias, b_j *
+  // log2(e), or nullptr); bucketed, its spos (list_aux) and hax's eviction (list_aux2);
+  // gathered decode, the resident key's eviction step (list_aux).
+  const int32_t* list_aux = nullptr;
+  const int32_t* list_aux2 = nullptr;
+  const float* list_bias = nullptr;
   const int32_t* block_head = nullptr;
   const int32_t* row_offsets = nullptr;
   const int32_t* rows = nullptr;
   const int32_t* row_lo = nullptr;
   const int32_t* row_hi = nullptr;
   const int32_t* spos = nullptr;
-  int64_t blocks = 0;
-  // Gathered decode (LaunchGatheredDecode) also: the chosen keys of each (b, hq, step).
+  int64_t blocks = 0;                    // blocks launched (an upper bound of the count)
+  const int32_t* block_count = nullptr;  // device: the blocks that hold rows (nullptr: all)
+  // Gathered decode (LaunchGatheredDecode) also: the chosen keys of each (b, hq, step),
+  // and the steps it computes: [first_step, first_step + steps) (steps 0: every step).
   const int32_t* chosen_offsets = nullptr;
   const int32_t* chosen = nullptr;
+  int64_t first_step = 0;
+  int64_t steps = 0;
 };
 
 /// Round-to-nearest conversion of fp32 to the 2-byte `dtype` and back (host side).

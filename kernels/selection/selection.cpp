@@ -304,9 +304,13 @@ HaxSelection ComputeHaxSelection(const Tensors& t, int64_t bits, bool argmax_rul
   return out;
 }
 
-std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {
+void DmaDeltaA(const Tensors& t, uint64_t seed, std::vector<double>* delta_out,
+               std::vector<double>* a_out) {
   const Shape& s = t.shape;
-  std::vector<double> delta(static_cast<size_t>(s.Hkv * s.d)), a(static_cast<size_t>(s.Hkv));
+  std::vector<double>& delta = *delta_out;
+  std::vector<double>& a = *a_out;
+  delta.assign(static_cast<size_t>(s.Hkv * s.d), 0.0);
+  a.assign(static_cast<size_t>(s.Hkv), 0.0);
   Normal normal(seed ^ kDmaStream);
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(s.d));
   for (double& e : delta) e = normal.Next() * inv_sqrt_d;
@@ -319,6 +323,12 @@ std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {
     ATTNTUNE_CHECK_MSG(t.a.size() == a.size(), "a must be [Hkv]");
     a.assign(t.a.begin(), t.a.end());
   }
+}
+
+std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {
+  const Shape& s = t.shape;
+  std::vector<double> delta, a;
+  DmaDeltaA(t, seed, &delta, &a);
   std::vector<double> out(static_cast<size_t>(s.B * s.Hkv * s.Lk));
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.Hkv; ++h) {

@@ -40,8 +40,12 @@ struct HaxSelection {
 HaxSelection ComputeHaxSelection(const Tensors& t, int64_t bits, bool argmax_rule,
                                  uint64_t seed);
 
-/// dma's b[B,Hkv,Lk] = A_h * softplus(v_j · Delta_h), with Delta and A supplied or
-/// drawn from `seed` (Delta ~ N(0,1)/sqrt(d), A = 0.5 + |N(0,1)|/2).
+/// dma's Delta [Hkv,d] and A [Hkv]: supplied, or drawn from `seed` (Delta ~
+/// N(0,1)/sqrt(d), A = 0.5 + |N(0,1)|/2).
+void DmaDeltaA(const Tensors& t, uint64_t seed, std::vector<double>* delta,
+               std::vector<double>* a);
+
+/// dma's b[B,Hkv,Lk] = A_h * softplus(v_j · Delta_h), Delta and A of DmaDeltaA.
 std::vector<double> DmaScores(const Tensors& t, uint64_t seed);
 
 /// Windows of hybrid per KV head: the supplied `windows`, else 0 (full) for the first

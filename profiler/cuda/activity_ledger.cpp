@@ -1,6 +1,7 @@
 #include "profiler/cuda/activity_ledger.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace attntune {
 
@@ -49,6 +50,29 @@ std::map<uint64_t, CandidateKernels> ActivityLedger::Attribute() const {
     std::sort(entry.second.kernels.begin(), entry.second.kernels.end(),
               [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
   }
+  return out;
+}
+
+CandidateKernels ActivityLedger::Take(uint64_t external_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CandidateKernels out;
+  std::vector<KernelRecord> kept;
+  for (KernelRecord& k : kernels_) {
+    const auto external = external_of_.find(k.correlation_id);
+    if (external == external_of_.end() || external->second != external_id) {
+      kept.push_back(std::move(k));
+    } else if (k.start_ns == 0 && k.end_ns == 0) {
+      ++out.untimed;
+    } else {
+      out.kernels.push_back(std::move(k));
+    }
+  }
+  kernels_ = std::move(kept);
+  for (auto it = external_of_.begin(); it != external_of_.end();) {
+    it = it->second == external_id ? external_of_.erase(it) : std::next(it);
+  }
+  std::sort(out.kernels.begin(), out.kernels.end(),
+            [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
   return out;
 }
 

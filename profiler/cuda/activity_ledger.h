@@ -41,6 +41,9 @@ class ActivityLedger {
   /// Kernels per external id; kernels whose correlation id has no external record are
   /// counted in Unattributed().
   std::map<uint64_t, CandidateKernels> Attribute() const;
+  /// The kernels of `external_id` (as Attribute gives them), removed from the ledger with
+  /// its correlation records, so that the ledger does not grow with every repetition.
+  CandidateKernels Take(uint64_t external_id);
   size_t Unattributed() const;
   size_t Dropped() const;
   size_t MalformedBuffers() const;

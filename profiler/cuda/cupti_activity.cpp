@@ -177,13 +177,45 @@ double CuptiTimer::TimeMs(const std::function<void()>& fn) {
   if (!error.empty()) throw std::runtime_error(error);
   const std::string problems = CuptiLedger().Problems();
   if (!problems.empty()) throw std::runtime_error(problems);
-  const auto attributed = CuptiLedger().Attribute();
-  const auto it = attributed.find(id);
-  if (it == attributed.end() || it->second.kernels.empty()) {
+  const CandidateKernels kernels = CuptiLedger().Take(id);
+  if (kernels.kernels.empty()) {
     throw std::runtime_error("CUPTI recorded no timed kernel for candidate " + std::to_string(id) +
                              " (" + CuptiLedger().Counts() + ")");
   }
-  return it->second.TotalMs();
+  return kernels.TotalMs();
+}
+
+namespace {
+
+// The recorders' external ids, apart from the timers' (which count from 1).
+std::atomic<uint64_t> g_next_recorder_id{uint64_t{1} << 62};
+
+}  // namespace
+
+CuptiLaunchRecorder::CuptiLaunchRecorder(std::function<std::string(const std::string&)> name_of)
+    : id_(g_next_recorder_id++), name_of_(std::move(name_of)) {
+  open_ = BeginCandidate(id_).empty();
+}
+
+CuptiLaunchRecorder::~CuptiLaunchRecorder() {
+  if (open_) EndCandidate();
+}
+
+void CuptiLaunchRecorder::Finish() const {
+  if (!open_) return;
+  open_ = false;
+  EndCandidate();
+  if (cudaDeviceSynchronize() != cudaSuccess || !FlushCuptiActivity().empty()) return;
+  for (const KernelRecord& k : CuptiLedger().Take(id_).kernels) {
+    const std::string phase = name_of_ ? name_of_(k.name) : "";
+    events_.push_back({phase.empty() ? k.name : phase, "cuda",
+                       static_cast<double>(k.end_ns - k.start_ns) * 1e-6});
+  }
+}
+
+std::vector<KernelEvent> CuptiLaunchRecorder::Events() const {
+  Finish();
+  return events_;
 }
 
 std::unique_ptr<Timer> MakeGpuTimer(std::string* why_not_cupti) {

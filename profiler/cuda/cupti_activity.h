@@ -6,9 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "profiler/cuda/activity_ledger.h"
+#include "profiler/launches.h"
 #include "profiler/timer.h"
 
 namespace attntune {
@@ -42,6 +45,27 @@ class CuptiTimer : public Timer {
 
  private:
   uint64_t next_id_ = 1;
+};
+
+/// Records the kernels of the work done while it is alive from CUPTI's activity records
+/// (under an external id of its own; activity tracing must have been started, else it
+/// records nothing): in start order, kind "cuda", each named `name_of(kernel name)`, or
+/// by its own name where that gives "".
+class CuptiLaunchRecorder : public LaunchRecorder {
+ public:
+  explicit CuptiLaunchRecorder(std::function<std::string(const std::string&)> name_of);
+  ~CuptiLaunchRecorder() override;
+  CuptiLaunchRecorder(const CuptiLaunchRecorder&) = delete;
+  CuptiLaunchRecorder& operator=(const CuptiLaunchRecorder&) = delete;
+  /// Ends the recording on its first call (synchronises the device and flushes CUPTI).
+  std::vector<KernelEvent> Events() const override;
+
+ private:
+  void Finish() const;
+  uint64_t id_;
+  std::function<std::string(const std::string&)> name_of_;
+  mutable bool open_ = false;
+  mutable std::vector<KernelEvent> events_;
 };
 
 /// Timer over CUDA events on the default stream (the fallback without CUPTI).

@@ -107,6 +107,7 @@ DeviceInfo CudaDeviceRuntime(int index) {
   info.kind = "cuda";
   info.name = prop.name;
   info.fingerprint_json = f.dump();
+  info.unit_fields = {"uuid", "pci_bus_id"};
   return info;
 }
 

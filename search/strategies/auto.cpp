@@ -7,6 +7,7 @@
 // additive value-match term (BoOptions::tune_additive) to the ordered and categorical
 // ones, each share chosen by likelihood. Settings were chosen on recorded data and
 // checked on spaces and seeds they were not chosen on (docs/search.md).
+#include <unordered_map>
 #include <utility>
 
 #include "search/strategies/bo.h"
@@ -31,20 +32,36 @@ class Auto : public EngineStrategy {
   std::optional<Point> Propose() override {
     EngineStrategy* first = AskedCount() < kModelEvaluations ? model_.get() : climb_.get();
     EngineStrategy* second = first == model_.get() ? climb_.get() : model_.get();
-    chosen_ = first;
-    if (std::optional<Point> p = first->Next()) return p;
-    chosen_ = second;
-    return second->Next();
+    for (EngineStrategy* s : {first, second}) {
+      std::optional<Point> p = s->Next();
+      if (!p) continue;
+      // The other part must not propose it while it is pending (a batch).
+      (s == first ? second : first)->Reserve(*p);
+      proposer_[index().ToIndex(*p)] = s;
+      return p;
+    }
+    return std::nullopt;
   }
 
   void Learn(const Evaluation& e, bool own) override {
+    EngineStrategy* proposer = nullptr;
+    const auto it = proposer_.find(index().ToIndex(e.point));
+    if (it != proposer_.end()) {
+      proposer = it->second;
+      proposer_.erase(it);
+    }
     for (EngineStrategy* s : {model_.get(), climb_.get()}) {
-      if (own && s == chosen_) {
+      if (own && s == proposer) {
         s->Tell(e);
       } else {
         s->Observe(e);
       }
     }
+  }
+
+  void OnReserve(const Point& p) override {
+    model_->Reserve(p);
+    climb_->Reserve(p);
   }
 
  private:
@@ -53,7 +70,8 @@ class Auto : public EngineStrategy {
   static constexpr int64_t kModelEvaluations = 100;
 
   std::unique_ptr<EngineStrategy> model_, climb_;
-  EngineStrategy* chosen_ = nullptr;
+  // The part that proposed each pending point, by linear index.
+  std::unordered_map<int64_t, EngineStrategy*> proposer_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // proposals improved the best point most. Every arm sees every evaluation, so none
 // repeats another's point, and each learns from the others' results.
 #include <cmath>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,7 +44,11 @@ class Bandit : public EngineStrategy {
       if (weight[pick] <= 0) continue;
       std::optional<Point> p = arms_[pick]->Next();
       if (p) {
-        chosen_ = pick;
+        // The other arms must not propose it while it is pending (a batch).
+        for (size_t i = 0; i < arms_.size(); ++i) {
+          if (i != pick) arms_[i]->Reserve(*p);
+        }
+        proposer_[index().ToIndex(*p)] = pick;
         return p;
       }
       exhausted_.insert(pick);
@@ -59,14 +64,24 @@ class Bandit : public EngineStrategy {
       if (best_ > 0 && e.objective < best_) gain = std::log(best_ / e.objective);
       if (best_ <= 0 || e.objective < best_) best_ = e.objective;
     }
+    size_t proposer = arms_.size();
+    const auto it = proposer_.find(index().ToIndex(e.point));
+    if (it != proposer_.end()) {
+      proposer = it->second;
+      proposer_.erase(it);
+    }
     for (size_t i = 0; i < arms_.size(); ++i) {
-      if (own && i == chosen_) {
+      if (own && i == proposer) {
         arms_[i]->Tell(e);
         credit_[i] += gain;
       } else {
         arms_[i]->Observe(e);
       }
     }
+  }
+
+  void OnReserve(const Point& p) override {
+    for (auto& arm : arms_) arm->Reserve(p);
   }
 
  private:
@@ -78,7 +93,8 @@ class Bandit : public EngineStrategy {
   std::vector<std::unique_ptr<EngineStrategy>> arms_;
   std::vector<double> credit_;
   std::unordered_set<size_t> exhausted_;
-  size_t chosen_ = 0;
+  // The arm that proposed each pending point, by linear index.
+  std::unordered_map<int64_t, size_t> proposer_;
   double best_ = 0;
 };
 

@@ -123,7 +123,7 @@ class Bo : public EngineStrategy {
     if (AskedCount() < options_.initial || ok_.size() < 3) return RandomUnasked();
     std::vector<Point> pool = Pool();
     if (pool.empty()) return RandomUnasked();
-    FitModel();
+    FitModel(Pending());
     const Eigen::Index dims = static_cast<Eigen::Index>(log_ls_.size());
     MatrixXd a(static_cast<Eigen::Index>(pool.size()), dims);
     for (size_t i = 0; i < pool.size(); ++i) a.row(static_cast<Eigen::Index>(i)) = Row(pool[i]);
@@ -243,7 +243,10 @@ class Bo : public EngineStrategy {
     return out;
   }
 
-  void FitModel() {
+  // Fits the model to the ok points (re-tuning its hyperparameters on a schedule) and,
+  // when points are still being evaluated (`pending`, a batch), to a made-up target for
+  // each of them (BoOptions::lie), so that the next proposal looks elsewhere.
+  void FitModel(const std::vector<Point>& pending) {
     const std::vector<size_t> train = TrainingSet();
     const Eigen::Index n = static_cast<Eigen::Index>(train.size());
     const Eigen::Index dims = static_cast<Eigen::Index>(log_ls_.size());
@@ -260,10 +263,39 @@ class Bo : public EngineStrategy {
       Tune(x, y);
       next_tune_ = std::max<int64_t>(next_tune_ + 1, next_tune_ * 3 / 2);
     }
+    if (!pending.empty()) AppendLies(pending, &x, &y);
+    FitGp(x, y);
+  }
+
+  void FitGp(const MatrixXd& x, const VectorXd& y) {
     if (!std::isfinite(gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_), shares_))) {
       log_noise_ = std::min(log_noise_ + 2.0, std::log(0.5));  // add jitter until it factors
       gp_.Fit(x, y, InverseLengthscales(), std::exp(log_noise_) + 1e-6, shares_);
     }
+  }
+
+  // The pending points as training rows with their lies as targets (in the standardised
+  // target space of `y`).
+  void AppendLies(const std::vector<Point>& pending, MatrixXd* x, VectorXd* y) {
+    const Eigen::Index n = x->rows(), m = static_cast<Eigen::Index>(pending.size());
+    MatrixXd rows(m, x->cols());
+    for (Eigen::Index i = 0; i < m; ++i) rows.row(i) = Row(pending[static_cast<size_t>(i)]);
+    VectorXd lies(m);
+    switch (options_.lie) {
+      case BatchLie::kMin: lies.setConstant(y->minCoeff()); break;
+      case BatchLie::kMean: lies.setConstant(y->mean()); break;
+      case BatchLie::kMax: lies.setConstant(y->maxCoeff()); break;
+      case BatchLie::kBeliever: {
+        FitGp(*x, *y);
+        VectorXd var;
+        gp_.Predict(rows, &lies, &var);
+        break;
+      }
+    }
+    x->conservativeResize(n + m, Eigen::NoChange);
+    x->bottomRows(m) = rows;
+    y->conservativeResize(n + m);
+    y->tail(m) = lies;
   }
 
   static VectorXd Standardised(const VectorXd& v) {

@@ -173,8 +173,8 @@ std::optional<Point> EngineStrategy::Next() {
     }
     if (!in_range || !index_->IsFeasible(p) || Asked(p)) continue;
     asked_.insert(index_->ToIndex(p));
-    pending_ = index_->ToIndex(p);
-    pending_own_ = false;
+    pending_.emplace_back(index_->ToIndex(p), false);
+    OnReserve(p);
     return p;
   }
   std::optional<Point> p = Propose();
@@ -183,15 +183,37 @@ std::optional<Point> EngineStrategy::Next() {
   ATTNTUNE_CHECK_MSG(index_->IsFeasible(i), Name() + " proposed an infeasible point");
   ATTNTUNE_CHECK_MSG(!Asked(i), Name() + " proposed a point twice");
   asked_.insert(i);
-  pending_ = i;
-  pending_own_ = true;
+  pending_.emplace_back(i, true);
   return p;
+}
+
+void EngineStrategy::Reserve(const Point& point) {
+  const int64_t i = index_->ToIndex(point);
+  if (Asked(i)) return;
+  asked_.insert(i);
+  pending_.emplace_back(i, false);
+  OnReserve(point);
+}
+
+bool EngineStrategy::Answer(int64_t index) {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->first != index) continue;
+    const bool own = it->second;
+    pending_.erase(it);
+    return own;
+  }
+  return false;
+}
+
+std::vector<Point> EngineStrategy::Pending() const {
+  std::vector<Point> points;
+  for (const auto& [i, own] : pending_) points.push_back(index_->FromIndex(i));
+  return points;
 }
 
 void EngineStrategy::Tell(const Evaluation& evaluation) {
   const int64_t i = index_->ToIndex(evaluation.point);
-  const bool own = pending_ && *pending_ == i && pending_own_;
-  if (pending_ && *pending_ == i) pending_.reset();
+  const bool own = Answer(i);
   asked_.insert(i);
   history_.push_back(evaluation);
   if (evaluation.ok && (best_ < 0 || evaluation.objective < history_[best_].objective)) {
@@ -202,7 +224,7 @@ void EngineStrategy::Tell(const Evaluation& evaluation) {
 
 void EngineStrategy::Observe(const Evaluation& evaluation) {
   const int64_t i = index_->ToIndex(evaluation.point);
-  if (pending_ && *pending_ == i) pending_.reset();
+  Answer(i);
   asked_.insert(i);
   history_.push_back(evaluation);
   if (evaluation.ok && (best_ < 0 || evaluation.objective < history_[best_].objective)) {

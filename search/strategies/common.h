@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "search/space.h"
@@ -88,7 +89,9 @@ class SpaceIndex {
 
 /// Base of the engine's strategies: answers Next() from a warm-start queue, then from
 /// Propose(), and checks every proposal against the promises of Strategy. Observe()
-/// tells it about a point someone else evaluated (the bandit's other arms).
+/// tells it about a point someone else evaluated (the bandit's other arms). Next() may
+/// be called again before earlier points are told (a batch evaluated in parallel): the
+/// points asked and not yet answered are Pending(), and Propose() never repeats them.
 class EngineStrategy : public Strategy {
  public:
   EngineStrategy(std::shared_ptr<const SpaceIndex> index, uint64_t seed);
@@ -99,12 +102,20 @@ class EngineStrategy : public Strategy {
   void Observe(const Evaluation& evaluation);
   /// Points to ask first (e.g. the best stored configurations of a neighbouring shape).
   void WarmStart(const std::vector<Point>& points);
+  /// A point someone else asked and will answer through Tell or Observe (a composite's
+  /// other part proposed it): pending here, never proposed here.
+  void Reserve(const Point& point);
 
  protected:
   /// The next unasked feasible point, or nullopt when the strategy has none left.
   virtual std::optional<Point> Propose() = 0;
-  /// Learn from an evaluation; `own` when it answers this strategy's last proposal.
+  /// Learn from an evaluation; `own` when it answers a proposal of this strategy.
   virtual void Learn(const Evaluation& evaluation, bool own) = 0;
+  /// A point became pending without this strategy's Propose() (a warm-start point, or
+  /// Reserve()): a composite reserves it in its parts.
+  virtual void OnReserve(const Point& /*point*/) {}
+  /// The points asked and not yet answered, in the order asked.
+  std::vector<Point> Pending() const;
 
   const SpaceIndex& index() const { return *index_; }
   Rng& rng() { return rng_; }
@@ -127,8 +138,10 @@ class EngineStrategy : public Strategy {
   std::vector<Point> warm_;
   std::vector<Evaluation> history_;
   int64_t best_ = -1;
-  std::optional<int64_t> pending_;  // the index of the last proposal not yet told
-  bool pending_own_ = false;
+  // The points asked and not yet answered, in the order asked: (index, own proposal).
+  std::vector<std::pair<int64_t, bool>> pending_;
+  /// Removes `index` from pending_; returns whether it was this strategy's own proposal.
+  bool Answer(int64_t index);
   // Random sampling of the enumerated feasible set without replacement.
   std::vector<int64_t> shuffled_;
   size_t shuffled_next_ = 0;

@@ -119,8 +119,11 @@ expect_error(["tune", "--max-seconds", "nan", "--out", tmp],
              "attntune: error: --max-seconds: 'nan' is not a positive number")
 expect_error(["tune", "--tolerance", "-1e-5", "--out", tmp],
              "attntune: error: --tolerance: '-1e-5' is not a non-negative number")
-expect_error(["bench", "--variant", "dense", "--shape", S64, "--min-reps", "0"],
-             "attntune: error: --min-reps: '0' is not a positive number")
+for value in ["0", "2.5", "1000000000"]:  # 10^9 reserved 8 GB and ran 10^9 repetitions
+    expect_error(["bench", "--variant", "dense", "--shape", S64, "--min-reps", value],
+                 f"attntune: error: --min-reps: '{value}' is not a count of repetitions from 1 to 1000000")
+expect_error(["allocate", "--rho", "0.5", "--min-reps", "1000001"],
+             "attntune: error: --min-reps: '1000001' is not a count of repetitions from 1 to 1000000")
 expect_error(["allocate", "--rho", "0.5", "--max-seconds", "-2"],
              "attntune: error: --max-seconds: '-2' is not a positive number")
 
@@ -136,14 +139,49 @@ def expect_too_big(args, what, shape):
            f"attntune {' '.join(args)} -> {start}...\n  got exit {p.returncode}, stderr {p.stderr!r}")
 
 
-expect_too_big(["bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64"],
-               "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64")
+expect_too_big(["bench", "--variant", "dense", "--shape", "B=1,Hq=1024,Hkv=1,L=16777216,d=1024"],
+               "--shape", "B=1,Hq=1024,Hkv=1,L=16777216,d=1024")
 fresh = os.path.join(tmp, "too_big")
-expect_too_big(["tune", "--seq-lens", "64,100000000", "--out", fresh],
-               "--seq-lens", "B=1,Hq=16,Hkv=8,L=100000000,d=128")
+expect_too_big(["tune", "--seq-lens", "64,16000000", "--out", fresh],
+               "--seq-lens", "B=1,Hq=16,Hkv=8,L=16000000,d=128")
 expect(not os.path.exists(fresh), "a tune whose shape cannot fit stores nothing")
-expect_too_big(["allocate", "--rho", "0.5", "--no-measure", "--calib-len", "100000000",
-                "--out", fresh], "--calib-len", "B=1,Hq=2,Hkv=1,L=100000000,d=64")
+wide = os.path.join(tmp, "wide.json")  # 1024 query heads on one KV head: a group of 1024
+with open(wide, "w") as f:
+    f.write('{"num_hidden_layers": 2, "num_attention_heads": 1024, "num_key_value_heads": 1, '
+            '"head_dim": 64}')
+expect_too_big(["allocate", "--model", wide, "--rho", "0.5", "--no-measure", "--calib-len",
+                "16777216", "--out", fresh], "--calib-len", "B=1,Hq=1024,Hkv=1,L=16777216,d=64")
+
+# Past the limits (docs/reliability.md "Limits"): one line naming the limit.
+expect_error(["bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=99999999999,d=64"],
+             "attntune: error: --shape: Lq=99999999999 is longer than attntune takes (16777216 tokens)")
+expect_error(["tune", "--seq-lens", "64,100000000", "--out", fresh],
+             "attntune: error: --seq-lens: 100000000 is longer than attntune takes (16777216 tokens)")
+expect_error(["tune", "--batch", "65537", "--out", fresh],
+             "attntune: error: --batch: 65537 is more than attntune takes (65536)")
+expect_error(["tune", "--model", "/dev/zero", "--out", fresh],
+             "attntune: error: /dev/zero: holds more than attntune reads as a config.json (16 MiB)")
+expect_error(["run", "--variant", "dense", "--in", "/dev/zero", "--out", os.path.join(tmp, "o.st")],
+             "attntune: error: /dev/zero: is not a regular file (a safetensors file's size is "
+             "checked before it is read)")
+expect_error(["replay", "--cache", tmp],
+             f"attntune: error: {tmp}: is a folder, not a Kernel Tuner cache or T4 file")
+expect(not os.path.exists(fresh), "nothing stored past a limit")
+
+# replay: the largest budget times the repeats bounded (a budget of 10^12 built a curve of
+# 10^12 points and never ended; 2e9 repeats ended in bad_alloc), and the threads.
+cache = os.path.join(tmp, "cache.json")
+with open(cache, "w") as f:
+    f.write('{"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, '
+            '"cache": {"1": {"a": 1, "time": 1.0}, "2": {"a": 2, "time": 2.0}}}')
+expect_error(["replay", "--cache", cache, "--budget", "1000000000000", "--repeats", "3"],
+             "attntune: error: --budget, --repeats: 1000000000000 evaluations x 3 repeats is more "
+             "than a replay runs (10000000 in all)")
+expect_error(["replay", "--cache", cache, "--budget", "4", "--repeats", "2000000000"],
+             "attntune: error: --budget, --repeats: 4 evaluations x 2000000000 repeats is more "
+             "than a replay runs (10000000 in all)")
+expect_error(["replay", "--cache", cache, "--threads", "100000"],
+             "attntune: error: --threads: 100000 is more than attntune starts (1024)")
 
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)

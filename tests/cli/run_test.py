@@ -121,6 +121,22 @@ def hybrid_select(b, h, p):
     return j if w == 0 else j[(j > p - w) | (j < 2)]
 check_sparse("hybrid", "w=5,full=0,sink=2", {"q": q, "k": k, "v": v, "windows": windows},
              sparse_reference(q, k, v, hybrid_select), "windows=[0,1,9]")
+# The windows tensor alone is enough (DESIGN.md s1): no --params at all.
+def hybrid_select_nosink(b, h, p):
+    j = np.arange(p + 1)
+    return j if windows[h] == 0 else j[j > p - windows[h]]
+src = os.path.join(tmp, "hybrid.safetensors")
+dst = os.path.join(tmp, "o.safetensors")
+save_file({"q": q, "k": k, "v": v, "windows": windows}, src)
+run("run", "--variant", "hybrid", "--in", src, "--out", dst, check=0)
+ref = sparse_reference(q, k, v, hybrid_select_nosink)
+err = np.linalg.norm(load_file(dst)["o"].astype(np.float64) - ref) / np.linalg.norm(ref)
+expect(err < 1e-5, f"run hybrid with only a windows tensor: rel err {err:.2e}")
+# Neither a windows tensor nor w: refused in one line naming both.
+save_file({"q": q, "k": k, "v": v}, src)
+p = run("run", "--variant", "hybrid", "--in", src, "--out", dst, check=2)
+expect(p.stderr == "attntune: error: --params: hybrid/tiled requires parameter w (e.g. w=128) "
+       "or a 'windows' tensor in the input file\n", f"hybrid without windows: {p.stderr!r}")
 
 # ks with supplied scores, integer-valued so that ties occur.
 q, k, v = qkv(2, 4, 2, 90, 64)

@@ -132,5 +132,25 @@ TEST_CASE("WriteSafetensors over an existing file keeps it when the write fails"
   CHECK(dir.Names() == std::vector<std::string>{"o.safetensors"});
 }
 
+TEST_CASE("ReadInputFile reads within its bound and refuses past it in one line") {
+  TempDir dir;
+  const std::string path = dir.File("in.txt");
+  { std::ofstream(path) << "0123456789"; }
+  CHECK(ReadInputFile(path, 10, "a test file") == "0123456789");
+  // A regular file: its size is checked before anything is read.
+  CHECK(UserErrorText([&] { ReadInputFile(path, 9, "a test file"); }) ==
+        path + ": holds more than attntune reads as a test file (9 bytes)");
+  CHECK(UserErrorText([&] { ReadInputFile(path, 9, "a test file", ", as a test says"); }) ==
+        path + ": holds more than attntune reads as a test file (9 bytes, as a test says)");
+  // A device without end: read until the bound, then refused (it never ended before).
+  CHECK(UserErrorText([&] { ReadInputFile("/dev/zero", 1 << 20, "a test file"); }) ==
+        "/dev/zero: holds more than attntune reads as a test file (1 MiB)");
+  CHECK(UserErrorText([&] { ReadInputFile(dir.Path().string(), 1 << 20, "a test file"); }) ==
+        dir.Path().string() + ": is a folder, not a test file");
+  CHECK(UserErrorText([&] { ReadInputFile(dir.File("none"), 1 << 20, "a test file"); }) ==
+        dir.File("none") + ": cannot open (No such file or directory)");
+  CHECK(PhysicalMemoryBytes() > 0);
+}
+
 }  // namespace
 }  // namespace attntune

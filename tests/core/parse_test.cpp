@@ -69,6 +69,20 @@ TEST_CASE("ParseShape and ValidateShape error texts") {
   Shape s;
   s.d = 0;
   CHECK(UserErrorText([&] { ValidateShape(s, "--shape"); }) == "--shape: d=0 must be positive");
+
+  // Each extent within what attntune takes (docs/reliability.md "Limits"): counts of
+  // elements and pairs stay far from int64's end.
+  CHECK(ParseShape("B=65536,Hq=1024,Hkv=1024,L=16777216,d=1024", "--shape").Lk == 16777216);
+  CHECK(err("Hq=4,L=16777217,d=64") ==
+        "--shape: Lq=16777217 is longer than attntune takes (16777216 tokens)");
+  CHECK(err("Hq=4,Lq=16,Lk=99999999999,d=64") ==
+        "--shape: Lk=99999999999 is longer than attntune takes (16777216 tokens)");
+  CHECK(err("Hq=1025,Hkv=1,L=16,d=64") == "--shape: Hq=1025 is more than attntune takes (1024)");
+  CHECK(err("Hq=4,L=16,d=1025") == "--shape: d=1025 is more than attntune takes (1024)");
+  CHECK(err("B=65537,Hq=4,L=16,d=64") == "--shape: B=65537 is more than attntune takes (65536)");
+  CHECK(ParseSeqLens("64,16777216", "--seq-lens").back() == 16777216);
+  CHECK(UserErrorText([&] { ParseSeqLens("64,16777217", "--seq-lens"); }) ==
+        "--seq-lens: 16777217 is longer than attntune takes (16777216 tokens)");
 }
 
 TEST_CASE("ParseParams, ParamsToString and ParamInt") {
@@ -136,6 +150,31 @@ TEST_CASE("ResolveParams fills defaults and names every kind of bad value") {
   CHECK(CheckParams(dense, *dense.FindImplementation("tiled"), shape, {}).empty());
 }
 
+TEST_CASE("ResolveParams takes the tunables of the shape's kind where they depend on it") {
+  // As a CUDA implementation's Tile: every tile in `tunables`, the ones compiled for the
+  // shape's head dim (with their own default) from `tunables_for`.
+  Implementation impl;
+  impl.id = "per_d";
+  impl.phases = {Phase::kPrefill};
+  impl.dtypes = {Dtype::kF16};
+  const auto tile = [](std::vector<std::string> choices) {
+    return ParamDecl{"Tile", ParamKind::kEnum, 0, 0, choices, choices.front(), choices, "tile"};
+  };
+  impl.tunables = {tile({"t64", "t128"})};
+  impl.tunables_for = [tile](const ProblemKind& kind) {
+    return std::vector<ParamDecl>{tile({kind.head_dim == 128 ? "t128" : "t64"})};
+  };
+  const Variant& dense = FindVariant("dense", "x");
+  Shape shape;
+  shape.Lq = shape.Lk = 128;
+  shape.d = 128;
+  CHECK(ParamsToString(ResolveParams(dense, &impl, shape, {}, "--params")) == "Tile=t128");
+  shape.d = 64;
+  CHECK(ParamsToString(ResolveParams(dense, &impl, shape, {}, "--params")) == "Tile=t64");
+  CHECK(UserErrorText([&] { ResolveParams(dense, &impl, shape, {{"Tile", "t128"}}, "--params"); }) ==
+        "--params: Tile='t128' is not one of t64");
+}
+
 TEST_CASE("Every declared default and grid value passes its own declaration") {
   // Each implementation's tunables for the problem kind of `shape` (the CUDA tiles of its
   // dtype and head dimension), on a shape every implementation takes.
@@ -160,7 +199,17 @@ TEST_CASE("Every declared default and grid value passes its own declaration") {
           for (const ParamDecl* q : decls) given[q->name] = q->grid.front();
           given[p->name] = value;
           INFO(v.id << "/" << impl.id << " " << p->name << "=" << value << " d=" << d);
-          CHECK(CheckParams(v, impl, shape, given).empty());
+          // An implementation may refuse a value of the variant's own parameters, naming
+          // it (cuDNN's SDPA: "sink=4: ..."); its own tunables' values must all pass.
+          bool variant_param = false;
+          for (const ParamDecl& q : v.params) variant_param = variant_param || q.name == p->name;
+          const std::string why = CheckParams(v, impl, shape, given);
+          const std::string refusal = impl.check ? impl.check(shape, given) : "";
+          if (variant_param && refusal.rfind(p->name + "=" + value + ": ", 0) == 0 &&
+              why.find(refusal) != std::string::npos) {
+            continue;
+          }
+          CHECK(why.empty());
         }
       }
       shape.Lq = shape.Lk;

@@ -208,5 +208,21 @@ TEST_CASE("a folder given as a safetensors file is refused in one line") {
   CHECK_THROWS_WITH(ReadSafetensors(folder), folder + ": is a folder, not a safetensors file");
 }
 
+TEST_CASE("a safetensors file larger than a third of memory, or not a file, is refused") {
+  TempDir dir;
+  // A sparse file of 1 TiB: refused from its size, nothing read (it was read whole).
+  const std::string big = dir.File("big.safetensors");
+  { std::ofstream(big) << "x"; }
+  fs::resize_file(big, uint64_t{1} << 40);
+  const std::string text = UserErrorText([&] { ReadSafetensors(big); });
+  CHECK(text.rfind(big + ": holds more than attntune reads as a safetensors file (", 0) == 0);
+  CHECK(text.size() > 40);
+  CHECK(text.substr(text.size() - 39) == " GiB, a third of this machine's memory)");
+  // A device has no size to check first (/dev/zero never ended).
+  CHECK(UserErrorText([&] { ReadSafetensors("/dev/zero"); }) ==
+        "/dev/zero: is not a regular file (a safetensors file's size is checked before it is "
+        "read)");
+}
+
 }  // namespace
 }  // namespace attntune

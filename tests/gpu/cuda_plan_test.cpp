@@ -127,10 +127,11 @@ TEST_CASE("KeyBlocks skips out-of-window blocks and keeps the sink block apart")
 
 TEST_CASE("The tile table matches instantiations.def and the shared-memory model") {
   const auto& tiles = cp::WindowedTiles();
-  REQUIRE(tiles.size() == 6);
+  REQUIRE(tiles.size() == 7);
   CHECK(cp::KernelName(tiles[1]) == "attntune_windowed_f16_d128_br64_bc64_w4_s2");
-  CHECK(cp::KernelName(tiles[4]) == "attntune_windowed_bf16_d64_br64_bc64_w4_s2");
-  CHECK(cp::BlockSparseKernelName(tiles[4]) == "attntune_blocksparse_bf16_d64_br64_bc64_w4_s2");
+  CHECK(cp::KernelName(tiles[4]) == "attntune_windowed_f16_d128_br32_bc64_w2_s2");
+  CHECK(cp::KernelName(tiles[5]) == "attntune_windowed_bf16_d64_br64_bc64_w4_s2");
+  CHECK(cp::BlockSparseKernelName(tiles[5]) == "attntune_blocksparse_bf16_d64_br64_bc64_w4_s2");
   for (const cp::WindowedTile& t : tiles) {
     CHECK(t.br == 16 * t.warps);
     CHECK(t.d % 16 == 0);
@@ -139,6 +140,7 @@ TEST_CASE("The tile table matches instantiations.def and the shared-memory model
   // (128 + 8) * 2 bytes per row x (64 Q rows + 2 stages x 2 x 64 K/V rows).
   CHECK(cp::SmemBytes(tiles[1]) == 272 * (64 + 256));
   CHECK(cp::Threads(tiles[2]) == 256);
+  CHECK(cp::Threads(tiles[4]) == 64);
 }
 
 TEST_CASE("PlanWindowed sizes the grid; CanImplement names what does not fit") {
@@ -237,6 +239,27 @@ TEST_CASE("ActivityLedger joins kernels and external ids in any arrival order") 
   ledger.AddDropped(3);
   CHECK(ledger.Problems() ==
         "CUPTI lost activity records: 3 dropped, 0 buffers with invalid records");
+}
+
+TEST_CASE("ActivityLedger::Take returns one id's kernels and keeps the others'") {
+  ActivityLedger ledger;
+  ledger.AddKernel({21, 3000, 3500, "second"});
+  ledger.AddKernel({20, 1000, 1400, "first"});
+  ledger.AddKernel({22, 0, 0, "untimed"});
+  ledger.AddKernel({30, 2000, 2100, "other"});
+  for (uint32_t c : {20u, 21u, 22u}) ledger.AddExternalCorrelation(7, c);
+  ledger.AddExternalCorrelation(8, 30);
+  const attntune::CandidateKernels taken = ledger.Take(7);
+  REQUIRE(taken.kernels.size() == 2);
+  CHECK(taken.kernels[0].name == "first");  // start order
+  CHECK(taken.untimed == 1);
+  CHECK(taken.TotalMs() == Approx(0.0009));
+  const auto by = ledger.Attribute();
+  CHECK(by.count(7) == 0);  // gone, with its correlation records
+  REQUIRE(by.count(8) == 1);
+  CHECK(by.at(8).kernels.size() == 1);
+  CHECK(ledger.Take(7).kernels.empty());
+  CHECK(ledger.Unattributed() == 0);
 }
 
 TEST_CASE("ResolveMetrics picks each role's first valid name and reports the rest") {
@@ -406,9 +429,12 @@ void CheckBucketLists(const attntune::Shape& shape, const cp::BucketLists& lists
       got.clear();
       for (const int32_t j : keys) {
         const int32_t* e = evict.empty() ? nullptr : evict.data() + head * shape.Lk;
-        if (cp::BucketAttends(p, j, lists.lo[r], lists.hi[r], lists.spos[head * shape.Lk + j], e)) {
-          got.push_back(j);
-        }
+        const int32_t spos = lists.spos[head * shape.Lk + j];
+        const bool attends = cp::BucketAttends(p, j, lists.lo[r], lists.hi[r], spos, e);
+        // The kernel's form, with j's eviction read beside it in the list.
+        REQUIRE(cp::BucketAttendsKey(p, j, lists.lo[r], lists.hi[r], spos, e != nullptr,
+                                     e != nullptr ? e[j] : -1) == attends);
+        if (attends) got.push_back(j);
       }
       sets.Row(b, hq, i, &expected);
       INFO("b=" << b << " hq=" << hq << " i=" << i);
@@ -549,11 +575,21 @@ TEST_CASE("dma_decode's selection and gathered lists give exactly the reference 
           // What the kernel attends: 4 warps, each walking every 4th key with its own walk.
           for (auto& g : got) g.clear();
           const int64_t list = head * lists.query_blocks + step / cp::kDecodeListSteps;
+          // Warps 2 and 3 read each listed key's eviction beside it (resident_evict), as
+          // the kernel does; 0 and 1 read it through the key.
+          std::vector<int32_t> key_evict;
+          for (int32_t x = lists.offsets[list]; x < lists.offsets[list + 1]; ++x) {
+            key_evict.push_back(sel.evict[head * shape.Lk + lists.keys[x]]);
+          }
           for (int warp = 0; warp < 4; ++warp) {
             cp::DecodeWalk walk;
             walk.resident = lists.keys.data() + lists.offsets[list];
             walk.n_resident = lists.offsets[list + 1] - lists.offsets[list];
             walk.evict = sel.evict.data() + head * shape.Lk;
+            if (warp >= 2) {
+              walk.evict = nullptr;
+              walk.resident_evict = key_evict.data();
+            }
             walk.step = step;
             walk.chosen_offsets = sel.offsets.data();
             walk.chosen = sel.chosen.data();

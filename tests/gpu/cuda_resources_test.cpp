@@ -11,8 +11,28 @@ namespace cp = attntune::cuda_plan;
 TEST_CASE("The resource table covers every compiled tile on every arch") {
   const auto& table = cp::CompiledResources();
   // Three families per tile (windowed, top-k block-skipping, bucketed) plus the decode
-  // kernels (split-KV split and combine, gathered; f16/bf16, d 64/128).
-  CHECK(table.size() == (3 * cp::WindowedTiles().size() + 12) * cp::SupportedArchs().size());
+  // kernels (split-KV split and combine, gathered; f16/bf16, d 64/128); the selection
+  // kernels (select.cu) and CUB's sorts and scans besides.
+  size_t attention = 0, selection = 0;
+  for (const cp::KernelResources& r : table) {
+    if (!cp::SelectionPhaseOf(r.kernel).empty()) {
+      ++selection;
+    } else {
+      ++attention;
+    }
+  }
+  CHECK(attention == (3 * cp::WindowedTiles().size() + 12) * cp::SupportedArchs().size());
+  CHECK(selection >= 30 * cp::SupportedArchs().size());
+  for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
+    for (const char* name :
+         {"attntune_select_topk_chunks", "attntune_select_list_count", "attntune_select_list_fill",
+          "attntune_select_ks_scores", "attntune_select_dma_scores", "attntune_select_lsh_bins",
+          "attntune_select_block_key_fill", "attntune_select_decode_evict",
+          "attntune_select_decode_chosen"}) {
+      INFO(name << " sm_" << arch.sm);
+      REQUIRE(cp::FindResources(table, arch.sm, name) != nullptr);
+    }
+  }
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
     for (const char* name :
          {"attntune_decode_split_f16_d128", "attntune_decode_combine_bf16_d64",
@@ -70,9 +90,11 @@ TEST_CASE("Default tiles exist for every dtype and head dim on every arch, witho
       }
     }
   }
-  // Every compiled tile is free of spills too (the search would prune those that spill).
+  // Every compiled kernel is free of spills too (the search would prune tiles that
+  // spill), the selection's and CUB's included, and the selection's use no stack.
   for (const cp::KernelResources& r : cp::CompiledResources()) {
     INFO(r.kernel << " sm_" << r.sm);
     CHECK(r.spill_stores + r.spill_loads == 0);
+    if (r.kernel.rfind("attntune_select_", 0) == 0) CHECK(r.stack == 0);
   }
 }

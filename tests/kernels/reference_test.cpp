@@ -1,6 +1,8 @@
 // The fp64 references are the oracle for every kernel, so they are checked against
 // independent, naive implementations of DESIGN.md s1 and against each other.
 #include <catch2/catch.hpp>
+
+#include <chrono>
 #include <cmath>
 
 #include "kernels/kokkos/runtime.h"
@@ -130,10 +132,18 @@ TEST_CASE("Closed-form pair counts equal the counts of the key sets") {
       {"swa", {{"w", "3"}, {"sink", "9"}}},
       {"swa", {{"w", "64"}, {"sink", "4"}}},
       {"swa", {{"w", "1000"}, {"sink", "0"}}},
+      {"swa", {{"w", "30"}, {"sink", "1000000"}}},
+      {"swa", {{"w", "1000000000000"}, {"sink", "3"}}},
+      {"ks", {{"k", "1"}}},
+      {"ks", {{"k", "7"}}},
+      {"ks", {{"k", "100000"}}},
+      {"dma", {{"w", "6"}, {"bias", "1"}, {"seed", "2"}}},
   };
   const std::vector<Shape> shapes = {MakeShape(1, 1, 1, 1, 1, 4), MakeShape(2, 3, 1, 37, 37, 4),
                                      MakeShape(1, 2, 2, 37, 577, 4),
-                                     MakeShape(1, 2, 1, 20, 90, 4, false)};
+                                     MakeShape(1, 2, 1, 20, 90, 4, false),
+                                     MakeShape(1, 1, 1, 1, 64, 4),
+                                     MakeShape(1, 1, 1, 64, 64, 4, false)};
   for (const Shape& s : shapes) {
     const Tensors t = GaussianTensors(s, 1);
     for (const auto& [id, params] : configs) {
@@ -143,8 +153,50 @@ TEST_CASE("Closed-form pair counts equal the counts of the key sets") {
       CHECK(AttendedPairs(FindVariant(id, "x"), t, params) == AttendedPairs(counted, t, params));
     }
   }
+  // Counts from the selection's structures (hax, dma_decode) against the key sets, ties
+  // included (ks scores of few values; dma's b all equal).
+  const std::vector<std::pair<std::string, Params>> counted_configs = {
+      {"hax", {{"k_lsh", "3"}, {"k_ks", "5"}, {"bits", "2"}}},
+      {"hax", {{"k_lsh", "100"}, {"k_ks", "1"}, {"bits", "1"}, {"rule", "argmax"}}},
+      {"hax", {{"k_lsh", "1"}, {"k_ks", "1000"}, {"bits", "3"}}},
+      {"dma_decode", {{"w_kv", "5"}, {"w_q", "3"}, {"r", "4"}}},
+      {"dma_decode", {{"w_kv", "1000"}, {"w_q", "2"}, {"r", "9"}}},
+      {"dma_decode", {{"w_kv", "2"}, {"w_q", "0"}, {"r", "0"}}},
+  };
+  for (const Shape& shape : {MakeShape(1, 1, 1, 1, 1, 4), MakeShape(2, 4, 2, 37, 37, 8),
+                             MakeShape(1, 2, 1, 30, 90, 8)}) {
+    for (const bool tied : {false, true}) {
+      Tensors t = GaussianTensors(shape, 3);
+      if (tied) {
+        t.scores.assign(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk), 0.f);
+        for (size_t n = 0; n < t.scores.size(); ++n) t.scores[n] = static_cast<float>(n % 3);
+        t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.f);
+      }
+      for (const auto& [id, given] : counted_configs) {
+        if (id == "dma_decode" && shape.Lq != shape.Lk) continue;
+        const Variant& variant = FindVariant(id, "x");
+        const Params params = ResolveParams(variant, nullptr, shape, given, "x");
+        Variant by_sets = variant;
+        by_sets.count_pairs = nullptr;
+        INFO(shape.ToString() << " " << id << " " << ParamsToString(params) << " tied=" << tied);
+        REQUIRE(variant.count_pairs);
+        CHECK(AttendedPairs(variant, t, params) == AttendedPairs(by_sets, t, params));
+      }
+    }
+  }
   const Shape s = MakeShape(2, 4, 2, 100, 100, 8);
   CHECK(FindVariant("dense", "x").pairs(s, {}) == 2 * 4 * 100 * 101 / 2);
+
+  // In closed form: 2^31 rows count at once (a loop over the rows took seconds, and at
+  // allocate --context 99999999999999 never ended).
+  const int64_t L = int64_t{1} << 31;
+  const Shape huge = MakeShape(1, 1, 1, L, L, 4);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(FindVariant("dense", "x").pairs(huge, {}) == L / 2 * (L + 1));
+  CHECK(FindVariant("swa", "x").pairs(huge, {{"w", "100"}, {"sink", "4"}}) ==
+        100 * 101 / 2 + (L - 100) * 100 + 4 * (L - 100) - 6);  // sink: 1 + 2 + 3 + 4 + 4 ...
+  CHECK(FindVariant("ks", "x").pairs(huge, {{"k", "64"}}) == 64 * 65 / 2 + (L - 64) * 64);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.5);
   CHECK(UsefulFlops(s, 10) == 4.0 * 8 * 10);
 }
 

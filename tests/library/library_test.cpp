@@ -177,7 +177,9 @@ TEST_CASE("the caller's mistakes are refused with the CLI's one-line texts") {
   const attntune::Config swa = attntune::MakeConfig("swa", "tiled", "w=5");
   attntune::Config config;
   const std::string known_impls =
-#ifdef ATTNTUNE_HAVE_CUDA
+#if defined(ATTNTUNE_HAVE_CUDA) && defined(ATTNTUNE_HAVE_CUDNN)
+      "tiled, generic, cuda, cuda_decode, cudnn";
+#elif defined(ATTNTUNE_HAVE_CUDA)
       "tiled, generic, cuda, cuda_decode";
 #else
       "tiled, generic";
@@ -218,10 +220,10 @@ TEST_CASE("the caller's mistakes are refused with the CLI's one-line texts") {
   CHECK(ErrorOf(attntune::TryRun(swa, p, c.Buffers(o.data()))) ==
         "attntune: error: problem: d=0 must be positive");
   p = c.Api();
-  p.kv_len = p.q_len = int64_t{1} << 56;  // bytes beyond 2^63
+  p.kv_len = p.q_len = int64_t{1} << 56;  // bytes beyond 2^63: refused by the length bound
   CHECK(ErrorOf(attntune::TryRun(swa, p, c.Buffers(o.data()))) ==
-        "attntune: error: problem: B=1,Hq=6,Hkv=3,L=72057594037927936,d=64 has more elements "
-        "than memory can hold");
+        "attntune: error: problem: Lq=72057594037927936 is longer than attntune takes "
+        "(16777216 tokens)");
   p = c.Api();
   p.dtype = attntune::Dtype::kF16;
   CHECK(ErrorOf(attntune::TryRun(swa, p, c.Buffers(o.data()))) ==
@@ -303,13 +305,25 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
   attntune::Tensors t;
   // Host selection (ks, dma, lsh, hax, dma_decode): not on caller device buffers; the
   // list is read from the table.
+#ifdef ATTNTUNE_HAVE_CUDNN
+  const std::string on_callers =
+      "dense/cuda, dense/cuda_decode, dense/cudnn, swa/cuda, swa/cuda_decode, swa/cudnn, "
+      "hybrid/cuda, hybrid/cudnn";
+#else
+  const std::string on_callers =
+      "dense/cuda, dense/cuda_decode, swa/cuda, swa/cuda_decode, hybrid/cuda";
+#endif
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("ks", "cuda", "k=16"), p, t)) ==
         "attntune: error: config: ks/cuda runs only on attntune's own device buffers (tune, "
-        "bench), not on the caller's (on the caller's: dense/cuda, dense/cuda_decode, swa/cuda, "
-        "swa/cuda_decode, hybrid/cuda)");
+        "bench), not on the caller's (on the caller's: " + on_callers + ")");
+#ifdef ATTNTUNE_HAVE_CUDNN
+  const std::string swa_there = "cuda, cuda_decode, cudnn";
+#else
+  const std::string swa_there = "cuda, cuda_decode";
+#endif
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "tiled", "w=16"), p, t)) ==
-        "attntune: error: config: swa/tiled does not run on cuda:0 (swa runs there as: cuda, "
-        "cuda_decode)");
+        "attntune: error: config: swa/tiled does not run on cuda:0 (swa runs there as: " +
+            swa_there + ")");
   p.head_dim = 40;
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "cuda", "w=16"), p, t)) ==
         "attntune: error: problem: swa/cuda: no CUDA tile compiled for fp16, d=40");

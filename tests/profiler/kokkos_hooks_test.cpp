@@ -89,3 +89,29 @@ TEST_CASE("KernelCapture sees View initialisation kernels too") {
 }
 
 }  // namespace attntune
+
+namespace {
+
+struct FixedRecorder : attntune::LaunchRecorder {
+  std::vector<attntune::KernelEvent> events;
+  std::vector<attntune::KernelEvent> Events() const override { return events; }
+};
+
+}  // namespace
+
+TEST_CASE("CombinedRecorder gives each recorder's events in turn") {
+  auto host = std::make_unique<FixedRecorder>();
+  host->events = {{"attntune::select::scores", "parallel_for", 1.0}};
+  auto device = std::make_unique<FixedRecorder>();
+  device->events = {{"attntune::select::topk_chunks", "cuda", 0.25},
+                    {"attntune_blocksparse_f16_d128_br64_bc64_w4_s2", "cuda", 0.5}};
+  std::vector<std::unique_ptr<attntune::LaunchRecorder>> parts;
+  parts.push_back(std::move(host));
+  parts.push_back(std::move(device));
+  const attntune::CombinedRecorder combined(std::move(parts));
+  const std::vector<attntune::KernelEvent> events = combined.Events();
+  REQUIRE(events.size() == 3);
+  CHECK(events[0].name == "attntune::select::scores");
+  CHECK(events[1].kind == "cuda");
+  CHECK(events[2].ms == 0.5);
+}

@@ -110,6 +110,73 @@ TEST_CASE("inputs the fuzzer found are refused in one line (fuzz/replay_fuzz)", 
                     Catch::StartsWith("x.json: not a Kernel Tuner cache file (invalid JSON: "));
 }
 
+TEST_CASE("entries with their values only in the key read as Kernel Tuner reads them",
+          "[search][replay]") {
+  // The published caches' form: entries carry time/times, the key the values in
+  // tune_params_keys order (Python's str() of each, joined by commas).
+  const char* keyed = R"({"objective": "time", "tune_params_keys": ["b", "a", "f", "s", "t"],
+    "tune_params": {"a": [1, 2, 4], "b": [0, 1], "f": [0.5, 1.0], "s": ["x", "y"], "t": [true, false]},
+    "cache": {
+      "0,1,0.5,x,True": {"time": 4.0, "times": [4.0, 4.0], "compile_time": 100},
+      "1,2,1.0,y,False": {"time": 1.0, "times": [1.0], "compile_time": 100},
+      "1,4,1,x,True": {"time": "RuntimeFailedConfig", "compile_time": 7}}})";
+  const ReplayCache c = ParseReplayCache(keyed, "k.json");
+  REQUIRE(c.space.Dimensions().size() == 5);
+  CHECK(c.space.Dimensions()[0].name == "b");
+  CHECK(c.space.Dimensions()[2].values == std::vector<std::string>{"0.5", "1.0"});
+  CHECK(c.entries.size() == 3);
+  CHECK(c.Optimum() == 1.0);
+  CHECK(c.At({0, 0, 0, 0, 0}).value == 4.0);
+  CHECK(c.At({1, 1, 1, 1, 1}).value == 1.0);
+  CHECK(c.At({1, 1, 1, 1, 1}).cost == 100.0);
+  CHECK(!c.At({1, 2, 1, 0, 0}).ok);  // "1" for the float 1.0: the same number
+  CHECK(c.At({1, 2, 1, 0, 0}).cost == 7.0);
+
+  // A key whose value count or values do not match tune_params is refused.
+  const std::string head =
+      R"({"tune_params_keys": ["x", "y"], "tune_params": {"x": [16, 32], "y": [1, 2]}, "cache": )";
+  CHECK_THROWS_WITH(
+      ParseReplayCache(head + R"({"16": {"time": 1.0}}})", "n.json"),
+      "n.json: not a Kernel Tuner cache file (entry '16' has no 'x', and its key holds 1 value "
+      "where tune_params_keys names 2)");
+  CHECK_THROWS_WITH(
+      ParseReplayCache(head + R"({"16,1,2": {"time": 1.0}}})", "n.json"),
+      "n.json: not a Kernel Tuner cache file (entry '16,1,2' has no 'x', and its key holds 3 "
+      "values where tune_params_keys names 2)");
+  CHECK_THROWS_WITH(
+      ParseReplayCache(head + R"({"16,3": {"time": 1.0}}})", "n.json"),
+      "n.json: not a Kernel Tuner cache file (entry '16,3': y=3 (from its key) is not in "
+      "tune_params)");
+  CHECK_THROWS_WITH(
+      ParseReplayCache(head + R"({"16,1x": {"time": 1.0}}})", "n.json"),
+      "n.json: not a Kernel Tuner cache file (entry '16,1x': y=1x (from its key) is not in "
+      "tune_params)");
+  // Without tune_params_keys the key's order is unknown.
+  CHECK_THROWS_WITH(
+      ParseReplayCache(R"({"tune_params": {"x": [16]}, "cache": {"16": {"time": 1.0}}})", "o.json"),
+      "o.json: not a Kernel Tuner cache file (entry '16' has no 'x', and without "
+      "'tune_params_keys' its key cannot be read)");
+}
+
+TEST_CASE("a cache past the bound of JSON text, a device or a folder is refused in one line",
+          "[search][replay]") {
+  // A gzip bomb: 2 MiB of text in a few KiB, refused at the bound (1 MiB here, 1 GiB by
+  // default) instead of read whole.
+  const std::string bomb = TempPath("bomb.json.gz");
+  WriteGzip(bomb, std::string(kCache) + std::string(2 << 20, ' '));
+  CHECK(ReadBytes(bomb).size() < 65536);
+  CHECK_THROWS_WITH(ReadReplayCache(bomb, 1 << 20),
+                    bomb + ": holds more than attntune reads as a Kernel Tuner cache or T4 file "
+                           "(1 MiB of JSON)");
+  CHECK(ReadReplayCache(bomb, 3 << 20).entries.size() == 5);
+  CHECK_THROWS_WITH(ReadReplayCache("/dev/zero", 1 << 20),
+                    "/dev/zero: holds more than attntune reads as a Kernel Tuner cache or T4 "
+                    "file (1 MiB of JSON)");
+  CHECK_THROWS_WITH(ReadReplayCache("/tmp"),
+                    "/tmp: is a folder, not a Kernel Tuner cache or T4 file");
+  std::remove(bomb.c_str());
+}
+
 TEST_CASE("the T4 format reads too", "[search][replay]") {
   const char* t4 = R"({"schema_version": "1.0.0", "results": [
     {"configuration": {"a": 2, "s": "x"}, "invalidity": "correct", "objectives": ["time"],
@@ -190,6 +257,25 @@ TEST_CASE("replay is deterministic and exhaustive search finds the optimum", "[s
   CHECK(a.budgets[2].fraction.mean == Approx(1.0));
   o.strategy = "nope";
   CHECK_THROWS_WITH(Replay(c, o), Catch::Contains("--strategy: unknown strategy 'nope'"));
+}
+
+TEST_CASE("replay in batches: the same points for exhaustive, each batch taking its slowest cost", "[search][replay]") {
+  const ReplayCache c = ParseReplayCache(kCache, "mem.json");
+  ReplayOptions o;
+  o.strategy = "exhaustive";
+  o.budgets = {1, 2, 5};
+  o.repeats = 2;
+  const ReplayResult one = Replay(c, o);
+  o.batch = 2;
+  const ReplayResult two = Replay(c, o);
+  for (size_t i = 0; i < one.budgets.size(); ++i)
+    CHECK(two.budgets[i].fraction.mean == one.budgets[i].fraction.mean);
+  CHECK(two.p_score == one.p_score);  // the score counts each evaluation's own cost
+  // Costs 111 ms (ok) and 50 ms (the failed one, third in row-major order). One at a time:
+  // 4 x 111 + 50 over 5; in pairs: max(111, 111) + max(50, 111) + 111 over 5.
+  CHECK(one.wall_ms_per_eval == Approx((4 * 111.0 + 50) / 5));
+  CHECK(two.wall_ms_per_eval == Approx(3 * 111.0 / 5));
+  CHECK(one.strategy_ms_per_eval >= 0);
 }
 
 }  // namespace

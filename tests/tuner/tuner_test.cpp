@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -184,6 +185,24 @@ TEST_CASE("ParseHfConfig rejects configs it cannot read") {
       "c.json: num_attention_heads 6 is not divisible by num_key_value_heads 4");
   CHECK_THROWS_AS(LoadModel("no-such-model", "--model"), UserError);
   CHECK(LoadModel("qwen3-1.7b", "--model").q_heads == 16);
+}
+
+TEST_CASE("LoadModel reads at most 16 MiB of config.json (a device never ended)") {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("attntune_big_config_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  {
+    std::ofstream out(path);
+    out << R"({"num_hidden_layers":2,"num_attention_heads":8,"head_dim":64})"
+        << std::string(kMaxConfigBytes, ' ');
+  }
+  CHECK_THROWS_WITH(LoadModel(path, "--model"),
+                    path + ": holds more than attntune reads as a config.json (16 MiB)");
+  std::filesystem::resize_file(path, 61);
+  CHECK(LoadModel(path, "--model").layers == 2);
+  std::filesystem::remove(path);
+  CHECK_THROWS_WITH(LoadModel("/dev/zero", "--model"),
+                    "/dev/zero: holds more than attntune reads as a config.json (16 MiB)");
 }
 
 TEST_CASE("EvaluateCandidate measures a correct candidate") {
@@ -734,9 +753,18 @@ TEST_CASE("PlanTune refuses variants the backend cannot run, before storing anyt
   o.variants = {"hybrid"};
   FakeBackend gpu(kCudaPlatform, {Dtype::kF16, Dtype::kBf16});  // planning only: no device
   const std::string runs = SupportedVariantsText(kCudaPlatform, {Phase::kDecode, Dtype::kF16, 128});
+  // An attention library's entry that takes the phase and dtype but does not load says why
+  // (the cudnn entries, kept from loading here: tests/tuner/CMakeLists.txt).
+  std::string why;
+  for (const Implementation& impl : FindVariant("hybrid", "test").implementations) {
+    const bool takes = impl.platform == kCudaPlatform &&
+                       std::count(impl.phases.begin(), impl.phases.end(), Phase::kDecode) &&
+                       std::count(impl.dtypes.begin(), impl.dtypes.end(), Dtype::kF16);
+    if (takes && why.empty()) why = impl.Refuses({Phase::kDecode, Dtype::kF16, 128});
+  }
   CHECK_THROWS_WITH(PlanTune(o, gpu),
                     "--variants: hybrid has no cuda implementation for the decode phase, fp16, "
-                    "d=128 (cuda runs: " + runs + ")");
+                    "d=128" + (why.empty() ? "" : ": " + why) + " (cuda runs: " + runs + ")");
   CHECK_FALSE(std::filesystem::exists(o.db_path));
   o.dtype = Dtype::kF16;
   CHECK_THROWS_WITH(PlanTune(o, TestCpu()), "--dtype: 'fp16' is not available on cpu (it takes fp32)");

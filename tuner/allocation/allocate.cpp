@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
+#include "core/shape.h"
+#include "profiler/device.h"
 #include "search/pareto.h"
 #include "tuner/evaluate.h"
 #include "tuner/allocation/io.h"
@@ -56,6 +58,57 @@ std::string Num(double x) {
   return b;
 }
 
+// The most attended pairs allocate sums (all layers' query heads at the context): 2^62,
+// so that no sum of them overflows int64.
+constexpr double kMaxPairs = 4611686018427387904.0;
+
+// Host memory the measured layers hold at once: the prefill problem's fp32 q, k, v and
+// output, its fp64 references (dense's, with its rows' log-sum-exp, and one per layer
+// pattern measured: each count of SWA heads in a layer, kept while the run lasts), and
+// the decode step's own inputs and references.
+double MeasuredHostBytes(const ModelGeometry& m, int64_t context, Granularity g,
+                         int64_t* references) {
+  const Shape prefill{1, m.q_heads, m.kv_heads, context, context, m.head_dim, true};
+  Shape decode = prefill;
+  decode.Lq = 1;
+  const int64_t patterns = g == Granularity::kLayer ? 2 : m.kv_heads + 1;  // 0..Hkv SWA heads
+  *references = 1 + patterns;
+  const double q = static_cast<double>(prefill.Hq) * context * m.head_dim;
+  const double decode_q = static_cast<double>(decode.Hq) * m.head_dim;
+  return ProblemHostBytes(prefill, false) + 8.0 * q * static_cast<double>(*references) +
+         8.0 * static_cast<double>(prefill.Hq) * context + ProblemHostBytes(decode, false) +
+         8.0 * decode_q * static_cast<double>(*references);
+}
+
+// --context: at most 2^24 tokens, pair sums below 2^62, and (measuring) the layers'
+// inputs and references within this machine's memory.
+void CheckContext(const AllocateOptions& o, const ModelGeometry& m) {
+  if (o.context <= 0) throw UserError("--context: must be a positive integer");
+  CheckSequenceLength(o.context, "--context");
+  const double L = static_cast<double>(o.context);
+  const double pairs = static_cast<double>(m.layers) * m.q_heads * (L * (L + 1) / 2);
+  if (pairs > kMaxPairs) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%.3g attended pairs, more than attntune counts (2^62)",
+                  pairs);
+    throw UserError("--context: " + std::to_string(o.context) + " tokens over " + m.name +
+                    "'s " + std::to_string(m.layers) + " layers of " +
+                    std::to_string(m.q_heads) + " query heads make " + text);
+  }
+  if (!o.measure) return;  // each measured layer is checked against its fp64 references
+  int64_t references = 0;
+  const double need = MeasuredHostBytes(m, o.context, o.granularity, &references);
+  const double have = HostMemoryBytes();
+  if (have <= 0.0 || need <= have) return;
+  const Shape prefill{1, m.q_heads, m.kv_heads, o.context, o.context, m.head_dim, true};
+  char text[224];
+  std::snprintf(text, sizeof text,
+                " needs %.1f GiB for its inputs and outputs and %lld fp64 references (dense and "
+                "each layer pattern), more than this machine's %.1f GiB of memory",
+                need / 1073741824.0, static_cast<long long>(references), have / 1073741824.0);
+  throw UserError("--context: " + prefill.ToString() + text);
+}
+
 // Whether every SWA KV head of `a` keeps `floor` under the statistics `stats` were taken at.
 bool KeepsFloor(const Allocation& a, const CalibStats& stats, const QualityFloor& floor) {
   for (size_t u = 0; u < a.swa.size(); ++u) {
@@ -90,55 +143,6 @@ void ChooseWindow(const AllocateOptions& o, const ModelGeometry& m, const HeadSc
   }
   throw UserError("--min-quality: no window up to " + tried + " keeps " + o.floor.ToString() +
                   " on every SWA KV head of the allocation (lower --rho, or the floor)");
-}
-
-// The allocation of the options' budget into r->chosen, r->rho_target and r->budget: the
-// target rho, the smallest rho whose KV cache fits, the best quality within the latency
-// (from r->sweep), or the import's own.
-void ChooseAllocation(const AllocateOptions& o, const ModelGeometry& m, const CostOptions& co,
-                      const std::function<Allocation(double)>& allocate, const HeadScores& scores,
-                      AllocateResult* result) {
-  AllocateResult& r = *result;
-  if (o.rho >= 0) {
-    r.rho_target = o.rho;
-    r.budget = "rho=" + Num(o.rho);
-    r.chosen = allocate(o.rho);
-  } else if (o.kv_bytes >= 0) {
-    // KV bytes depend only on the SWA count: the smallest reachable rho that fits.
-    const int64_t n = GroupSize(o.granularity, m);
-    bool found = false;
-    for (int64_t k = 0; k <= n && !found; ++k) {
-      const double rho = static_cast<double>(k) / static_cast<double>(n);
-      const Allocation a = allocate(rho);
-      if (KvCacheBytes(m, a, co) <= o.kv_bytes) r.rho_target = rho, r.chosen = a, found = true;
-    }
-    if (!found)
-      throw UserError("--kv-bytes: " + std::to_string(o.kv_bytes) +
-                      " is below the smallest KV cache, " +
-                      std::to_string(KvCacheBytes(m, allocate(1.0), co)) + " bytes at rho=1");
-    r.budget = "kv_bytes=" + std::to_string(o.kv_bytes);
-  } else if (o.latency_ms >= 0) {
-    const SweepPoint* best = nullptr;
-    for (const auto& p : r.sweep)
-      if (p.cost.prefill_ms <= o.latency_ms &&
-          (best == nullptr || p.quality_loss < best->quality_loss))
-        best = &p;
-    if (best == nullptr) {
-      const SweepPoint* fastest = &r.sweep.front();
-      for (const auto& p : r.sweep)
-        if (p.cost.prefill_ms < fastest->cost.prefill_ms) fastest = &p;
-      throw UserError("--latency-ms: no allocation reaches " + Num(o.latency_ms) +
-                      " ms (fastest: " + Num(fastest->cost.prefill_ms) +
-                      " ms at rho=" + Num(fastest->rho) + ")");
-    }
-    r.rho_target = best->rho;
-    r.chosen = best->allocation;
-    r.budget = "latency_ms=" + Num(o.latency_ms);
-  } else {  // import with the file's own binary allocation
-    r.chosen = AllocationFromScores(scores, o.granularity, -1.0);
-    r.rho_target = r.chosen.SwaFraction();
-    r.budget = "import";
-  }
 }
 
 }  // namespace
@@ -198,93 +202,186 @@ void ValidateAllocate(const AllocateOptions& o) {
       throw UserError("--context: " + std::to_string(o.context) + " leaves no window to choose "
                       "(the smallest is 16)");
   }
-  if (o.context <= 0) throw UserError("--context: must be a positive integer");
+  CheckContext(o, m);
+  CheckSequenceLength(o.calib_len, "--calib-len");
+  if (o.calib.empty()) {  // one generated head at a time, its statistics against fp64 attention
+    Shape head;
+    head.Hq = m.q_heads / m.kv_heads;
+    head.Lq = head.Lk = o.calib_len;
+    head.d = std::min<int64_t>(m.head_dim, 64);  // as the generator's (RunAllocate)
+    CheckProblemFitsHost(head, true, "--calib-len");
+  }
+  if (o.sink > o.context)
+    throw UserError("--sink: " + std::to_string(o.sink) + " is more than --context " +
+                    std::to_string(o.context));
   if (o.tune_budget < 0) throw UserError("--tune-budget: must be a non-negative integer");
   const int64_t window = AllocationWindow(o, m);
   if (window >= o.context)
     throw UserError("--window: " + std::to_string(window) + " must be below --context " +
                     std::to_string(o.context) +
                     " (a window that covers the context is full attention)");
-  if (o.measure) {  // each measured layer is checked against its fp64 reference
-    const Shape prefill{1, m.q_heads, m.kv_heads, o.context, o.context, m.head_dim, true};
-    CheckProblemFitsHost(prefill, true, "--context");
+}
+
+namespace {
+
+using Allocator = std::function<Allocation(double rho)>;
+
+// Statistics of the calibration inputs: generated (the default) or captured (--calib; under
+// --min-quality ChooseWindow takes them at the window it chooses).
+void Calibrate(const AllocateOptions& o, AllocateResult* r) {
+  const ModelGeometry& m = r->model;
+  if (!o.calib.empty()) {
+    if (!o.floor.Empty()) return;  // ChooseWindow takes them at each window it tries
+    r->stats = SafetensorsStats(o.calib, m, r->window, o.context, o.sink, "--calib");
+    r->calib_window = r->stats.window;
+    return;
+  }
+  GeneratorSpec spec;
+  spec.layers = m.layers;
+  spec.kv_heads = m.kv_heads;
+  spec.group = m.q_heads / m.kv_heads;
+  spec.head_dim = std::min<int64_t>(m.head_dim, 64);  // the logit structure, not d, matters
+  spec.length = o.calib_len;
+  spec.seed = o.seed;
+  r->calib_window = CalibWindow(r->window, o.context, o.calib_len);
+  r->stats = GeneratorStats(spec, r->calib_window, o.sink);
+}
+
+// --strategy import's scores, checked against the model's layers and KV heads (empty for
+// the other strategies).
+HeadScores ImportScores(const AllocateOptions& o, const ModelGeometry& m) {
+  HeadScores scores;
+  if (o.strategy != "import") return scores;
+  if (o.import_path.empty()) throw UserError("--strategy import needs --import FILE");
+  scores = ReadHeadScores(o.import_path, "--import");
+  if (scores.layers != m.layers || scores.kv_heads != m.kv_heads)
+    throw UserError("--import: " + o.import_path + " has " + std::to_string(scores.layers) +
+                    " layers x " + std::to_string(scores.kv_heads) + " KV heads, but " + m.name +
+                    " has " + std::to_string(m.layers) + " x " + std::to_string(m.kv_heads));
+  return scores;
+}
+
+// The cost meter's options: the run's tiles and policy at its context, window and sink.
+CostOptions CostOptionsOf(const AllocateOptions& o, int64_t window) {
+  CostOptions co = o.cost;
+  co.context = o.context;
+  co.window = window;
+  co.sink = o.sink;
+  co.measure = o.measure;
+  return co;
+}
+
+// The sweep over rho (SweepRhos), each point's loss and cost, and the Pareto front of
+// (loss, prefill time or pairs, KV bytes).
+void SweepFront(const AllocateOptions& o, const Allocator& allocate, CostMeter& meter,
+                AllocateResult* r) {
+  for (double rho : SweepRhos(o.granularity, r->model)) {
+    SweepPoint p;
+    p.rho = rho;
+    p.allocation = allocate(rho);
+    p.quality_loss = QualityLoss(p.allocation, r->stats);
+    p.cost = meter.Cost(p.allocation);
+    r->sweep.push_back(p);
+  }
+  std::vector<Scores> points;
+  for (const auto& p : r->sweep)
+    points.push_back({p.quality_loss,
+                      o.measure ? p.cost.prefill_ms : static_cast<double>(p.cost.prefill_pairs),
+                      static_cast<double>(p.cost.kv_bytes)});
+  for (size_t i : ParetoFront(points, {Sense::kMinimize, Sense::kMinimize, Sense::kMinimize}))
+    r->sweep[i].on_front = true;
+}
+
+// --kv-bytes: the smallest reachable rho whose KV cache fits. KV bytes depend only on the
+// SWA count and do not grow with it, so the first fitting count k of n is found by
+// bisection (the same k as trying 0, 1, 2, ... in turn, in log n allocations).
+void ChooseByKvBytes(const AllocateOptions& o, const Allocator& allocate, const CostOptions& co,
+                     AllocateResult* r) {
+  const ModelGeometry& m = r->model;
+  const int64_t n = GroupSize(o.granularity, m);
+  auto rho_of = [n](int64_t k) { return static_cast<double>(k) / static_cast<double>(n); };
+  if (KvCacheBytes(m, allocate(1.0), co) > o.kv_bytes)
+    throw UserError("--kv-bytes: " + std::to_string(o.kv_bytes) +
+                    " is below the smallest KV cache, " +
+                    std::to_string(KvCacheBytes(m, allocate(1.0), co)) + " bytes at rho=1");
+  int64_t lo = 0, hi = n;  // the answer is in [lo, hi]; hi fits
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (KvCacheBytes(m, allocate(rho_of(mid)), co) <= o.kv_bytes) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  r->rho_target = rho_of(lo);
+  r->chosen = allocate(r->rho_target);
+  r->budget = "kv_bytes=" + std::to_string(o.kv_bytes);
+}
+
+// --latency-ms: the swept allocation of least loss whose prefill time fits.
+void ChooseByLatency(const AllocateOptions& o, AllocateResult* r) {
+  const SweepPoint* best = nullptr;
+  for (const auto& p : r->sweep)
+    if (p.cost.prefill_ms <= o.latency_ms &&
+        (best == nullptr || p.quality_loss < best->quality_loss))
+      best = &p;
+  if (best == nullptr) {
+    const SweepPoint* fastest = &r->sweep.front();
+    for (const auto& p : r->sweep)
+      if (p.cost.prefill_ms < fastest->cost.prefill_ms) fastest = &p;
+    throw UserError("--latency-ms: no allocation reaches " + Num(o.latency_ms) +
+                    " ms (fastest: " + Num(fastest->cost.prefill_ms) +
+                    " ms at rho=" + Num(fastest->rho) + ")");
+  }
+  r->rho_target = best->rho;
+  r->chosen = best->allocation;
+  r->budget = "latency_ms=" + Num(o.latency_ms);
+}
+
+// The allocation the budget picks: --rho, --kv-bytes, --latency-ms, else the import
+// file's own binary allocation.
+void Choose(const AllocateOptions& o, const HeadScores& scores, const Allocator& allocate,
+            const CostOptions& co, AllocateResult* r) {
+  if (o.rho >= 0) {
+    r->rho_target = o.rho;
+    r->budget = "rho=" + Num(o.rho);
+    r->chosen = allocate(o.rho);
+  } else if (o.kv_bytes >= 0) {
+    ChooseByKvBytes(o, allocate, co, r);
+  } else if (o.latency_ms >= 0) {
+    ChooseByLatency(o, r);
+  } else {
+    r->chosen = AllocationFromScores(scores, o.granularity, -1.0);
+    r->rho_target = r->chosen.SwaFraction();
+    r->budget = "import";
   }
 }
+
+}  // namespace
 
 AllocateResult RunAllocate(const AllocateOptions& o, Database& db, const DeviceInfo& device,
                            Timer& timer) {
   ValidateAllocate(o);
   AllocateResult r;
   r.model = LoadModel(o.model, "--model");
-  const ModelGeometry& m = r.model;
-  r.window = AllocationWindow(o, m);
-
-  // Statistics on calibration inputs.
-  if (o.calib.empty()) {
-    GeneratorSpec spec;
-    spec.layers = m.layers;
-    spec.kv_heads = m.kv_heads;
-    spec.group = m.q_heads / m.kv_heads;
-    spec.head_dim = std::min<int64_t>(m.head_dim, 64);  // the logit structure, not d, matters
-    spec.length = o.calib_len;
-    spec.seed = o.seed;
-    Shape head;  // one generated head at a time, its statistics against fp64 attention
-    head.Hq = spec.group;
-    head.Lq = head.Lk = spec.length;
-    head.d = spec.head_dim;
-    CheckProblemFitsHost(head, true, "--calib-len");
-    r.calib_window = CalibWindow(r.window, o.context, o.calib_len);
-    r.stats = GeneratorStats(spec, r.calib_window, o.sink);
-  } else if (o.floor.Empty()) {
-    r.stats = SafetensorsStats(o.calib, m, r.window, o.context, o.sink, "--calib");
-    r.calib_window = r.stats.window;
-  }
-
-  HeadScores scores;
-  if (o.strategy == "import") {
-    if (o.import_path.empty()) throw UserError("--strategy import needs --import FILE");
-    scores = ReadHeadScores(o.import_path, "--import");
-    if (scores.layers != m.layers || scores.kv_heads != m.kv_heads)
-      throw UserError("--import: " + o.import_path + " has " + std::to_string(scores.layers) +
-                      " layers x " + std::to_string(scores.kv_heads) + " KV heads, but " + m.name +
-                      " has " + std::to_string(m.layers) + " x " + std::to_string(m.kv_heads));
-  }
-  if (!o.floor.Empty()) ChooseWindow(o, m, &scores, &r);
-  auto allocate = [&](double rho) {
+  r.window = AllocationWindow(o, r.model);
+  Calibrate(o, &r);
+  const HeadScores scores = ImportScores(o, r.model);
+  if (!o.floor.Empty()) ChooseWindow(o, r.model, &scores, &r);
+  const Allocator allocate = [&](double rho) {
     return AllocateWith(o.strategy, o.granularity, r.stats, &scores, rho, o.seed);
   };
-
-  CostOptions co = o.cost;
-  co.context = o.context;
-  co.window = r.window;
-  co.sink = o.sink;
-  co.measure = o.measure;
+  const CostOptions co = CostOptionsOf(o, r.window);
   std::optional<MeasureRun> run;
   if (o.measure) {
     EvaluateOptions evaluate;
     evaluate.policy = o.cost.policy;
     run = BeginMeasureRun(db, device, timer, evaluate, o.args_json);
   }
-  CostMeter meter(m, co, run ? &*run : nullptr);
+  CostMeter meter(r.model, co, run ? &*run : nullptr);
   r.cost_method = meter.Method();
-
-  for (double rho : SweepRhos(o.granularity, m)) {
-    SweepPoint p;
-    p.rho = rho;
-    p.allocation = allocate(rho);
-    p.quality_loss = QualityLoss(p.allocation, r.stats);
-    p.cost = meter.Cost(p.allocation);
-    r.sweep.push_back(p);
-  }
-  std::vector<Scores> points;
-  for (const auto& p : r.sweep)
-    points.push_back({p.quality_loss,
-                      o.measure ? p.cost.prefill_ms : static_cast<double>(p.cost.prefill_pairs),
-                      static_cast<double>(p.cost.kv_bytes)});
-  for (size_t i : ParetoFront(points, {Sense::kMinimize, Sense::kMinimize, Sense::kMinimize}))
-    r.sweep[i].on_front = true;
-
-  ChooseAllocation(o, m, co, allocate, scores, &r);
+  SweepFront(o, allocate, meter, &r);
+  Choose(o, scores, allocate, co, &r);
   r.quality_loss = QualityLoss(r.chosen, r.stats);
   r.cost = meter.Cost(r.chosen);
   r.tuned = meter.TuneTiles(r.chosen, o.tune_budget, o.seed);

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <utility>
 
 #include "core/check.h"
 #include "core/error.h"
 #include "core/safetensors.h"
+#include "core/shape.h"
 
 namespace attntune {
 
@@ -86,84 +88,133 @@ RangeClass ClassifyRange(const HeadStats& s) {
   return RangeClass::kDenseBroad;
 }
 
+namespace {
+
+// Sums over the query rows of one head (ComputeHeadStats).
+struct HeadSums {
+  std::vector<double> range_share;
+  double mass = 0, err2 = 0, ref2 = 0, entropy = 0, top8 = 0;
+  int64_t rows = 0, entropy_rows = 0, far_rows = 0;
+};
+
+// One row's buffers: softmax weights over the keys, the full and the windowed outputs,
+// the probabilities of the keys outside the window.
+struct RowScratch {
+  std::vector<double> p, o, os, far;
+};
+
+// p[j] = exp(logit_j - max logit) for the keys j <= pos of query row (hq, i) of KV head 0;
+// returns their sum.
+double RowWeights(const Tensors& t, int64_t hq, int64_t i, int64_t pos, double scale,
+                  std::vector<double>* p) {
+  const Shape& s = t.shape;
+  const float* q = t.Q(0, hq, i);
+  double mx = -1e300;
+  for (int64_t j = 0; j <= pos; ++j) {
+    const float* k = t.K(0, 0, j);
+    double dot = 0;
+    for (int64_t c = 0; c < s.d; ++c) dot += static_cast<double>(q[c]) * k[c];
+    (*p)[static_cast<size_t>(j)] = dot * scale;
+    mx = std::max(mx, dot * scale);
+  }
+  double z = 0;
+  for (int64_t j = 0; j <= pos; ++j)
+    z += ((*p)[static_cast<size_t>(j)] = std::exp((*p)[static_cast<size_t>(j)] - mx));
+  return z;
+}
+
+// From the newest key back: each key's probability into the range buckets and the row's
+// entropy `*h`, into the full output o and (within the window or a sink) the windowed
+// output os and the kept mass `*kept`; the others' probabilities into far.
+void RowOutputs(const Tensors& t, int64_t pos, double z, int64_t window, int64_t sink,
+                const std::vector<int64_t>& edges, RowScratch* r, HeadSums* sums, double* kept,
+                double* h) {
+  const int64_t d = t.shape.d;
+  std::fill(r->o.begin(), r->o.end(), 0.0);
+  std::fill(r->os.begin(), r->os.end(), 0.0);
+  r->far.clear();
+  size_t bucket = edges.size() - 1;
+  for (int64_t j = pos; j >= 0; --j) {
+    const double pj = r->p[static_cast<size_t>(j)] / z;
+    const int64_t dist = pos - j;
+    while (bucket > 0 && dist < edges[bucket]) --bucket;
+    while (bucket + 1 < edges.size() && dist >= edges[bucket + 1]) ++bucket;
+    sums->range_share[bucket] += pj;
+    if (pj > 0) *h -= pj * std::log(pj);
+    const bool in = dist < window || j < sink;
+    const float* v = t.V(0, 0, j);
+    for (int64_t c = 0; c < d; ++c) {
+      r->o[static_cast<size_t>(c)] += pj * v[c];
+      if (in) r->os[static_cast<size_t>(c)] += pj * v[c];
+    }
+    if (in)
+      *kept += pj;
+    else
+      r->far.push_back(pj);
+  }
+}
+
+// Adds one row to the sums: the windowed output's error against the full one (renormalised
+// by the kept mass), the kept mass, the entropy normalised by log(pos + 1), and the share
+// of the far mass its 8 largest keys hold.
+void AddRow(int64_t d, int64_t pos, double kept, double h, RowScratch* r, HeadSums* sums) {
+  const std::vector<double>& o = r->o;
+  for (int64_t c = 0; c < d; ++c) {
+    const double sw = kept > 0 ? r->os[static_cast<size_t>(c)] / kept : 0.0;
+    sums->err2 += (sw - o[static_cast<size_t>(c)]) * (sw - o[static_cast<size_t>(c)]);
+    sums->ref2 += o[static_cast<size_t>(c)] * o[static_cast<size_t>(c)];
+  }
+  sums->mass += kept;
+  ++sums->rows;
+  if (pos >= 1) {
+    sums->entropy += h / std::log(static_cast<double>(pos + 1));
+    ++sums->entropy_rows;
+  }
+  std::vector<double>& far = r->far;
+  double far_sum = 0;
+  for (double f : far) far_sum += f;
+  if (far_sum > 1e-12) {
+    const size_t k = std::min<size_t>(8, far.size());
+    std::partial_sort(far.begin(), far.begin() + static_cast<long>(k), far.end(),
+                      std::greater<double>());
+    double top = 0;
+    for (size_t a = 0; a < k; ++a) top += far[a];
+    sums->top8 += top / far_sum;
+    ++sums->far_rows;
+  }
+}
+
+}  // namespace
+
 HeadStats ComputeHeadStats(const Tensors& t, int64_t window, int64_t sink) {
   const Shape& s = t.shape;
   ATTNTUNE_CHECK(s.Hkv == 1 && s.B == 1 && window >= 1);
   const std::vector<int64_t> edges = RangeBucketEdges(s.Lk);
-  HeadStats out;
-  out.range_share.assign(edges.size(), 0.0);
+  HeadSums sums;
+  sums.range_share.assign(edges.size(), 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
-  std::vector<double> p(static_cast<size_t>(s.Lk)), o(static_cast<size_t>(s.d)),
-      os(static_cast<size_t>(s.d)), far;
-  double mass = 0, err2 = 0, ref2 = 0, entropy = 0, top8 = 0;
-  int64_t rows = 0, entropy_rows = 0, far_rows = 0;
+  RowScratch r;
+  r.p.resize(static_cast<size_t>(s.Lk));
+  r.o.resize(static_cast<size_t>(s.d));
+  r.os.resize(static_cast<size_t>(s.d));
   for (int64_t hq = 0; hq < s.Hq; ++hq) {
     for (int64_t i = 0; i < s.Lq; ++i) {
       const int64_t pos = s.QueryPos(i);
-      const float* q = t.Q(0, hq, i);
-      double mx = -1e300;
-      for (int64_t j = 0; j <= pos; ++j) {
-        const float* k = t.K(0, 0, j);
-        double dot = 0;
-        for (int64_t c = 0; c < s.d; ++c) dot += static_cast<double>(q[c]) * k[c];
-        p[static_cast<size_t>(j)] = dot * scale;
-        mx = std::max(mx, dot * scale);
-      }
-      double z = 0;
-      for (int64_t j = 0; j <= pos; ++j)
-        z += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
-      std::fill(o.begin(), o.end(), 0.0);
-      std::fill(os.begin(), os.end(), 0.0);
+      const double z = RowWeights(t, hq, i, pos, scale, &r.p);
       double kept = 0, h = 0;
-      far.clear();
-      size_t bucket = edges.size() - 1;
-      for (int64_t j = pos; j >= 0; --j) {
-        const double pj = p[static_cast<size_t>(j)] / z;
-        const int64_t dist = pos - j;
-        while (bucket > 0 && dist < edges[bucket]) --bucket;
-        while (bucket + 1 < edges.size() && dist >= edges[bucket + 1]) ++bucket;
-        out.range_share[bucket] += pj;
-        if (pj > 0) h -= pj * std::log(pj);
-        const bool in = dist < window || j < sink;
-        const float* v = t.V(0, 0, j);
-        for (int64_t c = 0; c < s.d; ++c) {
-          o[static_cast<size_t>(c)] += pj * v[c];
-          if (in) os[static_cast<size_t>(c)] += pj * v[c];
-        }
-        if (in)
-          kept += pj;
-        else
-          far.push_back(pj);
-      }
-      for (int64_t c = 0; c < s.d; ++c) {
-        const double sw = kept > 0 ? os[static_cast<size_t>(c)] / kept : 0.0;
-        err2 += (sw - o[static_cast<size_t>(c)]) * (sw - o[static_cast<size_t>(c)]);
-        ref2 += o[static_cast<size_t>(c)] * o[static_cast<size_t>(c)];
-      }
-      mass += kept;
-      ++rows;
-      if (pos >= 1) {
-        entropy += h / std::log(static_cast<double>(pos + 1));
-        ++entropy_rows;
-      }
-      double far_sum = 0;
-      for (double f : far) far_sum += f;
-      if (far_sum > 1e-12) {
-        const size_t k = std::min<size_t>(8, far.size());
-        std::partial_sort(far.begin(), far.begin() + static_cast<long>(k), far.end(),
-                          std::greater<double>());
-        double top = 0;
-        for (size_t a = 0; a < k; ++a) top += far[a];
-        top8 += top / far_sum;
-        ++far_rows;
-      }
+      RowOutputs(t, pos, z, window, sink, edges, &r, &sums, &kept, &h);
+      AddRow(s.d, pos, kept, h, &r, &sums);
     }
   }
-  out.mass_kept = mass / static_cast<double>(rows);
-  out.swa_rel_err = ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0;
-  for (double& b : out.range_share) b /= static_cast<double>(rows);
-  out.row_entropy = entropy_rows > 0 ? entropy / static_cast<double>(entropy_rows) : 0.0;
-  out.far_top8 = far_rows > 0 ? top8 / static_cast<double>(far_rows) : 1.0;
+  HeadStats out;
+  const double rows = static_cast<double>(sums.rows);
+  out.mass_kept = sums.mass / rows;
+  out.swa_rel_err = sums.ref2 > 0 ? std::sqrt(sums.err2 / sums.ref2) : 0.0;
+  out.range_share = sums.range_share;
+  for (double& b : out.range_share) b /= rows;
+  out.row_entropy =
+      sums.entropy_rows > 0 ? sums.entropy / static_cast<double>(sums.entropy_rows) : 0.0;
+  out.far_top8 = sums.far_rows > 0 ? sums.top8 / static_cast<double>(sums.far_rows) : 1.0;
   out.range_class = ClassifyRange(out);
   return out;
 }
@@ -299,9 +350,22 @@ CalibStats SafetensorsStats(const std::string& path, const ModelGeometry& model,
                       " heads (L " + std::to_string(L) + "), but the model has " +
                       std::to_string(model.q_heads) + " query and " +
                       std::to_string(model.kv_heads) + " KV heads");
+    if (q.shape[0] != 1)
+      throw UserError(what + ": " + path + ": layer " + ls + " holds " +
+                      std::to_string(q.shape[0]) + " sequences; the statistics take one (B = 1)");
+    ValidateShape(Shape{1, q.shape[1], k.shape[1], L, L, d, true},
+                  what + ": " + path + ": layer " + ls);
     st.length = L;
     st.window = CalibWindow(context_window, context, L);
     const std::vector<float> qf = q.AsF32(), kf = k.AsF32(), vf = v.AsF32();
+    for (const auto& [name, x] : {std::make_pair("q.", &qf), std::make_pair("k.", &kf),
+                                  std::make_pair("v.", &vf)}) {
+      for (size_t n = 0; n < x->size(); ++n)
+        if (!std::isfinite((*x)[n]))
+          throw UserError(what + ": " + path + ": tensor '" + name + ls + "' holds " +
+                          std::to_string((*x)[n]) + " at element " + std::to_string(n) +
+                          " (attention needs finite inputs)");
+    }
     for (int64_t h = 0; h < model.kv_heads; ++h) {
       Tensors t;
       t.shape = Shape{1, g, 1, L, L, d, true};

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace attntune {
 
@@ -112,9 +113,8 @@ std::string FormatConsaMask(const Allocation& a) {
 HeadScores ReadHeadScores(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(what + ": cannot read '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  in.close();
+  const std::string text = ReadInputFile(path, kMaxImportBytes, "an import file");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return ParseConsaMask(text, path);
   return ParseDuoAttentionTsv(text, path);

@@ -2,6 +2,7 @@
 // ConSA-style mask file (JSON, format below).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,11 @@ std::string FormatDuoAttentionTsv(const Allocation& a);
 HeadScores ParseConsaMask(const std::string& text, const std::string& source);
 std::string FormatConsaMask(const Allocation& a);
 
-/// Reads either format from a file (JSON if it starts with '{', else TSV).
+/// The largest import file attntune reads (1024 layers x 1024 heads of scores are ~20 MiB).
+constexpr uint64_t kMaxImportBytes = uint64_t{64} << 20;
+
+/// Reads either format from a file (JSON if it starts with '{', else TSV), at most
+/// kMaxImportBytes.
 HeadScores ReadHeadScores(const std::string& path, const std::string& what);
 
 /// The allocation of imported scores: with rho, per group the s units with the lowest

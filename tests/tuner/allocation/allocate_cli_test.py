@@ -1,6 +1,7 @@
 """attntune allocate end to end: outputs, exact rho, import round trip, one-line errors."""
 import json
 import os
+import re
 import sqlite3
 import tempfile
 
@@ -112,10 +113,14 @@ expect(sorted(os.listdir(default_cwd)) == ["attntune_out"]
 os.chdir(tmp)
 
 
-def expect_error(args, line):
-    p = run(*args)
-    expect(p.returncode == 2 and p.stderr.strip().splitlines() == [line],
-           f"attntune {' '.join(args)} -> {line!r}\n  got exit {p.returncode}, stderr {p.stderr!r}")
+def expect_error(args, line, pattern=None):
+    """Exit 2 with the one line `line` (or one line matching the regular expression
+    `pattern`), within 2 minutes (a hang fails the test)."""
+    p = run(*args, timeout=120)
+    err = p.stderr.strip().splitlines()
+    ok = (err == [line]) if pattern is None else (len(err) == 1 and re.fullmatch(pattern, err[0]))
+    expect(p.returncode == 2 and ok,
+           f"attntune {' '.join(args)} -> {line or pattern!r}\n  got exit {p.returncode}, stderr {p.stderr!r}")
 
 
 expect_error(["allocate", "--model", tiny, "--rho", "1.5", "--out", tmp],
@@ -124,6 +129,48 @@ expect_error(["allocate", "--model", tiny, "--rho=-0.5", "--out", tmp],
              "attntune: error: --rho: -0.500000 is not a fraction in [0, 1]")
 expect_error(["allocate", "--model", tiny, "--out", tmp],
              "attntune: error: --rho: missing (give --rho R, --latency-ms T or --kv-bytes N)")
+# Budgets that are not budgets are refused naming their own flag (they said "--rho:
+# missing", or with --rho were ignored).
+expect_error(["allocate", "--model", tiny, "--kv-bytes", "-1", "--out", tmp],
+             "attntune: error: --kv-bytes: '-1' is not a non-negative integer")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--kv-bytes", "-1", "--out", tmp],
+             "attntune: error: --kv-bytes: '-1' is not a non-negative integer")
+for value in ["nan", "-3", "0", "inf"]:
+    expect_error(["allocate", "--model", tiny, "--latency-ms", value, "--out", tmp],
+                 f"attntune: error: --latency-ms: '{value}' is not a positive number")
+# --context: at most 2^24 tokens, answered at once (a per-token loop never ended at 1e14).
+QWEN = ["allocate", "--model", "qwen3-1.7b", "--rho", "0.5", "--granularity", "layer",
+        "--strategy", "rule"]
+expect_error(QWEN + ["--context", "99999999999999", "--no-measure", "--out", tmp],
+             "attntune: error: --context: 99999999999999 is longer than attntune takes (16777216 tokens)")
+p = run(*(QWEN + ["--context", "16777216", "--no-measure", "--out", os.path.join(tmp, "long")]),
+        timeout=120, check=0)
+# 28 layers x 8 KV heads x 512 bytes a token; 14 layers dense (2^24 tokens), 14 SWA (2^22).
+expect("KV 1202590842880 bytes at 16777216 tokens" in p.stdout,
+       f"--context 16777216 --no-measure counts pairs and bytes ({p.stdout.splitlines()[3:4]})")
+# Measuring: the layers' inputs and fp64 references checked against this machine's memory
+# before anything is allocated (bad_alloc before).
+expect_error(QWEN + ["--context", "16777216", "--out", tmp], None,
+             # 1282 GiB: q, k, v and o in fp32 (384), 3 references of q in fp64 (768), the
+             # dense rows' log-sum-exp (2), the decode step's own k and v (128).
+             r"attntune: error: --context: B=1,Hq=16,Hkv=8,L=16777216,d=128 needs 1282\.0 GiB for "
+             r"its inputs and outputs and 3 fp64 references \(dense and each layer pattern\), "
+             r"more than this machine's [0-9.]+ GiB of memory")
+# Pair sums beyond 2^62 (1024 layers of 1024 heads at 2^24 tokens).
+big = os.path.join(tmp, "big.json")
+with open(big, "w") as f:
+    json.dump({"num_hidden_layers": 1024, "num_attention_heads": 1024, "num_key_value_heads": 8,
+               "head_dim": 64}, f)
+expect_error(["allocate", "--model", big, "--rho", "0.5", "--context", "16777216",
+              "--no-measure", "--out", tmp],
+             f"attntune: error: --context: 16777216 tokens over {big}'s 1024 layers of 1024 "
+             "query heads make 1.48e+20 attended pairs, more than attntune counts (2^62)")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--context", "256", "--sink",
+              "9223372036854775807", "--no-measure", "--out", tmp],
+             "attntune: error: --sink: 9223372036854775807 is more than --context 256")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--calib-len", "16777217",
+              "--no-measure", "--out", tmp],
+             "attntune: error: --calib-len: 16777217 is longer than attntune takes (16777216 tokens)")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--tune-budget", "-1", "--out", tmp],
              "attntune: error: --tune-budget: must be a non-negative integer")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--granularity", "row", "--out", tmp],

@@ -3,6 +3,7 @@
 #include "tuner/allocation/allocation.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -12,6 +13,7 @@
 #include "kernels/variant.h"
 #include "tuner/allocation/calibration.h"
 #include "tuner/allocation/io.h"
+#include "tests/user_error_text.h"
 
 namespace attntune {
 namespace {
@@ -182,6 +184,30 @@ TEST_CASE("captured q/k/v in safetensors give the same statistics as in memory")
   std::remove(path.c_str());
 }
 
+TEST_CASE("captured q/k/v that give no statistics are refused in one line") {
+  // Empty sequences, an empty head dim and a NaN gave a quality loss of 0; a second
+  // sequence was left out unsaid.
+  const std::string path = "allocation_test_bad_calib.safetensors";
+  const ModelGeometry m{"one", 1, 2, 1, 8};
+  auto write = [&](int64_t B, int64_t L, int64_t d, float poison) {
+    std::vector<float> q(static_cast<size_t>(B * 2 * L * d), 0.5f), kv(static_cast<size_t>(B * L * d), 0.25f);
+    if (!q.empty()) q[3] = poison;
+    WriteSafetensors(path, {{"q.0", MakeF32({B, 2, L, d}, q)},
+                            {"k.0", MakeF32({B, 1, L, d}, kv)},
+                            {"v.0", MakeF32({B, 1, L, d}, kv)}});
+    return UserErrorText([&] { SafetensorsStats(path, m, 1024, 4096, 0, "--calib"); });
+  };
+  CHECK(write(1, 0, 8, 0.5f) == "--calib: " + path + ": layer 0: Lq=0 must be positive");
+  CHECK(write(1, 16, 0, 0.5f) == "--calib: " + path + ": layer 0: d=0 must be positive");
+  CHECK(write(1, 16, 8, NAN) == "--calib: " + path +
+                                   ": tensor 'q.0' holds nan at element 3 (attention needs "
+                                   "finite inputs)");
+  CHECK(write(2, 16, 8, 0.5f) ==
+        "--calib: " + path + ": layer 0 holds 2 sequences; the statistics take one (B = 1)");
+  CHECK(write(1, 16, 8, 0.5f) == "<no UserError>");
+  std::remove(path.c_str());
+}
+
 TEST_CASE("DuoAttention TSV and mask files round-trip") {
   const int64_t layers = 5, kv = 3;
   for (Granularity g : kAll) {
@@ -209,6 +235,11 @@ TEST_CASE("DuoAttention TSV and mask files round-trip") {
   const HeadScores logits = ParseConsaMask(
       R"({"format":"attntune-consa-mask","version":1,"log_alpha":[[3,-3]]})", "m.json");
   CHECK(AllocationFromScores(logits, Granularity::kHead, -1.0).swa == std::vector<uint8_t>{0, 1});
+}
+
+TEST_CASE("an import file is read to at most 64 MiB (a device never ended)") {
+  CHECK_THROWS_WITH(ReadHeadScores("/dev/zero", "--import"),
+                    "/dev/zero: holds more than attntune reads as an import file (64 MiB)");
 }
 
 }  // namespace attntune

@@ -1,0 +1,1375 @@
+// Selection on the device (select_cuda.h): ks and dma scores, prefix top-k evictions,
+// gathered key lists, LSH bins and the bucketed layout, dma_decode's resident sets and
+// chosen keys. Each kernel is a thin loop over the select_core.h function that does its
+// work (the CPU tests run the same functions); sorts and scans are CUB's. Every kernel is
+// extern "C" attntune_select_<phase>, so that CUPTI's records name the selection's
+// phases plainly (SelectionPhaseOf).
+#include <cuda_runtime.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/cuda/select_core.h"
+#include "kernels/cuda/select_cuda.h"
+
+namespace attntune {
+namespace cuda_plan {
+namespace {
+
+/// The calling lane of a full warp (select_core.h's Warp).
+struct DeviceWarp {
+  static constexpr int kSlots = 1;
+  int lane;
+  __host__ __device__ int Slot(int) const { return 0; }
+  template <class F>
+  __host__ __device__ double Sum(const F& f) const {
+    double x = f(lane);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+#endif
+    return x;
+  }
+  template <class F>
+  __host__ __device__ uint32_t Ballot(const F& f) const {
+#if defined(__CUDA_ARCH__)
+    return __ballot_sync(0xffffffffu, f(lane));
+#else
+    return 0;
+#endif
+  }
+  template <class F>
+  __host__ __device__ void Each(const F& f) const {
+    f(lane);
+  }
+  /// The lanes' worst (key[0], j[0]): the largest key, then the smallest j >= 0.
+  __host__ __device__ int64_t WorstOf(const uint64_t* key, const int64_t* j) const {
+#if defined(__CUDA_ARCH__)
+    uint64_t k = key[0];
+    int64_t x = j[0];
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      const uint64_t ok = __shfl_xor_sync(0xffffffffu, k, off);
+      const int64_t ox = __shfl_xor_sync(0xffffffffu, x, off);
+      if (ox >= 0 && (x < 0 || ok > k || (ok == k && ox < x))) {
+        k = ok;
+        x = ox;
+      }
+    }
+    return x;
+#else
+    return j[0];
+#endif
+  }
+};
+
+__device__ __forceinline__ int64_t GlobalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+constexpr double kLog2e = 1.4426950408889634;
+
+// ---- generic ----
+
+struct SeqParams {
+  int32_t* a;
+  int64_t count;
+  int64_t step;
+  int64_t modulo;  // a[x] = (x % modulo) * step; 0: x * step
+};
+
+struct FillParams {
+  int32_t* a;
+  int64_t count;
+  int32_t value;
+};
+
+// ---- scores ----
+
+struct KsParams {
+  const float* q;  // [B,Hq,Lq,d]
+  const float* k;  // [B,Hkv,Lk,d]
+  double* sums;    // [B,Hq,chunks,d]: per chunk, then its exclusive prefix
+  uint64_t* key;   // [B,Hkv,Lk]
+  int64_t lq, lk, d, chunk, chunks;
+  int hq, hkv;
+};
+
+constexpr int kKsChunk = 64;    // query rows per chunk of the prefix sums
+constexpr int kKsMaxGroup = 8;  // the prefixes of a group in shared memory (d <= 256)
+
+struct ScoreKeyParams {
+  const double* x;
+  uint64_t* key;
+  float* bias_log2;
+  int64_t count;
+};
+
+struct DmaParams {
+  const float* v;
+  const double* delta;  // [Hkv,d]
+  const double* a;      // [Hkv]
+  uint64_t* key;
+  float* bias_log2;
+  int64_t lk, d;
+  int hkv, b;
+  bool fused;
+};
+
+constexpr int kDmaRows = 32;  // keys per block (one per thread)
+
+// ---- top-k ----
+
+struct TopKParams {
+  const uint64_t* key;
+  const int32_t* order;
+  int32_t* evict;
+  int32_t* state;  // [heads, chunks, state_cap]
+  int32_t* tile_max;
+  int64_t n, k, chunk, chunks, state_cap, tiles, heads;
+};
+
+struct ListParams {
+  const int32_t* evict;
+  const int32_t* tile_max;
+  const float* bias;
+  int32_t* counts;  // [lists + 1]
+  const int32_t* offsets;
+  int32_t* keys;
+  int32_t* key_evict;
+  float* key_bias;
+  int64_t n, lq, br, query_blocks, lists, tiles, capacity;
+};
+
+// ---- LSH ----
+
+struct BinParams {
+  const float* q;
+  const float* k;
+  const float* mu;  // [Hkv,d] or nullptr
+  const float* rt;  // [Hkv,h,d]
+  int32_t* key_bin;
+  int32_t* query_bin;
+  int64_t lq, lk, d, h, keys, rows;
+  int hq, hkv;
+  bool argmax, fused;
+};
+
+struct LayoutParams {
+  const int32_t* key_bin;    // [heads, Lk]
+  const int32_t* query_bin;  // [B,Hq,Lq]
+  uint64_t* ckey;             // (segment, bin) keys of the keys, then of the rows
+  const int32_t* kbin_sorted;  // the keys' bins in (bin, position) order
+  const int32_t* perm;
+  int32_t* starts;  // [heads, bins + 1]
+  int32_t* spos;
+  int32_t* qrow;
+  const int32_t* qbin_sorted;
+  const int32_t* rows;  // sorted rows m = g * Lq + i
+  int32_t* lo;
+  int32_t* hi;
+  int32_t* run_mark;
+  const int32_t* run_start;
+  int32_t* flag;
+  const int32_t* block_id;
+  int32_t* row_offsets;
+  int32_t* head;
+  int64_t lq, lk, group, bins, k, br, chunk, chunks, heads, total_rows;
+  int bin_bits;
+  int hq, hkv;
+};
+
+struct StripParams {
+  const uint64_t* in;
+  int32_t* out;
+  int64_t count;
+  uint64_t mask;
+};
+
+struct BucketKeyParams {
+  const int32_t* block_count;
+  const int32_t* row_offsets;
+  const int32_t* head;
+  const int32_t* rows;
+  const int32_t* lo;
+  const int32_t* hi;
+  const int32_t* qbin_sorted;
+  const int32_t* perm;
+  const int32_t* spos;
+  const int32_t* key_bin;
+  const int32_t* evict;       // hax: the ks part, else nullptr
+  const int32_t* list_offsets;  // hax: the chunks' prefix top-k lists
+  const int32_t* list_keys;
+  int32_t* counts;
+  const int32_t* key_offsets;
+  int32_t* keys;
+  int32_t* key_spos;
+  int32_t* key_evict;
+  int64_t lq, lk, chunk, chunks, blocks_bound, capacity;
+};
+
+// ---- dma_decode ----
+
+struct DecodeParams {
+  const uint64_t* key;
+  const int32_t* evict_s;
+  const uint64_t* sorted_key;
+  const int32_t* order;
+  int32_t* slot;                   // [heads, n]: sorted slot of each key
+  int32_t* dropped;                // [heads, n]: key evicted at each step, -1: none
+  uint64_t* event_key;             // [heads, n]
+  const uint64_t* event_key_sorted;
+  const int32_t* event_step_sorted;
+  int32_t* evict_d;
+  int64_t n, heads;
+};
+
+struct ChosenParams {
+  const float* q;  // [B,Hq,Lk,d]
+  const float* k;  // [B,Hkv,Lk,d]
+  const int32_t* evict;    // dma_decode's, [B,Hkv,Lk]
+  const int32_t* dropped;  // dma_decode's, [B,Hkv,Lk]
+  int32_t* counts;         // [B*Hq*Lk + 1]
+  const int32_t* offsets;
+  int32_t* chosen;
+  int64_t lk, d, w_q, r, group, capacity;
+  int64_t first_step;  // block x computes step first_step + x
+  int hq, hkv;
+};
+
+struct StepParams {
+  const uint64_t* key;           // [B,Hkv,Lk]
+  const int32_t* list_offsets;   // the resident lists (kDecodeListSteps steps a list)
+  const int32_t* list_keys;
+  const int32_t* list_evict;
+  int32_t* replaced;             // [B*Hkv]
+  int64_t lk, w_kv, step, query_blocks;
+};
+
+}  // namespace
+}  // namespace cuda_plan
+}  // namespace attntune
+
+using namespace attntune::cuda_plan;
+
+// ---- kernels (global namespace: extern "C" names) ----
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_seq(SeqParams p) {
+  const int64_t x = GlobalThread();
+  if (x < p.count) p.a[x] = static_cast<int32_t>((p.modulo > 0 ? x % p.modulo : x) * p.step);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_fill(FillParams p) {
+  const int64_t x = GlobalThread();
+  if (x < p.count) p.a[x] = p.value;
+}
+
+// ks: per (chunk, hq, b) the sums of q over the chunk's rows, one thread per dim.
+extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_sums(KsParams p) {
+  const int64_t c = blockIdx.x, hq = blockIdx.y, b = blockIdx.z;
+  const int64_t i0 = c * p.chunk, i1 = min(p.lq, i0 + p.chunk);
+  const float* q = p.q + (b * p.hq + hq) * p.lq * p.d;
+  double* out = p.sums + ((b * p.hq + hq) * p.chunks + c) * p.d;
+  for (int64_t e = threadIdx.x; e < p.d; e += blockDim.x) {
+    double s = 0.0;
+    for (int64_t i = i0; i < i1; ++i) s += static_cast<double>(q[i * p.d + e]);
+    out[e] = s;
+  }
+}
+
+// ks: the chunk sums' exclusive prefix per (hq, b), one thread per dim, in place.
+extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_prefix(KsParams p) {
+  const int64_t hq = blockIdx.x, b = blockIdx.y;
+  double* sums = p.sums + (b * p.hq + hq) * p.chunks * p.d;
+  for (int64_t e = threadIdx.x; e < p.d; e += blockDim.x) {
+    double run = 0.0;
+    for (int64_t c = 0; c < p.chunks; ++c) {
+      const double t = sums[c * p.d + e];
+      sums[c * p.d + e] = run;
+      run += t;
+    }
+  }
+}
+
+// ks: one warp per (chunk of query rows, KV head, batch): for each query head of the
+// group in order, the running sum S from the chunk's prefix, k_j · S / |S| added to x_j
+// (j = the key at the row's position), then the RankKeys. Keys before the first query
+// position score 0.
+extern "C" __global__ void __launch_bounds__(32) attntune_select_ks_scores(KsParams p) {
+  __shared__ double xs[kKsChunk];
+  __shared__ double prefix[kKsMaxGroup * 32 * kKsMaxPerLane];
+  const int64_t c = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const DeviceWarp w{static_cast<int>(threadIdx.x)};
+  const int64_t group = p.hq / p.hkv;
+  const int64_t i0 = c * p.chunk, i1 = min(p.lq, i0 + p.chunk);
+  const int64_t shift = p.lk - p.lq;  // key j = i + shift
+  for (int64_t x = w.lane; x < kKsChunk; x += 32) xs[x] = 0.0;
+  for (int64_t x = w.lane; x < group * p.d; x += 32) {  // the group's prefixes, [g][d]
+    const int64_t hq = hk * group + x / p.d;
+    prefix[x] = p.sums[((b * p.hq + hq) * p.chunks + c) * p.d + x % p.d];
+  }
+  __syncwarp();
+  const int64_t hq0 = hk * group;
+  KsChunkScores(w, p.q + (b * p.hq + hq0) * p.lq * p.d, p.lq * p.d,
+                p.k + (b * p.hkv + hk) * p.lk * p.d, prefix, group, i0, i1, shift, p.d, xs);
+  __syncwarp();
+  uint64_t* key = p.key + (b * p.hkv + hk) * p.lk;
+  for (int64_t i = i0 + w.lane; i < i1; i += 32) key[i + shift] = RankKey(xs[i - i0]);
+  if (c == 0) {
+    for (int64_t j = w.lane; j < shift; j += 32) key[j] = RankKey(0.0);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_score_keys(ScoreKeyParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.count) return;
+  p.key[x] = RankKey(p.x[x]);
+  if (p.bias_log2 != nullptr) p.bias_log2[x] = static_cast<float>(p.x[x] * kLog2e);
+}
+
+// dma: one thread per key over its value row, staged through shared memory (rows read
+// coalesced); the dot in index order as DmaScores computes it.
+extern "C" __global__ void __launch_bounds__(kDmaRows) attntune_select_dma_scores(DmaParams p) {
+  extern __shared__ float rows[];  // [kDmaRows][d + 1]
+  const int64_t head = blockIdx.y;  // b * Hkv + hk
+  const int64_t hk = head % p.hkv;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kDmaRows;
+  const int64_t count = min(static_cast<int64_t>(kDmaRows), p.lk - j0);
+  const float* v = p.v + (head * p.lk + j0) * p.d;
+  for (int64_t x = threadIdx.x; x < count * p.d; x += blockDim.x) {
+    rows[(x / p.d) * (p.d + 1) + x % p.d] = v[x];
+  }
+  __syncthreads();
+  const int64_t r = threadIdx.x;
+  if (r >= count) return;
+  const double b = DmaScore(rows + r * (p.d + 1), p.delta + hk * p.d, p.a[hk], p.d, p.fused);
+  const int64_t j = head * p.lk + j0 + r;
+  p.key[j] = RankKey(b);
+  if (p.bias_log2 != nullptr) p.bias_log2[j] = static_cast<float>(b * kLog2e);
+}
+
+// top-k: one block per (chunk, head). Warp 0 scans the chunk's state from the sorted
+// order; then every thread takes state members and chunk keys and finds their eviction
+// in the chunk (select_core.h).
+extern "C" __global__ void __launch_bounds__(256) attntune_select_topk_chunks(TopKParams p) {
+  extern __shared__ uint64_t chunk_key[];  // [chunk]
+  __shared__ int64_t n_state_shared;
+  const int64_t c = blockIdx.x, head = blockIdx.y;
+  const int64_t a = c * p.chunk, b = min(p.n, a + p.chunk);
+  const uint64_t* key = p.key + head * p.n;
+  int32_t* evict = p.evict + head * p.n;
+  int32_t* state = p.state + (head * p.chunks + c) * p.state_cap;
+  for (int64_t x = threadIdx.x; x < b - a; x += blockDim.x) chunk_key[x] = key[a + x];
+  if (threadIdx.x < 32) {
+    const DeviceWarp w{static_cast<int>(threadIdx.x)};
+    const int64_t ns = ChunkState(w, p.order + head * p.n, p.n, a, p.k, state);
+    if (threadIdx.x == 0) n_state_shared = ns;
+  }
+  __syncthreads();
+  const int64_t ns = n_state_shared;
+  for (int64_t x = threadIdx.x; x < ns + (b - a); x += blockDim.x) {
+    int64_t j, e;
+    if (x < ns) {
+      j = state[x];
+      e = EvictedInChunk(chunk_key, a, b, key[j], j, x, a, p.k);
+    } else {
+      j = a + (x - ns);
+      const int64_t before = ChunkKeyBefore(key, state, ns, chunk_key, a, j);
+      e = EvictedInChunk(chunk_key, a, b, chunk_key[j - a], j, before, j + 1, p.k);
+    }
+    if (e >= 0) evict[j] = static_cast<int32_t>(e);
+  }
+}
+
+// The largest eviction of each tile of 32 keys (ListWalk skips tiles held by no row).
+extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.tiles) return;
+  const int64_t head = x / p.tiles, t = x % p.tiles;
+  const int32_t* e = p.evict + head * p.n;
+  int32_t m = -1;
+  for (int64_t j = t * 32; j < min(p.n, t * 32 + 32); ++j) m = max(m, e[j]);
+  p.tile_max[x] = m;
+}
+
+// Key lists: one warp per list (head, query block), counted, then filled.
+extern "C" __global__ void __launch_bounds__(128) attntune_select_list_count(ListParams p) {
+  const int64_t list = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
+  if (list == 0 && w.lane == 0) p.counts[p.lists] = 0;
+  if (list >= p.lists) return;
+  const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
+  int64_t p0, p1;
+  BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
+  const int64_t count = ListWalk(w, p.evict + head * p.n, p.tile_max + head * p.tiles, p.n, p0,
+                                 p1, [](int64_t, int64_t) {});
+  if (w.lane == 0) p.counts[list] = static_cast<int32_t>(count);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(ListParams p) {
+  const int64_t list = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  if (list >= p.lists) return;
+  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
+  const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
+  int64_t p0, p1;
+  BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
+  const int32_t* evict = p.evict + head * p.n;
+  const float* bias = p.bias != nullptr ? p.bias + head * p.n : nullptr;
+  const int64_t base = p.offsets[list];
+  ListWalk(w, evict, p.tile_max + head * p.tiles, p.n, p0, p1, [&](int64_t slot, int64_t j) {
+    const int64_t x = base + slot;
+    if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
+    p.keys[x] = static_cast<int32_t>(j);
+    p.key_evict[x] = evict[j];
+    if (bias != nullptr) p.key_bias[x] = bias[j];
+  });
+}
+
+// LSH bins: a half-warp per row (keys, then queries), each lane one of the host's 16
+// fp32 partial sums, lane 0 the combination and the bin.
+extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins(BinParams p) {
+  __shared__ float lanes[8][16][16];  // [row of the block][projection][lane]
+  const int local = threadIdx.x / 16, lane = threadIdx.x % 16;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + local;
+  const bool valid = row < p.rows;
+  const float* x = nullptr;
+  int64_t hk = 0;
+  if (valid && row < p.keys) {
+    x = p.k + row * p.d;
+    hk = (row / p.lk) % p.hkv;
+  } else if (valid) {
+    const int64_t qrow = row - p.keys;
+    x = p.q + qrow * p.d;
+    hk = (qrow / p.lq) % p.hq / (p.hq / p.hkv);
+  }
+  const float* mu = p.mu != nullptr ? p.mu + hk * p.d : nullptr;
+  const float* r = p.rt + hk * p.h * p.d;
+  for (int64_t c = 0; c < p.h; ++c) {
+    lanes[local][c][lane] = valid ? LshLane(x, mu, r + c * p.d, p.d, lane, p.fused) : 0.f;
+  }
+  __syncwarp();
+  if (!valid || lane != 0) return;
+  int32_t bin = 0;
+  double best = 0.0;
+  for (int64_t c = 0; c < p.h; ++c) {
+    LshBinStep(c, LshCombine(lanes[local][c], x, mu, r + c * p.d, p.d), p.argmax, &bin, &best);
+  }
+  if (row < p.keys) {
+    p.key_bin[row] = bin;
+  } else {
+    p.query_bin[row - p.keys] = bin;
+  }
+}
+
+// Bucketed layout, one thread per item: bin starts of the sorted keys, spos, the rows'
+// bins in (position, head) order with their segment offsets, windows, run breaks, block
+// starts and block rows.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_bin_starts(LayoutParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * (p.bins + 1)) return;
+  const int64_t head = x / (p.bins + 1), c = x % (p.bins + 1);
+  p.starts[x] = static_cast<int32_t>(
+      LowerBound<int32_t>(p.kbin_sorted + head * p.lk, 0, p.lk, static_cast<int32_t>(c)));
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_spos(LayoutParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.lk) return;
+  const int64_t head = x / p.lk;
+  p.spos[head * p.lk + p.perm[x]] = static_cast<int32_t>(x % p.lk);
+}
+
+// Sort keys of the keys ((head, bin), so that one stable sort orders every head's keys
+// by (bin, position)) and of the rows ((head, chunk, bin), rows in (position, head)
+// order within a chunk).
+extern "C" __global__ void __launch_bounds__(256) attntune_select_key_keys(LayoutParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.lk) return;
+  p.ckey[x] = (static_cast<uint64_t>(x / p.lk) << p.bin_bits) | static_cast<uint64_t>(p.key_bin[x]);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_query_keys(LayoutParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.total_rows) return;
+  const int64_t head = x / (p.group * p.lq), local = x % (p.group * p.lq);
+  const int64_t i = local / p.group, g = local % p.group;
+  const int64_t b = head / p.hkv, hq = head % p.hkv * p.group + g;
+  const uint64_t segment = static_cast<uint64_t>(head * p.chunks + i / p.chunk);
+  p.ckey[x] = (segment << p.bin_bits) |
+              static_cast<uint64_t>(p.query_bin[(b * p.hq + hq) * p.lq + i]);
+  p.qrow[x] = static_cast<int32_t>(g * p.lq + i);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_strip(StripParams p) {
+  const int64_t x = GlobalThread();
+  if (x < p.count) p.out[x] = static_cast<int32_t>(p.in[x] & p.mask);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_windows(LayoutParams p) {
+  const int64_t n = GlobalThread();
+  if (n >= p.total_rows) return;
+  const int64_t head = n / (p.group * p.lq);
+  const int64_t i = p.rows[n] % p.lq;
+  const int32_t c = p.qbin_sorted[n];
+  const int32_t* starts = p.starts + head * (p.bins + 1);
+  LshWindowOf(p.perm + head * p.lk, starts[c], starts[c + 1], p.lk - p.lq + i, p.k, &p.lo[n],
+              &p.hi[n]);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_runs(LayoutParams p) {
+  const int64_t n = GlobalThread();
+  if (n >= p.total_rows) return;
+  const int64_t head = n / (p.group * p.lq), local = n % (p.group * p.lq);
+  const int64_t first = head * p.group * p.lq + local / (p.chunk * p.group) * p.chunk * p.group;
+  const bool brk = n == first || RunBreak(n, first, p.qbin_sorted[n], p.qbin_sorted[n - 1],
+                                          p.lo[n], p.hi[n - 1]);
+  p.run_mark[n] = brk ? static_cast<int32_t>(n) : 0;
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_block_starts(LayoutParams p) {
+  const int64_t n = GlobalThread();
+  if (n == 0) p.flag[p.total_rows] = 0;
+  if (n >= p.total_rows) return;
+  p.flag[n] = BlockStart(n, p.run_start[n], p.br) ? 1 : 0;
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_block_rows(LayoutParams p) {
+  const int64_t n = GlobalThread();
+  if (n >= p.total_rows) return;
+  if (p.flag[n] != 0) {
+    const int32_t x = p.block_id[n];
+    p.row_offsets[x] = static_cast<int32_t>(n);
+    p.head[x] = static_cast<int32_t>(n / (p.group * p.lq));
+  }
+  if (n == p.total_rows - 1) p.row_offsets[p.block_id[p.total_rows]] = static_cast<int32_t>(p.total_rows);
+}
+
+// Bucketed keys: one warp per block (of blocks_bound; those past the count write 0),
+// counted, then filled: the lsh range perm[lo_first, hi_last), then (hax) the chunk's
+// prefix top-k keys that a row attends and the range does not hold.
+namespace {
+
+struct BlockView {
+  int64_t rb, re, head, list;
+  int32_t lo_first, hi_last, bin;
+};
+
+__device__ __forceinline__ bool LoadBlock(const BucketKeyParams& p, int64_t x, int64_t* pos, BlockView* v) {
+  if (x >= *p.block_count) return false;
+  v->rb = p.row_offsets[x];
+  v->re = p.row_offsets[x + 1];
+  v->head = p.head[x];
+  v->lo_first = p.lo[v->rb];
+  v->hi_last = p.hi[v->re - 1];
+  v->bin = p.qbin_sorted[v->rb];
+  // 32-bit divisions (rows < 2^31): 64-bit ones are calls, and the calls spill.
+  const int32_t lq = static_cast<int32_t>(p.lq);
+  v->list = v->head * p.chunks + (p.rows[v->rb] % lq) / static_cast<int32_t>(p.chunk);
+  for (int r = threadIdx.x % 32; r < v->re - v->rb; r += 32) {
+    pos[r] = p.lk - p.lq + p.rows[v->rb + r] % lq;
+  }
+  __syncwarp();
+  return true;
+}
+
+template <class Emit>
+__device__ __forceinline__ int64_t HaxExtras(const BucketKeyParams& p, const DeviceWarp& w, const int64_t* pos,
+                             const BlockView& v, const Emit& emit) {
+  if (p.evict == nullptr) return 0;
+  const int32_t* list = p.list_keys + p.list_offsets[v.list];
+  const int64_t list_n = p.list_offsets[v.list + 1] - p.list_offsets[v.list];
+  const int64_t head_keys = v.head * p.lk;
+  return HaxExtrasWalk(w, list, list_n, pos, v.re - v.rb, p.evict + head_keys,
+                       p.key_bin + head_keys, p.spos + head_keys, v.bin, v.lo_first, v.hi_last,
+                       emit);
+}
+
+}  // namespace
+
+constexpr int kMaxBucketRows = 128;  // the largest compiled Br
+
+extern "C" __global__ void __launch_bounds__(128) attntune_select_block_key_count(BucketKeyParams p) {
+  __shared__ int64_t pos_all[4][kMaxBucketRows];
+  const int64_t x = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
+  if (x == 0 && w.lane == 0) p.counts[p.blocks_bound] = 0;
+  if (x >= p.blocks_bound) return;
+  int64_t* pos = pos_all[threadIdx.x / 32];
+  BlockView v;
+  int64_t count = 0;
+  if (LoadBlock(p, x, pos, &v)) {
+    count = (v.hi_last - v.lo_first) + HaxExtras(p, w, pos, v, [](int64_t, int64_t) {});
+  }
+  if (w.lane == 0) p.counts[x] = static_cast<int32_t>(count);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attntune_select_block_key_fill(BucketKeyParams p) {
+  __shared__ int64_t pos_all[4][kMaxBucketRows];
+  const int64_t x = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  if (x >= p.blocks_bound) return;
+  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
+  int64_t* pos = pos_all[threadIdx.x / 32];
+  BlockView v;
+  if (!LoadBlock(p, x, pos, &v)) return;
+  const int64_t base = p.key_offsets[x];
+  const int64_t head_keys = v.head * p.lk;
+  const int64_t lsh = v.hi_last - v.lo_first;
+  for (int64_t u = w.lane; u < lsh; u += 32) {
+    const int64_t at = base + u;
+    if (at >= p.capacity) break;  // cannot happen: capacity bounds every list
+    const int32_t j = p.perm[head_keys + v.lo_first + u];
+    p.keys[at] = j;
+    p.key_spos[at] = static_cast<int32_t>(v.lo_first + u);
+    if (p.evict != nullptr) p.key_evict[at] = p.evict[head_keys + j];
+  }
+  HaxExtras(p, w, pos, v, [&](int64_t slot, int64_t j) {
+    const int64_t at = base + lsh + slot;
+    if (at >= p.capacity) return;
+    p.keys[at] = static_cast<int32_t>(j);
+    p.key_spos[at] = p.spos[head_keys + j];
+    p.key_evict[at] = p.evict[head_keys + j];
+  });
+}
+
+// dma_decode: each key's slot in the sorted order, the top-k run's drops, their (value,
+// step) keys, the decode evictions, and then its own drops.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_decode_slots(DecodeParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.n) return;
+  const int64_t head = x / p.n;
+  p.slot[head * p.n + p.order[x]] = static_cast<int32_t>(x % p.n);
+}
+
+// dropped[head][q] = j for evict[j] == q (j < q < n): evict = p.evict_d when set, else
+// the top-k run's.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_decode_dropped(DecodeParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.n) return;
+  const int64_t head = x / p.n, j = x % p.n;
+  const int32_t e = (p.evict_d != nullptr ? p.evict_d : p.evict_s)[x];
+  if (j < e && e < p.n) p.dropped[head * p.n + e] = static_cast<int32_t>(j);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_decode_events(DecodeParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.n) return;
+  const int64_t head = x / p.n;
+  p.event_key[x] = EventKey(p.key + head * p.n, p.dropped[x]);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_decode_evict(DecodeParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.n) return;
+  const int64_t head = x / p.n, j = x % p.n, h = head * p.n;
+  p.evict_d[x] = static_cast<int32_t>(
+      DecodeEviction(p.key + h, p.evict_s + h, j, p.sorted_key + h, p.slot[x],
+                     p.event_key_sorted + h, p.event_step_sorted + h, p.n, p.n));
+}
+
+// Chosen keys: one warp per (step, KV head, batch): the step's candidates, counted for
+// each query head of the group, then scored per head and ranked.
+extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_count(ChosenParams p) {
+  const int64_t t = p.first_step + blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const DeviceWarp w{static_cast<int>(threadIdx.x)};
+  const int64_t head = b * p.hkv + hk;
+  if (t == 0 && hk == 0 && b == 0 && w.lane == 0) p.counts[p.hq * p.lk * gridDim.z] = 0;
+  const int64_t m = DecodeCandidates(w, t, p.r, p.evict + head * p.lk, p.dropped + head * p.lk,
+                                     [](int64_t, int64_t) {});
+  for (int64_t g = w.lane; g < p.group; g += 32) {
+    p.counts[(b * p.hq + hk * p.group + g) * p.lk + t] = static_cast<int32_t>(min(m, p.w_q));
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_chosen(ChosenParams p) {
+  extern __shared__ double dots[];  // [capacity], then the candidates' keys
+  int32_t* cand = reinterpret_cast<int32_t*>(dots + p.capacity);
+  const int64_t t = p.first_step + blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const DeviceWarp w{static_cast<int>(threadIdx.x)};
+  const int64_t head = b * p.hkv + hk;
+  const int64_t m = DecodeCandidates(w, t, p.r, p.evict + head * p.lk, p.dropped + head * p.lk,
+                                     [&](int64_t slot, int64_t j) {
+                                       if (slot < p.capacity) cand[slot] = static_cast<int32_t>(j);
+                                     });
+  __syncwarp();
+  const float* kh = p.k + head * p.lk * p.d;
+  for (int64_t g = 0; g < p.group; ++g) {
+    const int64_t row = (b * p.hq + hk * p.group + g) * p.lk + t;
+    const float* q = p.q + row * p.d;
+    for (int64_t x = w.lane; x < m; x += 32) dots[x] = DecodeDot(q, kh + cand[x] * p.d, p.d);
+    __syncwarp();
+    const int64_t base = p.offsets[row];
+    for (int64_t x = w.lane; x < m; x += 32) {
+      int64_t rank = 0;
+      for (int64_t y = 0; y < m; ++y) rank += ChosenBefore(dots[y], cand[y], dots[x], cand[x]);
+      if (rank < p.w_q) p.chosen[base + rank] = cand[x];
+    }
+    __syncwarp();
+  }
+}
+
+// One decode step's update of the resident sets (a warp per KV head and batch): the key
+// step `step` replaces, from the resident set of step - 1 (StepReplace).
+extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_step(StepParams p) {
+  const int64_t head = blockIdx.x;
+  const DeviceWarp w{static_cast<int>(threadIdx.x)};
+  const int64_t list = head * p.query_blocks + (p.step - 1) / kDecodeListSteps;
+  const int32_t first = p.list_offsets[list];
+  const int64_t replaced =
+      StepReplace(w, p.list_keys + first, p.list_evict + first, p.list_offsets[list + 1] - first,
+                  p.step, p.w_kv, p.key + head * p.lk);
+  if (w.lane == 0) p.replaced[head] = static_cast<int32_t>(replaced);
+}
+
+namespace attntune {
+namespace cuda_plan {
+namespace {
+
+std::string ErrorOf(cudaError_t error, const char* what) {
+  return std::string(what) + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+}
+
+cudaStream_t Stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+unsigned Blocks(int64_t items, int threads) {
+  return static_cast<unsigned>((items + threads - 1) / threads > 0 ? (items + threads - 1) / threads : 1);
+}
+
+std::string Launched(const char* what) {
+  const cudaError_t error = cudaGetLastError();
+  return error == cudaSuccess ? "" : ErrorOf(error, what);
+}
+
+template <class T>
+std::string Run(const char* what, void (*kernel)(T), dim3 grid, dim3 block, const T& params,
+                void* stream, size_t smem = 0) {
+  kernel<<<grid, block, smem, Stream(stream)>>>(params);
+  return Launched(what);
+}
+
+/// Runs a CUB algorithm: `call(temp, bytes)` once to size its temporary storage (kept in
+/// `ws` under `name`), then for real.
+template <class Call>
+std::string Cub(SelectWorkspace& ws, const std::string& name, const Call& call) {
+  size_t bytes = 0;
+  cudaError_t error = call(nullptr, bytes);
+  if (error != cudaSuccess) return ErrorOf(error, name.c_str());
+  void* temp = ws.Get(name + ".cub", bytes > 0 ? bytes : 1);
+  error = call(temp, bytes);
+  return error == cudaSuccess ? "" : ErrorOf(error, name.c_str());
+}
+
+std::string Seq(int32_t* a, int64_t count, int64_t step, int64_t modulo, void* stream) {
+  return Run("attntune_select_seq", attntune_select_seq, dim3(Blocks(count, 256)), dim3(256),
+             SeqParams{a, count, step, modulo}, stream);
+}
+
+std::string Fill(int32_t* a, int64_t count, int32_t value, void* stream) {
+  return Run("attntune_select_fill", attntune_select_fill, dim3(Blocks(count, 256)), dim3(256),
+             FillParams{a, count, value}, stream);
+}
+
+/// Stable sort of each segment [offsets[s], offsets[s+1]) of (key, value) pairs by key.
+/// (DeviceSegmentedSort: DeviceSegmentedRadixSort's kernel for 64-bit keys spills 12
+/// bytes on sm_86 and sm_89.)
+std::string SegmentedSort(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
+                          uint64_t* keys_out, const int32_t* values_in, int32_t* values_out,
+                          int64_t items, int64_t segments, const int32_t* offsets, void* stream) {
+  if (items >= INT32_MAX) return name + ": more than 2^31 items";
+  return Cub(ws, name, [&](void* temp, size_t& bytes) {
+    return cub::DeviceSegmentedSort::StableSortPairs(
+        temp, bytes, keys_in, keys_out, values_in, values_out, static_cast<int>(items),
+        static_cast<int>(segments), offsets, offsets + 1, Stream(stream));
+  });
+}
+
+/// Stable sort of (key, value) pairs by the key's bits [0, end_bit).
+std::string Sort(SelectWorkspace& ws, const std::string& name, const uint64_t* keys_in,
+                 uint64_t* keys_out, const int32_t* values_in, int32_t* values_out, int64_t items,
+                 int end_bit, void* stream) {
+  if (items >= INT32_MAX) return name + ": more than 2^31 items";
+  return Cub(ws, name, [&](void* temp, size_t& bytes) {
+    return cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, values_in, values_out,
+                                           static_cast<int>(items), 0, end_bit, Stream(stream));
+  });
+}
+
+std::string Strip(const uint64_t* in, int32_t* out, int64_t count, int bits, void* stream) {
+  return Run("attntune_select_strip", attntune_select_strip, dim3(Blocks(count, 256)), dim3(256),
+             StripParams{in, out, count, (uint64_t{1} << bits) - 1}, stream);
+}
+
+std::string ExclusiveSum(SelectWorkspace& ws, const std::string& name, const int32_t* in,
+                         int32_t* out, int64_t items, void* stream) {
+  return Cub(ws, name, [&](void* temp, size_t& bytes) {
+    return cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, static_cast<int>(items),
+                                         Stream(stream));
+  });
+}
+
+struct MaxOp {
+  __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
+};
+
+}  // namespace
+
+SelectWorkspace::~SelectWorkspace() {
+  for (auto& entry : buffers_) cudaFree(entry.second.ptr);
+}
+
+void* SelectWorkspace::Get(const std::string& name, size_t bytes) {
+  Buffer& buffer = buffers_[name];
+  if (buffer.ptr != nullptr && buffer.bytes >= bytes) return buffer.ptr;
+  if (buffer.ptr != nullptr) cudaFree(buffer.ptr);
+  buffer = Buffer();
+  void* ptr = nullptr;
+  const cudaError_t error = cudaMalloc(&ptr, bytes);
+  if (error != cudaSuccess) {
+    throw std::runtime_error(ErrorOf(error, ("cudaMalloc (selection buffer " + name + ")").c_str()));
+  }
+  buffer.ptr = ptr;
+  buffer.bytes = bytes;
+  return ptr;
+}
+
+std::string CopyToDevice(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return "";
+  const cudaError_t error = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
+  return error == cudaSuccess ? "" : ErrorOf(error, "cudaMemcpy");
+}
+
+std::string CopyToHost(void* host, const void* device, size_t bytes) {
+  if (bytes == 0) return "";
+  const cudaError_t error = cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost);
+  return error == cudaSuccess ? "" : ErrorOf(error, "cudaMemcpy");
+}
+
+void AllocTopK(int64_t heads, int64_t n, int64_t k, bool bias, SelectWorkspace& ws,
+               const std::string& tag, TopKDevice* out) {
+  out->heads = heads;
+  out->n = n;
+  out->k = k;
+  out->key = ws.Get<uint64_t>(tag + ".key", heads * n);
+  out->bias_log2 = bias ? ws.Get<float>(tag + ".bias", heads * n) : nullptr;
+  out->evict = ws.Get<int32_t>(tag + ".evict", heads * n);
+  out->tile_max = ws.Get<int32_t>(tag + ".tile_max", heads * ((n + 31) / 32));
+  out->sorted_key = ws.Get<uint64_t>(tag + ".sorted_key", heads * n);
+  out->order = ws.Get<int32_t>(tag + ".order", heads * n);
+}
+
+std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopKDevice* out,
+                            SelectWorkspace& ws, void* stream) {
+  if (s.d > 32 * kKsMaxPerLane) return "ks scores on the device take d <= 256";
+  if (s.Group() > kKsMaxGroup) return "ks scores on the device take at most 8 query heads per KV head";
+  KsParams p{};
+  p.q = q;
+  p.k = k;
+  p.key = out->key;
+  p.lq = s.Lq;
+  p.lk = s.Lk;
+  p.d = s.d;
+  p.hq = static_cast<int>(s.Hq);
+  p.hkv = static_cast<int>(s.Hkv);
+  p.chunk = kKsChunk;
+  p.chunks = (s.Lq + kKsChunk - 1) / kKsChunk;
+  p.sums = ws.Get<double>("ks.sums", s.B * s.Hq * p.chunks * s.d);
+  const dim3 grid(static_cast<unsigned>(p.chunks), static_cast<unsigned>(s.Hq),
+                  static_cast<unsigned>(s.B));
+  std::string error = Run("attntune_select_ks_chunk_sums", attntune_select_ks_chunk_sums, grid,
+                          dim3(128), p, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_ks_chunk_prefix", attntune_select_ks_chunk_prefix,
+                dim3(static_cast<unsigned>(s.Hq), static_cast<unsigned>(s.B)), dim3(128), p,
+                stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_ks_scores", attntune_select_ks_scores,
+                dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(s.Hkv),
+                     static_cast<unsigned>(s.B)),
+                dim3(32), p, stream);
+  }
+  return error;
+}
+
+std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream) {
+  const int64_t count = out->heads * out->n;
+  return Run("attntune_select_score_keys", attntune_select_score_keys,
+             dim3(Blocks(count, 256)), dim3(256),
+             ScoreKeyParams{x, out->key, out->bias_log2, count}, stream);
+}
+
+std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta,
+                             const double* a, bool fused, TopKDevice* out, void* stream) {
+  DmaParams p{v, delta, a, out->key, out->bias_log2, s.Lk, s.d, static_cast<int>(s.Hkv),
+              static_cast<int>(s.B), fused};
+  const size_t smem = static_cast<size_t>(kDmaRows * (s.d + 1)) * sizeof(float);
+  return Run("attntune_select_dma_scores", attntune_select_dma_scores,
+             dim3(Blocks(s.Lk, kDmaRows), static_cast<unsigned>(s.B * s.Hkv)), dim3(kDmaRows), p,
+             stream, smem);
+}
+
+std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string& tag,
+                        void* stream) {
+  const int64_t heads = out->heads, n = out->n, k = out->k;
+  TopKParams p{};
+  p.key = out->key;
+  p.order = out->order;
+  p.evict = out->evict;
+  p.tile_max = out->tile_max;
+  p.n = n;
+  p.k = k;
+  p.heads = heads;
+  p.tiles = (n + 31) / 32;
+  p.chunk = TopKChunk(k);
+  p.chunks = (n + p.chunk - 1) / p.chunk;
+  p.state_cap = std::min(k, n);
+  int32_t* iota = ws.Get<int32_t>(tag + ".iota", heads * n);
+  int32_t* segments = ws.Get<int32_t>(tag + ".segments", heads + 1);
+  std::string error = Seq(iota, heads * n, 1, n, stream);
+  if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
+  if (error.empty()) {
+    error = SegmentedSort(ws, tag + ".sort", out->key, out->sorted_key, iota, out->order,
+                          heads * n, heads, segments, stream);
+  }
+  if (error.empty()) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
+  if (error.empty() && k < n) {  // k >= n: every key is held to the end
+    p.state = ws.Get<int32_t>(tag + ".state", heads * p.chunks * p.state_cap);
+    error = Run("attntune_select_topk_chunks", attntune_select_topk_chunks,
+                dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(heads)), dim3(256),
+                p, stream, static_cast<size_t>(p.chunk) * sizeof(uint64_t));
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_tile_max", attntune_select_tile_max,
+                dim3(Blocks(heads * p.tiles, 256)), dim3(256), p, stream);
+  }
+  return error;
+}
+
+std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDevice* out,
+                            SelectWorkspace& ws, const std::string& tag, void* stream) {
+  const int64_t n = topk.n;
+  ListParams p{};
+  p.evict = topk.evict;
+  p.tile_max = topk.tile_max;
+  p.bias = topk.bias_log2;
+  p.n = n;
+  p.lq = lq;
+  p.br = br;
+  p.query_blocks = (lq + br - 1) / br;
+  p.lists = topk.heads * p.query_blocks;
+  p.tiles = (n + 31) / 32;
+  int64_t per_head = 0;
+  for (int64_t qb = 0; qb < p.query_blocks; ++qb) {
+    int64_t p0, p1;
+    BlockPositions(qb, br, lq, n, &p0, &p1);
+    per_head += ListBound(p0, p1, topk.k);
+  }
+  p.capacity = per_head * topk.heads;
+  if (p.capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
+  p.counts = ws.Get<int32_t>(tag + ".counts", p.lists + 1);
+  int32_t* offsets = ws.Get<int32_t>(tag + ".offsets", p.lists + 1);
+  p.offsets = offsets;
+  p.keys = ws.Get<int32_t>(tag + ".keys", p.capacity);
+  p.key_evict = ws.Get<int32_t>(tag + ".key_evict", p.capacity);
+  p.key_bias = topk.bias_log2 != nullptr ? ws.Get<float>(tag + ".key_bias", p.capacity) : nullptr;
+  const dim3 grid(Blocks(p.lists, 4));
+  std::string error =
+      Run("attntune_select_list_count", attntune_select_list_count, grid, dim3(128), p, stream);
+  if (error.empty()) error = ExclusiveSum(ws, tag + ".scan", p.counts, offsets, p.lists + 1, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_list_fill", attntune_select_list_fill, grid, dim3(128), p, stream);
+  }
+  out->query_blocks = p.query_blocks;
+  out->lists = p.lists;
+  out->capacity = p.capacity;
+  out->offsets = offsets;
+  out->keys = p.keys;
+  out->key_evict = p.key_evict;
+  out->key_bias = p.key_bias;
+  return error;
+}
+
+std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const float* mu,
+                           const float* rt, int64_t h, bool argmax_rule, bool fused,
+                           int32_t* key_bin, int32_t* query_bin, void* stream) {
+  if (h < 1 || h > 16) return "LSH bins take 1 to 16 projections";
+  BinParams p{};
+  p.q = q;
+  p.k = k;
+  p.mu = mu;
+  p.rt = rt;
+  p.key_bin = key_bin;
+  p.query_bin = query_bin;
+  p.lq = s.Lq;
+  p.lk = s.Lk;
+  p.d = s.d;
+  p.h = h;
+  p.hq = static_cast<int>(s.Hq);
+  p.hkv = static_cast<int>(s.Hkv);
+  p.keys = s.B * s.Hkv * s.Lk;
+  p.rows = p.keys + s.B * s.Hq * s.Lq;
+  p.argmax = argmax_rule;
+  p.fused = fused;
+  return Run("attntune_select_lsh_bins", attntune_select_lsh_bins, dim3(Blocks(p.rows, 8)),
+             dim3(128), p, stream);
+}
+
+namespace {
+
+int BitsFor(int64_t values) {  // bits that hold 0 .. values - 1
+  int bits = 1;
+  while ((int64_t{1} << bits) < values) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key_bin,
+                                const int32_t* query_bin, int64_t k_lsh, const TopKDevice* topk,
+                                int br, int64_t chunk, BucketDevice* out, SelectWorkspace& ws,
+                                void* stream) {
+  if (br > kMaxBucketRows) return "bucketed blocks take Br <= 128";
+  const bool hax = topk != nullptr;
+  const int64_t heads = s.B * s.Hkv, group = s.Group();
+  LayoutParams p{};
+  p.lq = s.Lq;
+  p.lk = s.Lk;
+  p.group = group;
+  p.bins = bins;
+  p.k = k_lsh;
+  p.br = br;
+  p.chunk = hax && chunk > 0 ? std::min(chunk, s.Lq) : s.Lq;
+  p.chunks = std::max<int64_t>(1, (s.Lq + p.chunk - 1) / p.chunk);
+  p.heads = heads;
+  p.total_rows = heads * group * s.Lq;
+  p.hq = static_cast<int>(s.Hq);
+  p.hkv = static_cast<int>(s.Hkv);
+  p.key_bin = key_bin;
+  p.query_bin = query_bin;
+  if (p.total_rows + 1 >= INT32_MAX || heads * s.Lk >= INT32_MAX) return "bucketed layout: 2^31 rows or keys";
+  // Sizes: blocks and keys bounded per chunk (select_core.h), lists of the ks part.
+  ListsDevice chunk_lists;
+  std::string error;
+  if (hax) error = EnqueueKeyLists(*topk, s.Lq, static_cast<int>(p.chunk), &chunk_lists, ws, "hax.chunks", stream);
+  if (!error.empty()) return error;
+  int64_t blocks_bound = 0, key_capacity = 0;
+  for (int64_t c = 0; c < p.chunks; ++c) {
+    const int64_t positions = std::min(s.Lq, (c + 1) * p.chunk) - c * p.chunk;
+    const int64_t blocks = BucketBlocksBound(positions * group, positions, bins, k_lsh, br);
+    blocks_bound += blocks;
+    key_capacity += BucketKeysBound(blocks, positions, k_lsh, s.Lk);
+    if (hax) {
+      int64_t p0, p1;
+      BlockPositions(c, p.chunk, s.Lq, s.Lk, &p0, &p1);
+      key_capacity += blocks * std::min(ListBound(p0, p1, topk->k), s.Lk);
+    }
+  }
+  blocks_bound *= heads;
+  key_capacity *= heads;
+  if (key_capacity >= INT32_MAX) return "bucketed layout: key lists of 2^31 entries or more";
+  const std::string t = "bucket";
+  const int bin_bits = BitsFor(bins);
+  const int key_bits = bin_bits + BitsFor(heads);
+  const int row_bits = bin_bits + BitsFor(heads * p.chunks);
+  if (row_bits > 64) return "bucketed layout: too many chunks and bins to sort";
+  p.bin_bits = bin_bits;
+  int32_t* iota = ws.Get<int32_t>(t + ".iota", heads * s.Lk);
+  p.ckey = ws.Get<uint64_t>(t + ".ckey", std::max(heads * s.Lk, p.total_rows));
+  uint64_t* ckey_sorted = ws.Get<uint64_t>(t + ".ckey_sorted", std::max(heads * s.Lk, p.total_rows));
+  int32_t* kbin_sorted = ws.Get<int32_t>(t + ".kbin_sorted", heads * s.Lk);
+  int32_t* perm = ws.Get<int32_t>(t + ".perm", heads * s.Lk);
+  p.kbin_sorted = kbin_sorted;
+  p.perm = perm;
+  p.starts = ws.Get<int32_t>(t + ".starts", heads * (bins + 1));
+  p.spos = ws.Get<int32_t>(t + ".spos", heads * s.Lk);
+  p.qrow = ws.Get<int32_t>(t + ".qrow", p.total_rows);
+  int32_t* qbin_sorted = ws.Get<int32_t>(t + ".qbin_sorted", p.total_rows);
+  int32_t* rows = ws.Get<int32_t>(t + ".rows", p.total_rows);
+  p.qbin_sorted = qbin_sorted;
+  p.rows = rows;
+  p.lo = ws.Get<int32_t>(t + ".lo", p.total_rows);
+  p.hi = ws.Get<int32_t>(t + ".hi", p.total_rows);
+  p.run_mark = ws.Get<int32_t>(t + ".run_mark", p.total_rows);
+  int32_t* run_start = ws.Get<int32_t>(t + ".run_start", p.total_rows);
+  p.run_start = run_start;
+  p.flag = ws.Get<int32_t>(t + ".flag", p.total_rows + 1);
+  int32_t* block_id = ws.Get<int32_t>(t + ".block_id", p.total_rows + 1);
+  p.block_id = block_id;
+  p.row_offsets = ws.Get<int32_t>(t + ".row_offsets", blocks_bound + 1);
+  p.head = ws.Get<int32_t>(t + ".head", blocks_bound);
+  const unsigned rows_grid = Blocks(p.total_rows, 256);
+  const unsigned keys_grid = Blocks(heads * s.Lk, 256);
+  if (error.empty()) error = Seq(iota, heads * s.Lk, 1, s.Lk, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_key_keys", attntune_select_key_keys, dim3(keys_grid), dim3(256), p,
+                stream);
+  }
+  if (error.empty()) {
+    error = Sort(ws, t + ".key_sort", p.ckey, ckey_sorted, iota, perm, heads * s.Lk, key_bits,
+                 stream);
+  }
+  if (error.empty()) error = Strip(ckey_sorted, kbin_sorted, heads * s.Lk, bin_bits, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_bin_starts", attntune_select_bin_starts,
+                dim3(Blocks(heads * (bins + 1), 256)), dim3(256), p, stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_spos", attntune_select_spos, dim3(keys_grid), dim3(256), p, stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_query_keys", attntune_select_query_keys, dim3(rows_grid), dim3(256),
+                p, stream);
+  }
+  if (error.empty()) {
+    error = Sort(ws, t + ".query_sort", p.ckey, ckey_sorted, p.qrow, rows, p.total_rows, row_bits,
+                 stream);
+  }
+  if (error.empty()) error = Strip(ckey_sorted, qbin_sorted, p.total_rows, bin_bits, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_windows", attntune_select_windows, dim3(rows_grid), dim3(256), p,
+                stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_runs", attntune_select_runs, dim3(rows_grid), dim3(256), p, stream);
+  }
+  if (error.empty()) {
+    error = Cub(ws, t + ".run_scan", [&](void* temp, size_t& bytes) {
+      return cub::DeviceScan::InclusiveScan(temp, bytes, p.run_mark, run_start, MaxOp(),
+                                            static_cast<int>(p.total_rows), Stream(stream));
+    });
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_block_starts", attntune_select_block_starts, dim3(rows_grid),
+                dim3(256), p, stream);
+  }
+  if (error.empty()) error = ExclusiveSum(ws, t + ".block_scan", p.flag, block_id, p.total_rows + 1, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_block_rows", attntune_select_block_rows, dim3(rows_grid),
+                dim3(256), p, stream);
+  }
+  // Keys of each block: counted, offsets, filled.
+  BucketKeyParams kp{};
+  kp.block_count = block_id + p.total_rows;
+  kp.row_offsets = p.row_offsets;
+  kp.head = p.head;
+  kp.rows = rows;
+  kp.lo = p.lo;
+  kp.hi = p.hi;
+  kp.qbin_sorted = qbin_sorted;
+  kp.perm = perm;
+  kp.spos = p.spos;
+  kp.key_bin = key_bin;
+  kp.evict = hax ? topk->evict : nullptr;
+  kp.list_offsets = hax ? chunk_lists.offsets : nullptr;
+  kp.list_keys = hax ? chunk_lists.keys : nullptr;
+  kp.lq = s.Lq;
+  kp.lk = s.Lk;
+  kp.chunk = p.chunk;
+  kp.chunks = p.chunks;
+  kp.blocks_bound = blocks_bound;
+  kp.capacity = key_capacity;
+  kp.counts = ws.Get<int32_t>(t + ".key_counts", blocks_bound + 1);
+  int32_t* key_offsets = ws.Get<int32_t>(t + ".key_offsets", blocks_bound + 1);
+  kp.key_offsets = key_offsets;
+  kp.keys = ws.Get<int32_t>(t + ".keys", key_capacity);
+  kp.key_spos = ws.Get<int32_t>(t + ".key_spos", key_capacity);
+  kp.key_evict = ws.Get<int32_t>(t + ".key_evict", hax ? key_capacity : 1);
+  const dim3 block_grid(Blocks(blocks_bound, 4));
+  if (error.empty()) {
+    error = Run("attntune_select_block_key_count", attntune_select_block_key_count, block_grid,
+                dim3(128), kp, stream);
+  }
+  if (error.empty()) {
+    error = ExclusiveSum(ws, t + ".key_scan", kp.counts, key_offsets, blocks_bound + 1, stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_block_key_fill", attntune_select_block_key_fill, block_grid,
+                dim3(128), kp, stream);
+  }
+  out->blocks_bound = blocks_bound;
+  out->key_capacity = key_capacity;
+  out->block_count = kp.block_count;
+  out->head = p.head;
+  out->row_offsets = p.row_offsets;
+  out->rows = rows;
+  out->lo = p.lo;
+  out->hi = p.hi;
+  out->key_offsets = key_offsets;
+  out->keys = kp.keys;
+  out->spos = p.spos;
+  out->key_spos = kp.key_spos;
+  out->key_evict = hax ? kp.key_evict : nullptr;
+  return error;
+}
+
+std::string CanSelectDecode(const Shape& s, int64_t r) {
+  const int64_t cap = 2 * std::min(r, s.Lk);
+  // The candidates of one step and their scores sit in one block's shared memory.
+  if (cap * (sizeof(double) + sizeof(int32_t)) > 48 * 1024) {
+    return "dma_decode's selection on the device takes r <= 2048";
+  }
+  if (s.B * s.Hq * s.Lk + 1 >= INT32_MAX) return "B * Hq * Lk must be below 2^31";
+  if (s.Lk > 65535 * 32) return "Lk too long for one grid";
+  return "";
+}
+
+std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* k,
+                                   const TopKDevice& topk, int64_t w_q, int64_t r,
+                                   DecodeDevice* out, SelectWorkspace& ws, void* stream) {
+  const std::string why = CanSelectDecode(s, r);
+  if (!why.empty()) return why;
+  const int64_t heads = topk.heads, n = topk.n;
+  const std::string t = "decode";
+  DecodeParams p{};
+  p.key = topk.key;
+  p.evict_s = topk.evict;
+  p.sorted_key = topk.sorted_key;
+  p.order = topk.order;
+  p.n = n;
+  p.heads = heads;
+  p.slot = ws.Get<int32_t>(t + ".slot", heads * n);
+  p.dropped = ws.Get<int32_t>(t + ".dropped_s", heads * n);
+  p.event_key = ws.Get<uint64_t>(t + ".event_key", heads * n);
+  uint64_t* event_key_sorted = ws.Get<uint64_t>(t + ".event_key_sorted", heads * n);
+  int32_t* event_step_sorted = ws.Get<int32_t>(t + ".event_step_sorted", heads * n);
+  p.event_key_sorted = event_key_sorted;
+  p.event_step_sorted = event_step_sorted;
+  int32_t* iota = ws.Get<int32_t>(t + ".iota", heads * n);
+  int32_t* segments = ws.Get<int32_t>(t + ".segments", heads + 1);
+  const unsigned grid = Blocks(heads * n, 256);
+  std::string error = Run("attntune_select_decode_slots", attntune_select_decode_slots, dim3(grid),
+                          dim3(256), p, stream);
+  if (error.empty()) error = Fill(p.dropped, heads * n, -1, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_decode_dropped", attntune_select_decode_dropped, dim3(grid),
+                dim3(256), p, stream);
+  }
+  if (error.empty()) {
+    error = Run("attntune_select_decode_events", attntune_select_decode_events, dim3(grid),
+                dim3(256), p, stream);
+  }
+  if (error.empty()) error = Seq(iota, heads * n, 1, n, stream);
+  if (error.empty()) error = Seq(segments, heads + 1, n, 0, stream);
+  if (error.empty()) {
+    error = SegmentedSort(ws, t + ".event_sort", p.event_key, event_key_sorted, iota,
+                          event_step_sorted, heads * n, heads, segments, stream);
+  }
+  out->evict = ws.Get<int32_t>(t + ".evict", heads * n);
+  p.evict_d = out->evict;
+  if (error.empty()) {
+    error = Run("attntune_select_decode_evict", attntune_select_decode_evict, dim3(grid),
+                dim3(256), p, stream);
+  }
+  // The decode run's own drops (the candidates' evicted keys), then its resident lists.
+  int32_t* dropped_d = ws.Get<int32_t>(t + ".dropped_d", heads * n);
+  out->dropped = dropped_d;
+  p.dropped = dropped_d;
+  if (error.empty()) error = Fill(dropped_d, heads * n, -1, stream);
+  if (error.empty()) {
+    error = Run("attntune_select_decode_dropped", attntune_select_decode_dropped, dim3(grid),
+                dim3(256), p, stream);
+  }
+  TopKDevice resident = topk;
+  resident.evict = out->evict;
+  resident.tile_max = ws.Get<int32_t>(t + ".tile_max", heads * ((n + 31) / 32));
+  resident.bias_log2 = nullptr;
+  if (error.empty()) {
+    TopKParams tp{};
+    tp.evict = resident.evict;
+    tp.tile_max = resident.tile_max;
+    tp.n = n;
+    tp.heads = heads;
+    tp.tiles = (n + 31) / 32;
+    error = Run("attntune_select_tile_max", attntune_select_tile_max,
+                dim3(Blocks(heads * tp.tiles, 256)), dim3(256), tp, stream);
+  }
+  if (error.empty()) {
+    error = EnqueueKeyLists(resident, n, kDecodeListSteps, &out->resident, ws, t + ".lists", stream);
+  }
+  // Chosen keys: counts per (b, hq, t), offsets, then the chosen ones.
+  ChosenParams cp{};
+  cp.q = q;
+  cp.k = k;
+  cp.evict = out->evict;
+  cp.dropped = dropped_d;
+  cp.lk = s.Lk;
+  cp.d = s.d;
+  cp.w_q = w_q;
+  cp.r = r;
+  cp.group = s.Group();
+  cp.hq = static_cast<int>(s.Hq);
+  cp.hkv = static_cast<int>(s.Hkv);
+  cp.capacity = 2 * std::min(r, s.Lk);
+  cp.first_step = 0;
+  const int64_t rows = s.B * s.Hq * s.Lk;
+  cp.counts = ws.Get<int32_t>(t + ".chosen_counts", rows + 1);
+  out->chosen_offsets = ws.Get<int32_t>(t + ".chosen_offsets", rows + 1);
+  cp.offsets = out->chosen_offsets;
+  out->chosen_capacity = rows * std::min(w_q, cp.capacity);
+  out->chosen = ws.Get<int32_t>(t + ".chosen", out->chosen_capacity);
+  cp.chosen = out->chosen;
+  const dim3 steps(static_cast<unsigned>(s.Lk), static_cast<unsigned>(s.Hkv),
+                   static_cast<unsigned>(s.B));
+  if (error.empty()) {
+    error = Run("attntune_select_decode_count", attntune_select_decode_count, steps, dim3(32), cp,
+                stream);
+  }
+  if (error.empty()) error = ExclusiveSum(ws, t + ".chosen_scan", cp.counts, out->chosen_offsets, rows + 1, stream);
+  if (error.empty() && w_q > 0 && cp.capacity > 0) {
+    const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
+    error = Run("attntune_select_decode_chosen", attntune_select_decode_chosen, steps, dim3(32), cp,
+                stream, smem);
+  }
+  return error;
+}
+
+std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
+                              const TopKDevice& topk, int64_t w_q, int64_t r, int64_t step,
+                              const DecodeDevice& sel, SelectWorkspace& ws, void* stream) {
+  if (step < 1 || step >= s.Lk) return "a decode step follows step 0 and lies within Lk";
+  StepParams sp{};
+  sp.key = topk.key;
+  sp.list_offsets = sel.resident.offsets;
+  sp.list_keys = sel.resident.keys;
+  sp.list_evict = sel.resident.key_evict;
+  sp.replaced = ws.Get<int32_t>("decode.replaced", s.B * s.Hkv);
+  sp.lk = s.Lk;
+  sp.w_kv = topk.k;
+  sp.step = step;
+  sp.query_blocks = sel.resident.query_blocks;
+  std::string error = Run("attntune_select_decode_step", attntune_select_decode_step,
+                          dim3(static_cast<unsigned>(s.B * s.Hkv)), dim3(32), sp, stream);
+  ChosenParams cp{};
+  cp.q = q;
+  cp.k = k;
+  cp.evict = sel.evict;
+  cp.dropped = sel.dropped;
+  cp.offsets = sel.chosen_offsets;
+  cp.chosen = sel.chosen;
+  cp.lk = s.Lk;
+  cp.d = s.d;
+  cp.w_q = w_q;
+  cp.r = r;
+  cp.group = s.Group();
+  cp.hq = static_cast<int>(s.Hq);
+  cp.hkv = static_cast<int>(s.Hkv);
+  cp.capacity = 2 * std::min(r, s.Lk);
+  cp.first_step = step;
+  if (error.empty() && w_q > 0 && cp.capacity > 0) {
+    const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
+    error = Run("attntune_select_decode_chosen", attntune_select_decode_chosen,
+                dim3(1, static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B)), dim3(32), cp,
+                stream, smem);
+  }
+  return error;
+}
+
+}  // namespace cuda_plan
+}  // namespace attntune

@@ -1,0 +1,647 @@
+// Selection on the device (DESIGN.md s1: ks, dma, hax's ks part, lsh's bins and layout,
+// dma_decode): the algorithmic core, in plain C++. Every function here is the code a
+// selection kernel (select.cu) runs; the CPU tests (tests/gpu/cuda_select_test.cpp) run
+// the same functions, a warp's steps through HostWarp, and compare the results with the
+// host selection (kernels/selection, BuildKeyLists, BuildBucketLists, SelectDecodeKokkos).
+// No CUDA header: __host__ __device__ comes from plan.h's ATTNTUNE_HD.
+//
+// Warp-level steps take a `Warp` with two members: Ballot(f) (bit l set iff f(l) holds
+// for lane l; every lane evaluates f) and Each(f) (every lane runs f(l)). select.cu's
+// DeviceWarp maps them onto __ballot_sync and the calling lane; HostWarp runs the 32
+// lanes in order, which gives the same result because the lanes of one step write
+// disjoint places.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cuda/plan.h"
+
+// The warp-level templates are inlined into their kernels (a call would spill).
+#if defined(__CUDACC__)
+#define ATTNTUNE_HD_INLINE __host__ __device__ __forceinline__
+#else
+#define ATTNTUNE_HD_INLINE inline
+#endif
+
+namespace attntune {
+namespace cuda_plan {
+
+// ---- bits and warps ----
+
+ATTNTUNE_HD inline int PopCount32(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __popc(x);
+#else
+  return __builtin_popcount(x);
+#endif
+}
+
+/// Index of the lowest set bit of x (x != 0).
+ATTNTUNE_HD inline int LowestBit(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(static_cast<int>(x)) - 1;
+#else
+  return __builtin_ctz(x);
+#endif
+}
+
+/// The bits of the lanes below `lane` (0 for lane 0).
+ATTNTUNE_HD inline uint32_t LanesBelow(int lane) {
+  return lane == 0 ? 0u : (0xffffffffu >> (32 - lane));
+}
+
+/// The 32 lanes of a warp run in order on the host. Sum adds the lanes' values in lane
+/// order (DeviceWarp: a butterfly, so the two agree to rounding). Lane-private arrays
+/// have kSlots rows, lane l's at Slot(l) (the device: one row, its own).
+struct HostWarp {
+  static constexpr int kSlots = 32;
+  int Slot(int lane) const { return lane; }
+  /// The lanes' worst (key, j) (StepReplace: the largest key, then the smallest j >= 0;
+  /// j < 0: the lane holds none); its j, or -1.
+  int64_t WorstOf(const uint64_t* key, const int64_t* j) const {
+    int64_t best = -1;
+    uint64_t best_key = 0;
+    for (int lane = 0; lane < 32; ++lane) {
+      if (j[lane] < 0) continue;
+      if (best < 0 || key[lane] > best_key || (key[lane] == best_key && j[lane] < best)) {
+        best = j[lane];
+        best_key = key[lane];
+      }
+    }
+    return best;
+  }
+  template <class F>
+  double Sum(const F& f) const {
+    double sum = 0.0;
+    for (int lane = 0; lane < 32; ++lane) sum += f(lane);
+    return sum;
+  }
+  template <class F>
+  uint32_t Ballot(const F& f) const {
+    uint32_t mask = 0;
+    for (int lane = 0; lane < 32; ++lane) {
+      if (f(lane)) mask |= 1u << lane;
+    }
+    return mask;
+  }
+  template <class F>
+  void Each(const F& f) const {
+    for (int lane = 0; lane < 32; ++lane) f(lane);
+  }
+};
+
+/// Appends the lanes of `mask` in lane order: lane l of the mask goes to slot
+/// base + (its rank among the mask's lanes); `emit(slot, lane)`.
+template <class Warp, class Emit>
+ATTNTUNE_HD_INLINE void EmitLanes(const Warp& w, uint32_t mask, int64_t base, const Emit& emit) {
+  w.Each([&](int lane) {
+    if ((mask >> lane) & 1u) emit(base + PopCount32(mask & LanesBelow(lane)), lane);
+  });
+}
+
+// ---- arithmetic as the host computes it ----
+
+/// a * b + c in fp32, fused (one rounding) or not (two), as the host's build computes the
+/// LSH projection (HostFusesLshProducts() says which).
+ATTNTUNE_HD inline float MulAddF(float a, float b, float c, bool fused) {
+#if defined(__CUDA_ARCH__)
+  return fused ? __fmaf_rn(a, b, c) : __fadd_rn(__fmul_rn(a, b), c);
+#else
+  if (fused) return std::fmaf(a, b, c);
+  volatile float product = a * b;  // volatile: the compiler must not fuse it
+  return product + c;
+#endif
+}
+
+/// The same in fp64 (HostFusesDmaProducts() says which the host's DmaScores does).
+ATTNTUNE_HD inline double MulAddD(double a, double b, double c, bool fused) {
+#if defined(__CUDA_ARCH__)
+  return fused ? __fma_rn(a, b, c) : __dadd_rn(__dmul_rn(a, b), c);
+#else
+  if (fused) return std::fma(a, b, c);
+  volatile double product = a * b;
+  return product + c;
+#endif
+}
+
+ATTNTUNE_HD inline double AddD(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+/// a * b + c in fp64 where a * b is exact (two fp32 values): fused or not, the same.
+ATTNTUNE_HD inline double ExactProductAdd(float a, float b, double c) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(__dmul_rn(static_cast<double>(a), static_cast<double>(b)), c);
+#else
+  return static_cast<double>(a) * static_cast<double>(b) + c;
+#endif
+}
+
+// ---- ranking by a per-key score (ks, dma, hax's ks part, dma_decode) ----
+
+/// A key that sorts ascending in the top-k order of RanksBefore (selection.h): a larger
+/// score gives a smaller key, equal scores (+0 and -0 too) the same key, so that a stable
+/// sort of positions by RankKey puts ties in position order (smaller j first).
+ATTNTUNE_HD inline uint64_t RankKey(double x) {
+  if (x == 0.0) x = 0.0;  // -0 -> +0: RanksBefore treats them as equal
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  u = (u >> 63) != 0 ? ~u : (u | 0x8000000000000000ull);  // ascending in x
+  return ~u;
+}
+
+/// Whether key i ranks before key j under RanksBefore, from their RankKeys.
+ATTNTUNE_HD inline bool RanksBeforeKey(uint64_t key_i, int64_t i, uint64_t key_j, int64_t j) {
+  return key_i < key_j || (key_i == key_j && i < j);
+}
+
+/// First index in [lo, hi) of the ascending `a` with a[index] >= v (hi when none).
+template <class T>
+ATTNTUNE_HD int64_t LowerBound(const T* a, int64_t lo, int64_t hi, T v) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (a[mid] < v) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// First index in [lo, hi) of the ascending `a` with a[index] > v (hi when none).
+template <class T>
+ATTNTUNE_HD int64_t UpperBound(const T* a, int64_t lo, int64_t hi, T v) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (v < a[mid]) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// ---- scores ----
+
+/// dma's score b_j = a * softplus(v_j · delta) (DmaScores): the dot in index order,
+/// fused or not as the host's build computes it, softplus written to stay finite for
+/// large |z| (the device's exp and log1p may differ from the host's in the last bit).
+ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a, int64_t d,
+                                   bool fused) {
+  double z = 0.0;
+  for (int64_t c = 0; c < d; ++c) z = MulAddD(static_cast<double>(v[c]), delta[c], z, fused);
+  const double softplus = z > 0.0 ? z + log1p(exp(-z)) : log1p(exp(z));
+  return a * softplus;
+}
+
+/// ks's default scores (KsScores) of one chunk [i0, i1) of query rows of one KV head, by
+/// one warp: for each query head g of the group in order, the running sum S of its
+/// query rows from `prefix` (the sum of the rows before i0, [group][d]), then each row i
+/// adds k_{i + shift} · S / |S| to xs[i - i0] (when |S| > 0). Lane l holds dims l, l + 32,
+/// ... (d <= 32 * kKsMaxPerLane); q rows of head g at q + g * q_head_stride.
+constexpr int kKsMaxPerLane = 8;
+template <class Warp>
+ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const float* q, int64_t q_head_stride,
+                                      const float* k, const double* prefix, int64_t group,
+                                      int64_t i0, int64_t i1, int64_t shift, int64_t d,
+                                      double* xs) {
+  for (int64_t g = 0; g < group; ++g) {
+    const float* qg = q + g * q_head_stride;
+    double s[Warp::kSlots][kKsMaxPerLane];  // each lane's running sums
+    w.Each([&](int lane) {
+      for (int m = 0; m < kKsMaxPerLane; ++m) {
+        const int64_t e = lane + 32 * m;
+        s[w.Slot(lane)][m] = e < d ? prefix[g * d + e] : 0.0;
+      }
+    });
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* kj = k + (i + shift) * d;
+      w.Each([&](int lane) {
+        for (int m = 0; m < kKsMaxPerLane; ++m) {
+          const int64_t e = lane + 32 * m;
+          if (e < d) s[w.Slot(lane)][m] += static_cast<double>(qg[i * d + e]);
+        }
+      });
+      const double norm = w.Sum([&](int lane) {
+        double x = 0.0;
+        for (int m = 0; m < kKsMaxPerLane; ++m) x = fma(s[w.Slot(lane)][m], s[w.Slot(lane)][m], x);
+        return x;
+      });
+      const double dot = w.Sum([&](int lane) {
+        double x = 0.0;
+        for (int m = 0; m < kKsMaxPerLane; ++m) {
+          const int64_t e = lane + 32 * m;
+          if (e < d) x = fma(static_cast<double>(kj[e]), s[w.Slot(lane)][m], x);
+        }
+        return x;
+      });
+      if (norm > 0.0) xs[i - i0] += dot / sqrt(norm);
+    }
+  }
+}
+
+// ---- prefix top-k evictions, chunk by chunk (PrefixTopKEvictions in parallel) ----
+//
+// Per KV head: key[j] = RankKey(x_j) for j < n, and `order`, the positions sorted by
+// (key, position) (a stable radix sort). The positions are cut into chunks [a, b); each
+// chunk is computed on its own from the top-k set of the prefix [0, a) (the state):
+// a key ranking after the state's members ranks after all of them, so a key j of the
+// state or of the chunk leaves the top-k at the first position p in the chunk at which
+// the keys ranking before j (in the state, then in the chunk up to p) number k. A key
+// of the chunk that is ranked out at its own position never enters (evict[j] = j); a
+// key still held at the chunk's end is in the next chunk's state. So each eviction is
+// found by exactly one chunk: the one holding its position.
+
+/// Positions per chunk for budget k: 128, or more for large k, so that chunks x state
+/// entries stay within a few times n.
+ATTNTUNE_HD inline int64_t TopKChunk(int64_t k) {
+  const int64_t wide = (k / 4 + 31) / 32 * 32;
+  // 4096 x 8-byte keys (32 KB) is the most one block holds in shared memory.
+  return wide < 128 ? 128 : wide > 4096 ? 4096 : wide;
+}
+
+/// The state of chunk [a, ...): the top-min(k, a) keys of the prefix [0, a) in rank
+/// order (best first), scanned from `order` by one warp; returns its size.
+template <class Warp>
+ATTNTUNE_HD_INLINE int64_t ChunkState(const Warp& w, const int32_t* order, int64_t n, int64_t a,
+                               int64_t k, int32_t* state) {
+  const int64_t need = k < a ? k : a;
+  int64_t got = 0;
+  for (int64_t r0 = 0; r0 < n && got < need; r0 += 32) {
+    const uint32_t hits = w.Ballot([&](int lane) {
+      const int64_t r = r0 + lane;
+      return r < n && order[r] < a;
+    });
+    EmitLanes(w, hits, got, [&](int64_t slot, int lane) {
+      if (slot < need) state[slot] = order[r0 + lane];
+    });
+    got += PopCount32(hits);
+  }
+  return got < need ? got : need;
+}
+
+/// How many keys of the state (rank order, all at positions before j) rank before a
+/// key j of the chunk whose RankKey is key_j: those with a key <= key_j.
+ATTNTUNE_HD inline int64_t StateRankingBefore(const uint64_t* key, const int32_t* state,
+                                              int64_t n_state, uint64_t key_j) {
+  int64_t lo = 0, hi = n_state;  // first state entry with key > key_j
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (key[state[mid]] <= key_j) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// The eviction of key j (RankKey key_j) found in chunk [a, b), or -1 when it is not
+/// there; chunk_key[p - a] = the key of position p. `before`: the keys ranking before j
+/// that precede the scan (a state member: its index in the state, scan from a; a chunk
+/// key: the state's and the chunk's up to j, scan from j + 1). Keys at p > j rank before
+/// j iff their score is strictly larger (ties: the smaller position wins).
+ATTNTUNE_HD inline int64_t EvictedInChunk(const uint64_t* chunk_key, int64_t a, int64_t b,
+                                          uint64_t key_j, int64_t j, int64_t before,
+                                          int64_t from, int64_t k) {
+  if (before >= k) return j;  // ranked out at its own position: never enters
+  int64_t count = before;
+  for (int64_t p = from; p < b; ++p) {
+    if (chunk_key[p - a] < key_j && ++count >= k) return p;
+  }
+  return -1;
+}
+
+/// `before` of a chunk key j (a <= j < b) for EvictedInChunk: the state members (key by
+/// position) and the chunk keys at [a, j) ranking before it.
+ATTNTUNE_HD inline int64_t ChunkKeyBefore(const uint64_t* key, const int32_t* state,
+                                          int64_t n_state, const uint64_t* chunk_key,
+                                          int64_t a, int64_t j) {
+  const uint64_t key_j = chunk_key[j - a];
+  int64_t before = StateRankingBefore(key, state, n_state, key_j);
+  for (int64_t i = a; i < j; ++i) before += chunk_key[i - a] <= key_j;
+  return before;
+}
+
+// ---- gathered key lists (BuildKeyLists in parallel) ----
+
+/// Whether key j (eviction position e) is in the union of the sets of the rows at
+/// positions [p0, p1] (j <= p1 is the caller's bound): it enters and is still held at p0.
+ATTNTUNE_HD inline bool Listed(int64_t j, int64_t e, int64_t p0) { return e > j && e > p0; }
+
+/// The list of a query block with rows at positions [p0, p1] over one head's evict[0,
+/// n), walked by one warp in ascending j: tile_max[t] = the largest eviction position of
+/// keys [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
+/// emit(slot, j) for the listed keys (slots 0, 1, ... in ascending j); returns their count.
+template <class Warp, class Emit>
+ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const int32_t* tile_max,
+                             int64_t n, int64_t p0, int64_t p1, const Emit& emit) {
+  const int64_t last = p1 < n - 1 ? p1 : n - 1;
+  if (last < 0) return 0;
+  const int64_t tiles = last / 32 + 1;
+  int64_t count = 0;
+  for (int64_t t0 = 0; t0 < tiles; t0 += 32) {
+    uint32_t live = w.Ballot([&](int lane) {
+      const int64_t t = t0 + lane;
+      return t < tiles && tile_max[t] > p0;
+    });
+    while (live != 0) {
+      const int64_t j0 = (t0 + LowestBit(live)) * 32;
+      live &= live - 1;
+      const uint32_t keep = w.Ballot([&](int lane) {
+        const int64_t j = j0 + lane;
+        return j <= last && Listed(j, evict[j], p0);
+      });
+      EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, j0 + lane); });
+      count += PopCount32(keep);
+    }
+  }
+  return count;
+}
+
+/// The positions [p0, p1] of query block qb of br rows (causal, Lq <= Lk).
+ATTNTUNE_HD inline void BlockPositions(int64_t qb, int64_t br, int64_t lq, int64_t lk,
+                                       int64_t* p0, int64_t* p1) {
+  const int64_t i0 = qb * br;
+  const int64_t i1 = (i0 + br < lq ? i0 + br : lq) - 1;
+  *p0 = lk - lq + i0;
+  *p1 = lk - lq + i1;
+}
+
+/// An upper bound of the list of query block [p0, p1] under budget k: at most k keys
+/// held at p0, plus the keys entering after it.
+ATTNTUNE_HD inline int64_t ListBound(int64_t p0, int64_t p1, int64_t k) {
+  const int64_t held = k < p0 + 1 ? k : p0 + 1;
+  return held + (p1 - p0);
+}
+
+// ---- dma_decode's resident sets from the prefix top-k ----
+//
+// The incremental rule (insert while not full, else replace the smallest b when the new
+// b is larger; ties: the smaller j leaves first) keeps the same multiset of values as the
+// prefix top-k of b (ks's order): at every step both insert or not alike (the test only
+// reads the smallest value) and drop a key of the same value. They differ only in which
+// of several keys of that value leaves: the rule drops the oldest. A key of value v is
+// inserted only while the smallest held value is below v, and dropped only once it is v,
+// so every insertion of value v comes before every drop of value v: the r-th drop of
+// value v (r = 0, 1, ...) removes the r-th inserted key of value v. The top-k run gives
+// the steps and values of the drops (event steps: evict_s[j] = q, j < q < n) and which
+// keys are inserted (evict_s[j] > j); the decode evictions follow by matching ranks
+// within each value.
+
+/// dma_decode's eviction step of key j, from the top-k run with k = w_kv: `key` by
+/// position; `sorted_key`, the keys in (key, position) order, and `slot` = the index of j
+/// there; the drops as (event_key, event_step) sorted by (key, step), `events` of them.
+/// A key is inserted iff fewer than w_kv keys before it score at least as much, which
+/// holds for a prefix of the keys of each value in position order: the inserted key j
+/// is the r-th inserted of its value with r = its place among the keys of that value.
+ATTNTUNE_HD inline int64_t DecodeEviction(const uint64_t* key, const int32_t* evict_s, int64_t j,
+                                          const uint64_t* sorted_key, int64_t slot,
+                                          const uint64_t* event_key, const int32_t* event_step,
+                                          int64_t events, int64_t n) {
+  if (evict_s[j] <= j) return j;  // never inserted
+  const uint64_t v = key[j];
+  const int64_t r = slot - LowerBound(sorted_key, 0, slot, v);  // its place among value v's
+  const int64_t e = LowerBound(event_key, 0, events, v) + r;
+  return e < events && event_key[e] == v ? event_step[e] : n;
+}
+
+/// The RankKey of the drop at step q of the top-k run, or ~0 (sorts last) when none: the
+/// key evicted at q (evict_s of it == q) is `dropped` (-1: none).
+ATTNTUNE_HD inline uint64_t EventKey(const uint64_t* key, int64_t dropped) {
+  return dropped < 0 ? ~0ull : key[dropped];
+}
+
+/// One decode step's update of the resident set, as a server appends key t to its cache:
+/// the keys resident at step t - 1 are list[x] for the x < n with list_evict[x] > t - 1
+/// (a KeyLists list of the run holding t - 1, evictions beside); returns the key key t
+/// replaces, -1 when key t is not inserted, -2 when it is inserted into a set not yet
+/// full (fewer than w_kv keys). The smallest b leaves first, ties the smaller j (the
+/// worst: the largest RankKey, then the smallest position). One warp.
+template <class Warp>
+ATTNTUNE_HD_INLINE int64_t StepReplace(const Warp& w, const int32_t* list,
+                                       const int32_t* list_evict, int64_t n, int64_t t,
+                                       int64_t w_kv, const uint64_t* key) {
+  // Each lane's worst and count over its entries, then the lanes' in lane order.
+  uint64_t worst_key[Warp::kSlots];
+  int64_t worst_j[Warp::kSlots], held[Warp::kSlots];
+  w.Each([&](int lane) {
+    const int slot = w.Slot(lane);
+    worst_key[slot] = 0;
+    worst_j[slot] = -1;
+    held[slot] = 0;
+    for (int64_t x = lane; x < n; x += 32) {
+      const int64_t j = list[x];
+      if (!(j <= t - 1 && t - 1 < list_evict[x])) continue;
+      ++held[slot];
+      if (worst_j[slot] < 0 || key[j] > worst_key[slot] ||
+          (key[j] == worst_key[slot] && j < worst_j[slot])) {
+        worst_key[slot] = key[j];
+        worst_j[slot] = j;
+      }
+    }
+  });
+  const int64_t count = static_cast<int64_t>(w.Sum([&](int lane) {
+    return static_cast<double>(held[w.Slot(lane)]);
+  }));
+  const int64_t worst = w.WorstOf(worst_key, worst_j);
+  if (count < w_kv) return -2;
+  return key[t] < key[worst] ? worst : -1;  // inserted iff its b is strictly larger
+}
+
+// ---- dma_decode's query-chosen keys ----
+
+/// Whether key j is resident at step t: j <= t < evict[j].
+ATTNTUNE_HD inline bool Resident(int64_t t, int64_t j, const int32_t* evict) {
+  return j <= t && t < evict[j];
+}
+
+/// The candidates of step t (DESIGN.md s1): the r most recent keys not resident, then
+/// the keys evicted in the last r steps that are older than those (dropped[q] = the key
+/// evicted at step q, -1: none). One warp; emit(slot, j); returns their count.
+template <class Warp, class Emit>
+ATTNTUNE_HD_INLINE int64_t DecodeCandidates(const Warp& w, int64_t t, int64_t r, const int32_t* evict,
+                                     const int32_t* dropped, const Emit& emit) {
+  const int64_t recent = t - r + 1 > 0 ? t - r + 1 : 0;
+  int64_t count = 0;
+  for (int64_t j0 = recent; j0 <= t; j0 += 32) {
+    const uint32_t keep = w.Ballot([&](int lane) {
+      const int64_t j = j0 + lane;
+      return j <= t && !Resident(t, j, evict);
+    });
+    EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, j0 + lane); });
+    count += PopCount32(keep);
+  }
+  for (int64_t q0 = t - r + 1 > 0 ? t - r + 1 : 0; q0 <= t; q0 += 32) {
+    const uint32_t keep = w.Ballot([&](int lane) {
+      const int64_t q = q0 + lane;
+      return q <= t && dropped[q] >= 0 && dropped[q] < recent;
+    });
+    EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, dropped[q0 + lane]); });
+    count += PopCount32(keep);
+  }
+  return count;
+}
+
+/// q · k in fp64, in index order, as the host's decode scores its candidates (each
+/// product of two fp32 values is exact, so fused or not the sum is the same).
+ATTNTUNE_HD inline double DecodeDot(const float* q, const float* k, int64_t d) {
+  double dot = 0.0;
+  for (int64_t c = 0; c < d; ++c) dot = ExactProductAdd(q[c], k[c], dot);
+  return dot;
+}
+
+/// Whether candidate (dot_a, a) is chosen before (dot_b, b): larger q·k, then smaller j.
+ATTNTUNE_HD inline bool ChosenBefore(double dot_a, int64_t a, double dot_b, int64_t b) {
+  return dot_a > dot_b || (dot_a == dot_b && a < b);
+}
+
+// ---- LSH bins (ComputeLshBins, bit for bit) ----
+//
+// The host projects u = x - mu onto R in fp32 with 16 partial sums (lane l sums the
+// terms e = l mod 16, e < d16 = d / 16 * 16, in ascending e), adds lanes l and l + 8 in
+// fp64, sums those eight as a tree ((0+4)+(2+6)) + ((1+5)+(3+7)), then adds the tail
+// e >= d16 in fp64. The bins read only the signs or the argmax of the projections.
+
+/// Partial sum of lane `lane` (0..15) of projection r (d floats): fused as the host.
+ATTNTUNE_HD inline float LshLane(const float* x, const float* mu, const float* r, int64_t d,
+                                 int lane, bool fused) {
+  const int64_t d16 = d / 16 * 16;
+  float acc = 0.f;
+  for (int64_t e = lane; e < d16; e += 16) {
+    const float u = mu != nullptr ? x[e] - mu[e] : x[e];
+    acc = MulAddF(u, r[e], acc, fused);
+  }
+  return acc;
+}
+
+/// The projection from the 16 lanes' sums and the tail.
+ATTNTUNE_HD inline double LshCombine(const float lanes[16], const float* x, const float* mu,
+                                     const float* r, int64_t d) {
+  double v[8];
+  for (int k = 0; k < 8; ++k) {
+    v[k] = AddD(static_cast<double>(lanes[k]), static_cast<double>(lanes[k + 8]));
+  }
+  const double a0 = AddD(v[0], v[4]), a1 = AddD(v[1], v[5]), a2 = AddD(v[2], v[6]),
+               a3 = AddD(v[3], v[7]);
+  double sum = AddD(AddD(a0, a2), AddD(a1, a3));
+  for (int64_t e = d / 16 * 16; e < d; ++e) {
+    const float u = mu != nullptr ? x[e] - mu[e] : x[e];
+    sum = ExactProductAdd(u, r[e], sum);
+  }
+  return sum;
+}
+
+/// One projection c = 0, 1, ... of a bin: the sign rule appends bit [P_c > 0] (bin =
+/// sum_c [P_c > 0] 2^(h-1-c)), the argmax rule keeps the first maximum (best = its P).
+ATTNTUNE_HD inline void LshBinStep(int64_t c, double proj, bool argmax_rule, int32_t* bin,
+                                   double* best) {
+  if (argmax_rule) {
+    if (c == 0 || proj > *best) {
+      *best = proj;
+      *bin = static_cast<int32_t>(c);
+    }
+  } else {
+    *bin = *bin * 2 + (proj > 0.0 ? 1 : 0);
+  }
+}
+
+/// The bin of projections proj[0, h).
+ATTNTUNE_HD inline int32_t LshBin(const double* proj, int64_t h, bool argmax_rule) {
+  int32_t bin = 0;
+  double best = 0.0;
+  for (int64_t c = 0; c < h; ++c) LshBinStep(c, proj[c], argmax_rule, &bin, &best);
+  return bin;
+}
+
+// ---- the bucketed layout (SortQueries and BuildBucketLists in parallel) ----
+//
+// Per (batch, KV head): keys sorted by (bin, position) (perm; bin c holds perm[start[c],
+// start[c+1])); per chunk of query positions, the rows m = g * Lq + i of the group's
+// heads sorted by (bin, position, head); each row's lsh window [lo, hi) of perm; rows
+// cut into blocks at a chunk's start, a new bin, windows that stop overlapping, and
+// every br rows of a run without such a break.
+
+/// The lsh window of a query at position p in bin c: perm indices [lo, hi), the k most
+/// recent same-bin keys j <= p (perm ascending within a bin).
+ATTNTUNE_HD inline void LshWindowOf(const int32_t* perm, int64_t begin, int64_t end, int64_t p,
+                                    int64_t k, int32_t* lo, int32_t* hi) {
+  const int64_t h = UpperBound<int32_t>(perm, begin, end, static_cast<int32_t>(p));
+  *hi = static_cast<int32_t>(h);
+  *lo = static_cast<int32_t>(h - k > begin ? h - k : begin);
+}
+
+/// Whether sorted row n (of a chunk starting at row `first`) starts a run: the chunk's
+/// first row, a new bin, or a window that does not overlap the previous row's.
+ATTNTUNE_HD inline bool RunBreak(int64_t n, int64_t first, int32_t bin, int32_t prev_bin,
+                                 int32_t lo, int32_t prev_hi) {
+  return n == first || bin != prev_bin || lo > prev_hi;
+}
+
+/// Whether sorted row n starts a block: its run starts at run_start (<= n), blocks of br.
+ATTNTUNE_HD inline bool BlockStart(int64_t n, int64_t run_start, int64_t br) {
+  return (n - run_start) % br == 0;
+}
+
+/// hax: whether key j of the chunk's prefix top-k union is attended by a row of the block
+/// and not already in the block's lsh range: the block's row positions pos[0, rows)
+/// ascending; its lsh keys are perm[lo_first, hi_last) of bin `bin`.
+ATTNTUNE_HD inline bool HaxExtraKey(int64_t j, const int64_t* pos, int64_t rows,
+                                    const int32_t* evict, int32_t key_bin_j, int32_t bin,
+                                    int32_t spos_j, int32_t lo_first, int32_t hi_last) {
+  if (key_bin_j == bin && lo_first <= spos_j && spos_j < hi_last) return false;
+  const int64_t x = LowerBound<int64_t>(pos, 0, rows, j);  // the first row at or after j
+  return x < rows && InTopK(pos[x], j, evict);
+}
+
+/// hax's extra keys of one block: the entries of its chunk's prefix top-k list
+/// list[0, list_n) that HaxExtraKey keeps (pos: the block's row positions, ascending),
+/// in list order; one warp, emit(slot, j); returns their count.
+template <class Warp, class Emit>
+ATTNTUNE_HD_INLINE int64_t HaxExtrasWalk(const Warp& w, const int32_t* list, int64_t list_n,
+                                  const int64_t* pos, int64_t rows, const int32_t* evict,
+                                  const int32_t* key_bin, const int32_t* spos, int32_t bin,
+                                  int32_t lo_first, int32_t hi_last, const Emit& emit) {
+  int64_t count = 0;
+  for (int64_t x0 = 0; x0 < list_n; x0 += 32) {
+    const uint32_t keep = w.Ballot([&](int lane) {
+      const int64_t x = x0 + lane;
+      if (x >= list_n) return false;
+      const int32_t j = list[x];
+      return HaxExtraKey(j, pos, rows, evict, key_bin[j], bin, spos[j], lo_first, hi_last);
+    });
+    EmitLanes(w, keep, count, [&](int64_t slot, int lane) { emit(slot, list[x0 + lane]); });
+    count += PopCount32(keep);
+  }
+  return count;
+}
+
+/// An upper bound of the blocks of one chunk's R rows spanning P query positions: runs
+/// start at a new bin (at most min(R, bins) runs) or where the windows stop overlapping
+/// (the next row's window ends more than k same-bin keys later: at most P / (k + 1)
+/// times), and a run of len rows makes ceil(len / br) blocks.
+ATTNTUNE_HD inline int64_t BucketBlocksBound(int64_t rows, int64_t positions, int64_t bins,
+                                             int64_t k, int64_t br) {
+  const int64_t runs = (rows < bins ? rows : bins) + positions / (k + 1);
+  const int64_t bound = rows / br + 1 + runs;
+  return bound < rows ? bound : rows;
+}
+
+/// An upper bound of the lsh keys listed by the blocks of one chunk: each block's range
+/// [lo_first, hi_last) holds at most min(k, lk) keys plus the same-bin keys between its
+/// first and last rows' positions, which the chunk's blocks share out (at most P).
+ATTNTUNE_HD inline int64_t BucketKeysBound(int64_t blocks, int64_t positions, int64_t k,
+                                           int64_t lk) {
+  return blocks * (k < lk ? k : lk) + positions;
+}
+
+}  // namespace cuda_plan
+}  // namespace attntune

@@ -1,0 +1,144 @@
+// Selection on the device (select.cu): the enqueue functions that turn fp32 inputs on
+// the device into what the attention kernels read: prefix top-k evictions and gathered
+// key lists (ks, dma, hax's ks part, dma_decode's resident sets), LSH bins and the
+// bucketed layout (lsh, hax), dma_decode's evictions and query-chosen keys. The logic
+// of every kernel is in select_core.h (tested on the CPU); this header is plain C++ so
+// that the callers (cuda_implementations.cpp, the GPU tests) include no CUDA header.
+//
+// Every selection kernel is named attntune_select_<phase>; SelectionPhaseOf() (plan.h)
+// maps the kernel names of CUPTI's records onto the phases bench reports.
+// All functions enqueue on `stream` (a cudaStream_t; nullptr = the default stream),
+// never synchronise, and return "" or the CUDA error.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/shape.h"
+
+namespace attntune {
+namespace cuda_plan {
+
+/// Device memory the selection reuses from launch to launch: named buffers, each grown
+/// when a launch needs more (its contents are then lost). Freed when destroyed.
+class SelectWorkspace {
+ public:
+  SelectWorkspace() = default;
+  SelectWorkspace(const SelectWorkspace&) = delete;
+  SelectWorkspace& operator=(const SelectWorkspace&) = delete;
+  ~SelectWorkspace();
+  /// At least `bytes` of device memory under `name`; throws std::runtime_error on failure.
+  void* Get(const std::string& name, size_t bytes);
+  template <class T>
+  T* Get(const std::string& name, int64_t count) {
+    return static_cast<T*>(Get(name, static_cast<size_t>(count > 0 ? count : 1) * sizeof(T)));
+  }
+
+ private:
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  std::map<std::string, Buffer> buffers_;
+};
+
+/// Host <-> device copies (synchronous), for uploads of static inputs and for tests.
+std::string CopyToDevice(void* device, const void* host, size_t bytes);
+std::string CopyToHost(void* host, const void* device, size_t bytes);
+
+/// A prefix top-k selection of `heads` heads of n keys each (keys of head h at h * n).
+struct TopKDevice {
+  int64_t heads = 0, n = 0, k = 0;
+  uint64_t* key = nullptr;        // RankKey of each score [heads, n]; filled by a scores step
+  float* bias_log2 = nullptr;     // dma: b_j * log2(e) [heads, n], or nullptr
+  int32_t* evict = nullptr;       // [heads, n] (PrefixTopKEvictions)
+  int32_t* tile_max = nullptr;    // [heads, ceil(n / 32)]: largest evict of 32 keys
+  uint64_t* sorted_key = nullptr;  // [heads, n] in (key, position) order
+  int32_t* order = nullptr;        // [heads, n] positions in that order
+};
+
+/// Allocates `out` for heads x n keys with budget k (key and bias_log2 included).
+void AllocTopK(int64_t heads, int64_t n, int64_t k, bool bias, SelectWorkspace& ws,
+               const std::string& tag, TopKDevice* out);
+
+/// ks's default scores x[B,Hkv,Lk] (KsScores, summed in another order: equal to rounding)
+/// of fp32 q, k on the device, as RankKeys into out->key.
+std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopKDevice* out,
+                            SelectWorkspace& ws, void* stream);
+/// RankKeys (and, when out->bias_log2, b_j * log2(e)) of given fp64 scores on the device.
+std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream);
+/// dma's b[B,Hkv,Lk] = A_h softplus(v_j · Delta_h) (DmaScores, the dot in index order,
+/// `fused` as HostFusesDmaProducts()) of fp32 v and fp64 delta [Hkv,d], a [Hkv] on the
+/// device.
+std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta,
+                             const double* a, bool fused, TopKDevice* out, void* stream);
+/// Prefix top-k evictions of out->key with budget out->k (segmented radix sort, then
+/// chunks of TopKChunk(k) positions), and the tiles' largest evictions.
+std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string& tag,
+                        void* stream);
+
+/// Gathered key lists (KeyLists, CSR) of query blocks of br rows over a top-k selection:
+/// list x = head * query_blocks + qb; each listed key's eviction and bias beside it.
+struct ListsDevice {
+  int64_t query_blocks = 0, lists = 0, capacity = 0;
+  int32_t* offsets = nullptr;    // [lists + 1]
+  int32_t* keys = nullptr;       // [capacity]
+  int32_t* key_evict = nullptr;  // evict[key] per listed key
+  float* key_bias = nullptr;     // bias_log2[key] per listed key (when the selection has one)
+};
+std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDevice* out,
+                            SelectWorkspace& ws, const std::string& tag, void* stream);
+
+/// LSH bins (ComputeLshBins, bit for bit) of fp32 q, k on the device: rt = R transposed
+/// to [Hkv][h][d] in fp32, mu [Hkv][d] or nullptr; `fused` as HostFusesLshProducts().
+std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const float* mu,
+                           const float* rt, int64_t h, bool argmax_rule, bool fused,
+                           int32_t* key_bin, int32_t* query_bin, void* stream);
+
+/// The bucketed layout and its lists (BucketLists), built on the device. The number of
+/// blocks is known on the device only (*block_count); blocks_bound of them are allocated
+/// and launched, those past the count exit at once.
+struct BucketDevice {
+  int64_t blocks_bound = 0, key_capacity = 0;
+  const int32_t* block_count = nullptr;
+  int32_t *head = nullptr, *row_offsets = nullptr, *rows = nullptr, *lo = nullptr,
+          *hi = nullptr;
+  int32_t *key_offsets = nullptr, *keys = nullptr, *spos = nullptr;
+  int32_t* key_spos = nullptr;   // spos of each listed key
+  int32_t* key_evict = nullptr;  // hax: evict of each listed key
+};
+/// `topk` (hax: the ks part with budget k_ks, else nullptr); chunk 0: one chunk.
+std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key_bin,
+                                const int32_t* query_bin, int64_t k_lsh, const TopKDevice* topk,
+                                int br, int64_t chunk, BucketDevice* out, SelectWorkspace& ws,
+                                void* stream);
+
+/// dma_decode's selection (every step, Lq = Lk) from the top-k run of b with k = w_kv:
+/// the resident sets' evictions, their KeyLists of kDecodeListSteps steps, and each
+/// (b, hq, t)'s chosen keys (CSR over x = (b * Hq + hq) * Lk + t).
+struct DecodeDevice {
+  int32_t* evict = nullptr;    // [B,Hkv,Lk]
+  int32_t* dropped = nullptr;  // [B,Hkv,Lk]: the key evicted at each step, -1: none
+  ListsDevice resident;
+  int32_t* chosen_offsets = nullptr;
+  int32_t* chosen = nullptr;
+  int64_t chosen_capacity = 0;
+};
+/// Why dma_decode's device selection cannot take (shape, r) ("" = it can).
+std::string CanSelectDecode(const Shape& s, int64_t r);
+std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* k,
+                                   const TopKDevice& topk, int64_t w_q, int64_t r,
+                                   DecodeDevice* out, SelectWorkspace& ws, void* stream);
+
+/// One decode step `step` (1 <= step < Lk) as a server runs it with its cache, on a
+/// selection of the whole sequence enqueued before (EnqueueDecodeSelection on `sel`):
+/// the resident sets' update for key `step` (StepReplace, from the set of step - 1) and
+/// the chosen keys of that step (rewritten in place). With LaunchGatheredDecode of that
+/// step alone it is the work of one step, for timing (benchmarks/cuda_decode_step).
+std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
+                              const TopKDevice& topk, int64_t w_q, int64_t r, int64_t step,
+                              const DecodeDevice& sel, SelectWorkspace& ws, void* stream);
+
+}  // namespace cuda_plan
+}  // namespace attntune

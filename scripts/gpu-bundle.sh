@@ -1,0 +1,33 @@
+#!/bin/bash
+# Packs what scripts/gpu-checks.sh runs into one archive that travels to a GPU machine:
+# the attntune binary, the GPU and CUDA tests, the GPU benchmarks, and the shared
+# libraries they need that a CUDA image lacks (Kokkos, SQLite, CUPTI), stripped, as
+# BUNDLE_DIR/bundle.tar.xz (a four-arch build is ~60 MB unpacked, ~12 MB packed; the
+# device tool carries at most 64 MB).
+#   scripts/gpu-bundle.sh BUILD_DIR [BUNDLE_DIR]      (BUNDLE_DIR defaults to build-gpu)
+# then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
+set -eu
+build=${1:?build dir}
+bundle=${2:-build-gpu}
+rm -rf "$bundle"
+mkdir -p "$bundle/tests/gpu" "$bundle/benchmarks" "$bundle/lib"
+cp "$build/attntune" "$bundle/"
+for t in gpu_windowed_test gpu_library_test cupti_activity_test cupti_metrics_test cuda_plan_test \
+    cuda_select_test library_plan_test cudnn_test; do
+  if [ -x "$build/tests/gpu/$t" ]; then cp "$build/tests/gpu/$t" "$bundle/tests/gpu/"; fi
+done
+for b in cuda_windowed_bench cuda_decode_step; do
+  if [ -x "$build/benchmarks/$b" ]; then cp "$build/benchmarks/$b" "$bundle/benchmarks/"; fi
+done
+# Libraries beyond glibc, libstdc++ and libgcc (which every image has, newer).
+for bin in "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/*; do
+  ldd "$bin" | awk '/=> \//{print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libutil|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+strip -s "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/* 2>/dev/null || true
+du -sh "$bundle"
+tar -C "$bundle" -cJf "$bundle.tar.xz" .
+rm -rf "$bundle"
+mkdir -p "$bundle"
+mv "$bundle.tar.xz" "$bundle/bundle.tar.xz"
+du -sh "$bundle/bundle.tar.xz"

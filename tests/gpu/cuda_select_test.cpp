@@ -1,0 +1,364 @@
+// The device selection's logic (kernels/cuda/select_core.h), run on the host through the
+// device pipeline's order (select_host.h), against the host selection that the
+// references and the CPU kernels use: prefix top-k evictions and key lists (ks, dma,
+// hax's ks part), dma_decode's resident sets and chosen keys, LSH bins and the bucketed
+// layout. Awkward shapes, ties, k >= L, L = 1, one bin. Runs on every machine.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/cuda/select_core.h"
+#include "kernels/kokkos/sparse.h"
+#include "kernels/selection/selection.h"
+#include "core/params.h"
+#include "core/shape.h"
+#include "core/tensors.h"
+#include "select_host.h"
+
+namespace cp = attntune::cuda_plan;
+namespace sh = select_host;
+using attntune::Shape;
+using attntune::Tensors;
+
+namespace {
+
+// Scores of one head in a pattern that stresses the tie rules.
+std::vector<double> Scores(const std::string& pattern, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    if (pattern == "gaussian") x[j] = normal(rng);
+    if (pattern == "few") x[j] = static_cast<double>((j * 7 + seed) % 5);  // many ties
+    if (pattern == "equal") x[j] = 1.5;
+    if (pattern == "rising") x[j] = static_cast<double>(j);
+    if (pattern == "falling") x[j] = -static_cast<double>(j);
+    if (pattern == "zeros") x[j] = (j % 3 == 0) ? -0.0 : (j % 3 == 1 ? 0.0 : -1.0);
+  }
+  return x;
+}
+
+std::vector<int32_t> HostEvictions(const std::vector<double>& x, int64_t heads, int64_t n,
+                                   int64_t k) {
+  std::vector<int32_t> evict;
+  for (int64_t head = 0; head < heads; ++head) {
+    const std::vector<int32_t> e = attntune::PrefixTopKEvictions(x.data() + head * n, n, k);
+    evict.insert(evict.end(), e.begin(), e.end());
+  }
+  return evict;
+}
+
+}  // namespace
+
+TEST_CASE("RankKey orders scores exactly as RanksBefore, ties and signed zeros included") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> x = {0.0, -0.0, 1.0, -1.0, 1.0, 2.5, -inf, inf, 1e-300, -1e-300,
+                                 -0.0, 3.0, 2.5, 1e300, -1e300, 0.0};
+  for (int64_t a = 0; a < static_cast<int64_t>(x.size()); ++a) {
+    for (int64_t b = 0; b < static_cast<int64_t>(x.size()); ++b) {
+      INFO("x[" << a << "]=" << x[a] << " x[" << b << "]=" << x[b]);
+      CHECK(cp::RanksBeforeKey(cp::RankKey(x[a]), a, cp::RankKey(x[b]), b) ==
+            attntune::RanksBefore(x.data(), a, b));
+    }
+  }
+}
+
+TEST_CASE("Device prefix top-k evictions equal PrefixTopKEvictions") {
+  const char* patterns[] = {"gaussian", "few", "equal", "rising", "falling", "zeros"};
+  // n around the warp (32) and chunk (128) sizes; k below, at and past n, and large
+  // enough that the chunk widens (TopKChunk(1000) = 256, TopKChunk(3000) = 768).
+  for (int64_t n : {1, 2, 31, 33, 127, 128, 129, 300, 1000, 3001}) {
+    for (int64_t k : {1, 2, 5, 64, 127, 128, 129, 1000, 3000}) {
+      for (const char* pattern : patterns) {
+        std::vector<double> x = Scores(pattern, n, 1);
+        const std::vector<double> second = Scores(pattern == std::string("equal") ? "few" : pattern, n, 2);
+        x.insert(x.end(), second.begin(), second.end());  // two heads
+        const sh::TopK t = sh::RunTopK(sh::Keys(x), 2, n, k);
+        INFO("n=" << n << " k=" << k << " " << pattern);
+        REQUIRE(t.evict == HostEvictions(x, 2, n, k));
+        for (size_t tile = 0; tile < t.tile_max.size(); ++tile) {
+          const int64_t head = tile / ((n + 31) / 32), t0 = tile % ((n + 31) / 32) * 32;
+          const auto first = t.evict.begin() + head * n + t0;
+          CHECK(t.tile_max[tile] == *std::max_element(first, first + std::min<int64_t>(32, n - t0)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
+  struct Case {
+    int64_t lq, lk, k;
+    int br;
+    const char* pattern;
+  };
+  const Case cases[] = {{130, 130, 7, 64, "gaussian"}, {97, 97, 200, 16, "few"},
+                        {1, 1, 3, 64, "gaussian"},     {37, 37, 5, 128, "equal"},
+                        {300, 577, 16, 64, "few"},     {577, 577, 64, 32, "rising"},
+                        {1000, 1000, 1, 64, "zeros"},  {2048, 2048, 300, 32, "gaussian"}};
+  for (const Case& c : cases) {
+    Shape shape;
+    shape.B = 2;
+    shape.Hq = 4;
+    shape.Hkv = 2;
+    shape.Lq = c.lq;
+    shape.Lk = c.lk;
+    std::vector<double> x;
+    for (int64_t head = 0; head < 4; ++head) {
+      const std::vector<double> h = Scores(c.pattern, c.lk, head);
+      x.insert(x.end(), h.begin(), h.end());
+    }
+    sh::TopK t = sh::RunTopK(sh::Keys(x), 4, c.lk, c.k);
+    for (double v : x) t.bias.push_back(static_cast<float>(v));
+    const sh::Lists lists = sh::RunKeyLists(t, c.lq, c.br);
+    const cp::KeyLists host = cp::BuildKeyLists(shape, HostEvictions(x, 4, c.lk, c.k), c.br);
+    INFO("Lq=" << c.lq << " Lk=" << c.lk << " k=" << c.k << " br=" << c.br << " " << c.pattern);
+    REQUIRE(lists.query_blocks == host.query_blocks);
+    REQUIRE(lists.offsets == host.offsets);
+    REQUIRE(lists.keys == host.keys);
+    CHECK(lists.offsets.back() <= lists.capacity);
+    for (size_t n = 0; n < lists.keys.size(); ++n) {
+      const int64_t list = std::upper_bound(lists.offsets.begin(), lists.offsets.end(),
+                                            static_cast<int32_t>(n)) - lists.offsets.begin() - 1;
+      const int64_t head = list / lists.query_blocks;
+      REQUIRE(lists.key_evict[n] == t.evict[head * c.lk + lists.keys[n]]);
+      REQUIRE(lists.key_bias[n] == t.bias[head * c.lk + lists.keys[n]]);
+    }
+  }
+}
+
+TEST_CASE("Device ks and dma scores agree with KsScores and equal DmaScores") {
+  for (const char* text : {"B=2,Hq=4,Hkv=2,L=37,d=16", "B=1,Hq=2,Hkv=1,L=1,d=64",
+                           "B=1,Hq=8,Hkv=2,Lq=130,Lk=300,d=64", "B=1,Hq=3,Hkv=3,L=200,d=128"}) {
+    const Shape shape = attntune::ParseShape(text, "test");
+    const Tensors t = attntune::GaussianTensors(shape, 7);
+    INFO(text);
+    const std::vector<double> want = attntune::KsScores(t), got = sh::KsScores(t);
+    REQUIRE(got.size() == want.size());
+    double scale = 0.0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for (size_t j = 0; j < want.size(); ++j) {
+      INFO("j=" << j);
+      REQUIRE(std::fabs(got[j] - want[j]) <= 1e-12 * std::max(1.0, scale));
+      if (j % shape.Lk < static_cast<size_t>(shape.Lk - shape.Lq)) REQUIRE(got[j] == 0.0);
+    }
+    std::vector<double> delta, a;
+    attntune::DmaDeltaA(t, 3, &delta, &a);
+    const std::vector<double> b = attntune::DmaScores(t, 3);
+    for (int64_t bh = 0; bh < shape.B * shape.Hkv; ++bh) {
+      const int64_t hk = bh % shape.Hkv;
+      for (int64_t j = 0; j < shape.Lk; ++j) {
+        REQUIRE(cp::DmaScore(t.V(bh / shape.Hkv, hk, j), delta.data() + hk * shape.d, a[hk],
+                             shape.d, cp::HostFusesDmaProducts()) == b[bh * shape.Lk + j]);
+      }
+    }
+  }
+}
+
+TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
+  struct Case {
+    const char* shape;
+    int64_t bits;
+    bool argmax, mu;
+  };
+  const Case cases[] = {{"B=2,Hq=4,Hkv=2,L=37,d=16", 3, false, false},
+                        {"B=1,Hq=2,Hkv=1,L=300,d=64", 8, false, true},
+                        {"B=1,Hq=6,Hkv=3,Lq=50,Lk=77,d=37", 5, true, true},  // a tail past d16
+                        {"B=1,Hq=2,Hkv=2,L=200,d=128", 1, true, false},      // one bin
+                        {"B=1,Hq=1,Hkv=1,L=64,d=128", 16, false, false}};
+  for (const Case& c : cases) {
+    const Shape shape = attntune::ParseShape(c.shape, "test");
+    Tensors t = attntune::GaussianTensors(shape, 19);
+    if (c.mu) {
+      t.mu.resize(static_cast<size_t>(shape.Hkv * shape.d));
+      for (size_t e = 0; e < t.mu.size(); ++e) t.mu[e] = 0.25f * static_cast<float>(e % 7) - 0.5f;
+    }
+    const attntune::LshBins want = attntune::ComputeLshBins(t, c.bits, c.argmax, 9);
+    std::vector<int32_t> key_bin, query_bin;
+    sh::Bins(t, cp::LshProjectionRows(t, c.bits, 9), c.bits, c.argmax, cp::HostFusesLshProducts(),
+             &key_bin, &query_bin);
+    INFO(c.shape << " bits=" << c.bits);
+    CHECK(key_bin == want.key_bin);
+    CHECK(query_bin == want.query_bin);
+  }
+  // A key whose sign depends on the order in which the host adds its lanes: lanes 0 and 2
+  // cancel (1e20 - 1e20) before lane 1 (1) is added, as ((0+4)+(2+6)) + ((1+5)+(3+7)).
+  {
+    Tensors t;
+    t.shape.d = 16;
+    t.q.assign(16, 0.f);
+    t.k.assign(16, 0.f);
+    t.v.assign(16, 0.f);
+    t.k[0] = 1e10f;
+    t.k[1] = 1.0f;
+    t.k[2] = 1e10f;
+    t.proj.assign(16, 0.f);  // R [1][16][1]
+    t.proj[0] = 1e10f;
+    t.proj[1] = 1.0f;
+    t.proj[2] = -1e10f;
+    const attntune::LshBins want = attntune::ComputeLshBins(t, 1, false, 0);
+    std::vector<int32_t> key_bin, query_bin;
+    sh::Bins(t, cp::LshProjectionRows(t, 1, 0), 1, false, cp::HostFusesLshProducts(), &key_bin,
+             &query_bin);
+    REQUIRE(want.key_bin[0] == 1);
+    CHECK(key_bin == want.key_bin);
+  }
+  // The key whose bin depends on the rounding of one product (HostFusesLshProducts'):
+  // the device bins it as the host only with the host's choice.
+  Tensors t;
+  t.shape.d = 32;
+  t.q.assign(32, 0.f);
+  t.k.assign(32, 0.f);
+  t.v.assign(32, 0.f);
+  t.k[0] = -1.0f;
+  t.k[16] = 1.0f + 0x1p-23f;
+  t.proj.assign(64, 0.f);
+  t.proj[0] = 1.0f;
+  t.proj[32] = 1.0f - 0x1p-23f;
+  const attntune::LshBins want = attntune::ComputeLshBins(t, 2, true, 0);
+  const std::vector<float> rt = cp::LshProjectionRows(t, 2, 0);
+  std::vector<int32_t> same, other, query_bin;
+  sh::Bins(t, rt, 2, true, cp::HostFusesLshProducts(), &same, &query_bin);
+  sh::Bins(t, rt, 2, true, !cp::HostFusesLshProducts(), &other, &query_bin);
+  CHECK(same == want.key_bin);
+  CHECK(other != want.key_bin);
+}
+
+TEST_CASE("Device bucketed layout equals BuildBucketLists for lsh and hax") {
+  struct Case {
+    const char* variant;
+    const char* shape;
+    int64_t bits, k, k_ks;
+    bool argmax;
+    int br;
+    int64_t chunk;
+    bool tied, zero_proj;
+  };
+  const Case cases[] = {
+      {"lsh", "B=2,Hq=6,Hkv=3,L=37,d=16", 2, 4, 0, false, 16, 0},
+      {"lsh", "B=1,Hq=2,Hkv=1,L=1,d=16", 3, 4, 0, false, 64, 0},
+      {"lsh", "B=1,Hq=4,Hkv=2,Lq=300,Lk=577,d=16", 4, 9, 0, false, 64, 0},
+      {"lsh", "B=1,Hq=8,Hkv=2,L=577,d=16", 3, 32, 0, true, 128, 0},
+      {"lsh", "B=1,Hq=3,Hkv=1,L=200,d=16", 1, 17, 0, true, 64, 0},           // one bin
+      {"lsh", "B=2,Hq=2,Hkv=2,L=37,d=16", 2, 1000, 0, false, 16, 0, false, true},  // k > L, one bin
+      {"lsh", "B=1,Hq=2,Hkv=1,L=1000,d=16", 2, 1, 0, false, 32, 0},         // windows apart
+      {"hax", "B=2,Hq=6,Hkv=3,L=37,d=16", 2, 3, 5, false, 16, 512, true},
+      {"hax", "B=1,Hq=1,Hkv=1,L=1,d=16", 2, 3, 3, false, 64, 512},
+      {"hax", "B=1,Hq=4,Hkv=2,Lq=300,Lk=577,d=16", 3, 8, 8, false, 64, 100, true},
+      {"hax", "B=1,Hq=4,Hkv=1,L=577,d=16", 4, 16, 16, true, 128, 512},
+      {"hax", "B=1,Hq=2,Hkv=1,L=577,d=16", 2, 5, 7, false, 16, 0, true},
+      {"hax", "B=1,Hq=2,Hkv=1,L=37,d=16", 1, 100, 1000, true, 16, 7, true},  // budgets > L
+      {"hax", "B=1,Hq=2,Hkv=2,L=130,d=16", 2, 6, 40, false, 32, 64, false, true},
+  };
+  for (const Case& c : cases) {
+    const Shape shape = attntune::ParseShape(c.shape, "test");
+    Tensors t = attntune::GaussianTensors(shape, 17);
+    if (c.tied) {
+      t.scores.resize(static_cast<size_t>(shape.B * shape.Hkv * shape.Lk));
+      for (size_t n = 0; n < t.scores.size(); ++n) t.scores[n] = static_cast<float>((n * 7) % 3);
+    }
+    if (c.zero_proj) t.proj.assign(static_cast<size_t>(shape.Hkv * shape.d * c.bits), 0.0f);
+    const bool hax = std::string(c.variant) == "hax";
+    const attntune::LshBins bins = attntune::ComputeLshBins(t, c.bits, c.argmax, 5);
+    sh::TopK topk;
+    std::vector<int32_t> evict;
+    if (hax) {
+      const std::vector<double> x = attntune::KsScores(t);
+      topk = sh::RunTopK(sh::Keys(x), shape.B * shape.Hkv, shape.Lk, c.k_ks);
+      evict = HostEvictions(x, shape.B * shape.Hkv, shape.Lk, c.k_ks);
+      REQUIRE(topk.evict == evict);
+    }
+    const sh::Bucket got = sh::RunBucket(shape, bins.bins, bins.key_bin, bins.query_bin, c.k,
+                                         hax ? &topk : nullptr, c.br, c.chunk);
+    const cp::BucketLists want =
+        cp::BuildBucketLists(shape, bins, c.k, evict, c.br, hax ? c.chunk : 0);
+    INFO(c.variant << " " << c.shape << " k=" << c.k << " k_ks=" << c.k_ks << " br=" << c.br
+                   << " chunk=" << c.chunk);
+    sh::CheckLayout(got, want, shape, hax, evict);
+  }
+}
+
+TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
+  struct Case {
+    const char* shape;
+    int64_t w_kv, w_q, r;
+    // "gaussian", "tied" (Delta = 0: every b equal), "few" (b takes few values), "same_k"
+    // (every key of a head alike: the candidates' q·k tie, the smaller j is chosen)
+    const char* values;
+  };
+  const Case cases[] = {
+      {"B=2,Hq=4,Hkv=2,L=37,d=16", 5, 3, 4, "gaussian"},
+      {"B=1,Hq=2,Hkv=1,L=1,d=16", 4, 2, 2, "gaussian"},
+      {"B=1,Hq=8,Hkv=1,L=200,d=16", 16, 4, 8, "gaussian"},
+      {"B=1,Hq=6,Hkv=3,L=130,d=16", 1000, 5, 3, "gaussian"},  // w_kv > L
+      {"B=1,Hq=3,Hkv=3,L=100,d=16", 7, 0, 0, "gaussian"},
+      {"B=1,Hq=4,Hkv=2,L=77,d=16", 6, 40, 30, "tied"},
+      {"B=1,Hq=2,Hkv=1,L=300,d=16", 12, 4, 40, "few"},
+      {"B=1,Hq=2,Hkv=2,L=500,d=16", 130, 8, 64, "few"},  // resident sets past a chunk
+      {"B=1,Hq=2,Hkv=1,L=120,d=16", 10, 3, 20, "same_k"},
+  };
+  for (const Case& c : cases) {
+    const Shape shape = attntune::ParseShape(c.shape, "test");
+    Tensors t = attntune::GaussianTensors(shape, 23);
+    if (std::string(c.values) == "tied") t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
+    if (std::string(c.values) == "few") {  // b = A softplus(round(v_0)): few values, many ties
+      for (float& v : t.v) v = std::round(v);
+      t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
+      for (int64_t h = 0; h < shape.Hkv; ++h) t.delta[h * shape.d] = 1.0f;
+    }
+    if (std::string(c.values) == "same_k") {
+      for (int64_t j = 0; j < shape.B * shape.Hkv * shape.Lk; ++j) {
+        std::copy(t.k.begin() + (j / shape.Lk) * shape.Lk * shape.d,
+                  t.k.begin() + ((j / shape.Lk) * shape.Lk + 1) * shape.d, t.k.begin() + j * shape.d);
+      }
+    }
+    const std::vector<double> x = attntune::DmaScores(t, 4);
+    const attntune::DecodeSelection want = attntune::SelectDecodeKokkos(t, x, c.w_kv, c.w_q, c.r);
+    const sh::TopK topk = sh::RunTopK(sh::Keys(x), shape.B * shape.Hkv, shape.Lk, c.w_kv);
+    const sh::Decode got = sh::RunDecode(t, topk, c.w_q, c.r);
+    INFO(c.shape << " w_kv=" << c.w_kv << " w_q=" << c.w_q << " r=" << c.r << " " << c.values);
+    REQUIRE(got.evict == want.evict);
+    const cp::KeyLists lists = cp::BuildKeyLists(shape, want.evict, cp::kDecodeListSteps);
+    CHECK(got.resident.offsets == lists.offsets);
+    CHECK(got.resident.keys == lists.keys);
+    // One step's update from the cache (StepReplace): the key step t replaces, as the
+    // whole run's evictions say.
+    for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {
+      for (int64_t t = 1; t < shape.Lk; ++t) {
+        const int64_t list = head * got.resident.query_blocks + (t - 1) / cp::kDecodeListSteps;
+        const int32_t first = got.resident.offsets[list], last = got.resident.offsets[list + 1];
+        const int64_t replaced = cp::StepReplace(
+            cp::HostWarp(), got.resident.keys.data() + first, got.resident.key_evict.data() + first,
+            last - first, t, c.w_kv, topk.key.data() + head * shape.Lk);
+        const int64_t h = head * shape.Lk;
+        const int64_t expected = want.evict[h + t] == t ? -1 : got.dropped[h + t] >= 0 ? got.dropped[h + t] : -2;
+        INFO("head " << head << " step " << t);
+        REQUIRE(replaced == expected);
+      }
+    }
+    REQUIRE(got.chosen_offsets == want.offsets);
+    for (size_t row = 0; row + 1 < want.offsets.size(); ++row) {
+      std::vector<int32_t> a(got.chosen.begin() + got.chosen_offsets[row],
+                             got.chosen.begin() + got.chosen_offsets[row + 1]);
+      std::vector<int32_t> b(want.chosen.begin() + want.offsets[row],
+                             want.chosen.begin() + want.offsets[row + 1]);
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      INFO("row " << row);
+      REQUIRE(a == b);
+    }
+  }
+}
+
+TEST_CASE("Selection kernels name the phases bench reports") {
+  CHECK(cp::SelectionPhaseOf("attntune_select_topk_chunks") == "attntune::select::topk_chunks");
+  CHECK(cp::SelectionPhaseOf(
+            "_ZN3cub17CUB_300001_SM_9006detail4scan16DeviceScanKernelINS2_10policy_hubIiiijN4cuda3std3__44plusIvEEE10Policy") ==
+        "attntune::select::cub");
+  CHECK(cp::SelectionPhaseOf("attntune_blocksparse_f16_d128_br64_bc64_w4_s2") == "");
+}

@@ -1,0 +1,485 @@
+// The device selection's pipeline (kernels/cuda/select.cu) run on the host: the same
+// select_core.h functions in the same order, each kernel's grid a loop and each warp a
+// HostWarp, CUB's stable radix sorts a std::stable_sort and its scans a loop. The CPU
+// tests compare what it selects with the host selection (kernels/selection,
+// BuildKeyLists, BuildBucketLists, SelectDecodeKokkos); the [gpu] tests compare the
+// device's arrays with it.
+#pragma once
+
+#include <algorithm>
+#include <set>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/cuda/plan.h"
+#include "kernels/cuda/select_core.h"
+#include "core/shape.h"
+#include "core/tensors.h"
+
+namespace select_host {
+
+namespace cp = attntune::cuda_plan;
+
+/// Stable sort of positions [0, n) by keys[0, n): what CUB's radix sort gives.
+template <class Key>
+std::vector<int32_t> StableOrder(const Key* keys, int64_t n) {
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [keys](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+  return order;
+}
+
+inline std::vector<int32_t> ExclusiveSum(const std::vector<int32_t>& in) {
+  std::vector<int32_t> out(in.size() + 1, 0);
+  for (size_t x = 0; x < in.size(); ++x) out[x + 1] = out[x] + in[x];
+  return out;
+}
+
+struct TopK {
+  int64_t heads = 0, n = 0, k = 0;
+  std::vector<uint64_t> key, sorted_key;
+  std::vector<float> bias;  // b_j * log2(e), when there is one
+  std::vector<int32_t> order, evict, tile_max;
+};
+
+inline std::vector<uint64_t> Keys(const std::vector<double>& x) {
+  std::vector<uint64_t> key(x.size());
+  for (size_t j = 0; j < x.size(); ++j) key[j] = cp::RankKey(x[j]);
+  return key;
+}
+
+/// EnqueueTopK: sort, chunks, tile maxima.
+inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t k) {
+  TopK t;
+  t.heads = heads;
+  t.n = n;
+  t.k = k;
+  t.key = std::move(key);
+  t.evict.assign(static_cast<size_t>(heads * n), static_cast<int32_t>(n));
+  for (int64_t head = 0; head < heads; ++head) {
+    const uint64_t* key_h = t.key.data() + head * n;
+    const std::vector<int32_t> order = StableOrder(key_h, n);
+    t.order.insert(t.order.end(), order.begin(), order.end());
+    for (int32_t j : order) t.sorted_key.push_back(key_h[j]);
+  }
+  const int64_t chunk = cp::TopKChunk(k), chunks = (n + chunk - 1) / chunk;
+  std::vector<int32_t> state(static_cast<size_t>(std::min(k, n)) + 1);
+  std::vector<uint64_t> chunk_key;
+  for (int64_t head = 0; head < heads && k < n; ++head) {
+    const uint64_t* key_h = t.key.data() + head * n;
+    int32_t* evict = t.evict.data() + head * n;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t a = c * chunk, b = std::min(n, a + chunk);
+      chunk_key.assign(key_h + a, key_h + b);
+      const int64_t ns =
+          cp::ChunkState(cp::HostWarp(), t.order.data() + head * n, n, a, k, state.data());
+      for (int64_t x = 0; x < ns + (b - a); ++x) {
+        int64_t j, e;
+        if (x < ns) {
+          j = state[x];
+          e = cp::EvictedInChunk(chunk_key.data(), a, b, key_h[j], j, x, a, k);
+        } else {
+          j = a + (x - ns);
+          const int64_t before =
+              cp::ChunkKeyBefore(key_h, state.data(), ns, chunk_key.data(), a, j);
+          e = cp::EvictedInChunk(chunk_key.data(), a, b, chunk_key[j - a], j, before, j + 1, k);
+        }
+        if (e >= 0) evict[j] = static_cast<int32_t>(e);
+      }
+    }
+  }
+  const int64_t tiles = (n + 31) / 32;
+  for (int64_t head = 0; head < heads; ++head) {
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      int32_t m = -1;
+      for (int64_t j = tile * 32; j < std::min(n, tile * 32 + 32); ++j) {
+        m = std::max(m, t.evict[head * n + j]);
+      }
+      t.tile_max.push_back(m);
+    }
+  }
+  return t;
+}
+
+struct Lists {
+  int64_t query_blocks = 0, capacity = 0;
+  std::vector<int32_t> offsets, keys, key_evict;
+  std::vector<float> key_bias;
+};
+
+/// EnqueueKeyLists: counts, offsets, fill.
+inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
+  Lists out;
+  out.query_blocks = (lq + br - 1) / br;
+  const int64_t tiles = (t.n + 31) / 32;
+  std::vector<int32_t> counts;
+  for (int64_t head = 0; head < t.heads; ++head) {
+    for (int64_t qb = 0; qb < out.query_blocks; ++qb) {
+      int64_t p0, p1;
+      cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
+      out.capacity += cp::ListBound(p0, p1, t.k);
+      counts.push_back(static_cast<int32_t>(
+          cp::ListWalk(cp::HostWarp(), t.evict.data() + head * t.n, t.tile_max.data() + head * tiles,
+                       t.n, p0, p1, [](int64_t, int64_t) {})));
+    }
+  }
+  out.offsets = ExclusiveSum(counts);
+  out.keys.assign(static_cast<size_t>(out.offsets.back()), -1);
+  out.key_evict.assign(out.keys.size(), -1);
+  if (!t.bias.empty()) out.key_bias.assign(out.keys.size(), 0.f);
+  for (int64_t head = 0; head < t.heads; ++head) {
+    const int32_t* evict = t.evict.data() + head * t.n;
+    for (int64_t qb = 0; qb < out.query_blocks; ++qb) {
+      int64_t p0, p1;
+      cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
+      const int64_t base = out.offsets[head * out.query_blocks + qb];
+      cp::ListWalk(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, t.n, p0, p1,
+                   [&](int64_t slot, int64_t j) {
+                     out.keys[base + slot] = static_cast<int32_t>(j);
+                     out.key_evict[base + slot] = evict[j];
+                     if (!t.bias.empty()) out.key_bias[base + slot] = t.bias[head * t.n + j];
+                   });
+    }
+  }
+  return out;
+}
+
+/// EnqueueKsScores: chunk sums, their exclusive prefix, the chunks' scores by a warp.
+inline std::vector<double> KsScores(const attntune::Tensors& t) {
+  const attntune::Shape& s = t.shape;
+  const int64_t chunk = 64, chunks = (s.Lq + chunk - 1) / chunk, group = s.Group();
+  std::vector<double> sums(static_cast<size_t>(s.B * s.Hq * chunks * s.d), 0.0);
+  for (int64_t bh = 0; bh < s.B * s.Hq; ++bh) {
+    for (int64_t e = 0; e < s.d; ++e) {
+      double run = 0.0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        double sum = 0.0;
+        for (int64_t i = c * chunk; i < std::min(s.Lq, c * chunk + chunk); ++i) {
+          sum += static_cast<double>(t.q[(bh * s.Lq + i) * s.d + e]);
+        }
+        sums[(bh * chunks + c) * s.d + e] = run;
+        run += sum;
+      }
+    }
+  }
+  std::vector<double> x(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0);
+  std::vector<double> prefix(static_cast<size_t>(group * s.d)), xs(chunk);
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t hk = 0; hk < s.Hkv; ++hk) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        for (int64_t v = 0; v < group * s.d; ++v) {
+          const int64_t hq = hk * group + v / s.d;
+          prefix[v] = sums[((b * s.Hq + hq) * chunks + c) * s.d + v % s.d];
+        }
+        std::fill(xs.begin(), xs.end(), 0.0);
+        const int64_t i0 = c * chunk, i1 = std::min(s.Lq, i0 + chunk);
+        cp::KsChunkScores(cp::HostWarp(), t.Q(b, hk * group, 0), s.Lq * s.d, t.K(b, hk, 0),
+                          prefix.data(), group, i0, i1, s.Lk - s.Lq, s.d, xs.data());
+        for (int64_t i = i0; i < i1; ++i) x[(b * s.Hkv + hk) * s.Lk + i + s.Lk - s.Lq] = xs[i - i0];
+      }
+    }
+  }
+  return x;
+}
+
+/// The decode pipeline of EnqueueDecodeSelection from the top-k run with k = w_kv.
+struct Decode {
+  std::vector<int32_t> evict, dropped;
+  Lists resident;
+  std::vector<int32_t> chosen_offsets, chosen;
+};
+
+inline Decode RunDecode(const attntune::Tensors& tensors, const TopK& t, int64_t w_q, int64_t r) {
+  const attntune::Shape& s = tensors.shape;
+  const int64_t heads = t.heads, n = t.n, group = s.Group();
+  Decode out;
+  out.evict.resize(static_cast<size_t>(heads * n));
+  out.dropped.assign(static_cast<size_t>(heads * n), -1);
+  for (int64_t head = 0; head < heads; ++head) {
+    const int64_t h = head * n;
+    std::vector<int32_t> slot(static_cast<size_t>(n)), dropped(static_cast<size_t>(n), -1);
+    for (int64_t x = 0; x < n; ++x) slot[t.order[h + x]] = static_cast<int32_t>(x);
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t e = t.evict[h + j];
+      if (j < e && e < n) dropped[e] = static_cast<int32_t>(j);
+    }
+    std::vector<uint64_t> event_key(static_cast<size_t>(n));
+    for (int64_t q = 0; q < n; ++q) event_key[q] = cp::EventKey(t.key.data() + h, dropped[q]);
+    const std::vector<int32_t> event_order = StableOrder(event_key.data(), n);
+    std::vector<uint64_t> event_key_sorted;
+    for (int32_t q : event_order) event_key_sorted.push_back(event_key[q]);
+    for (int64_t j = 0; j < n; ++j) {
+      out.evict[h + j] = static_cast<int32_t>(cp::DecodeEviction(
+          t.key.data() + h, t.evict.data() + h, j, t.sorted_key.data() + h, slot[j],
+          event_key_sorted.data(), event_order.data(), n, n));
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t e = out.evict[h + j];
+      if (j < e && e < n) out.dropped[h + e] = static_cast<int32_t>(j);
+    }
+  }
+  TopK resident = t;
+  resident.evict = out.evict;
+  resident.bias.clear();
+  resident.tile_max.clear();
+  for (int64_t head = 0; head < heads; ++head) {
+    for (int64_t tile = 0; tile < (n + 31) / 32; ++tile) {
+      int32_t m = -1;
+      for (int64_t j = tile * 32; j < std::min(n, tile * 32 + 32); ++j) {
+        m = std::max(m, out.evict[head * n + j]);
+      }
+      resident.tile_max.push_back(m);
+    }
+  }
+  out.resident = RunKeyLists(resident, n, cp::kDecodeListSteps);
+  // Chosen keys: counts, offsets, the ranked candidates of each (b, hq, step).
+  std::vector<int32_t> counts(static_cast<size_t>(s.B * s.Hq * n), 0);
+  std::vector<std::vector<int32_t>> cand(static_cast<size_t>(heads * n));
+  for (int64_t head = 0; head < heads; ++head) {
+    for (int64_t step = 0; step < n; ++step) {
+      std::vector<int32_t>& c = cand[head * n + step];
+      const int64_t m = cp::DecodeCandidates(
+          cp::HostWarp(), step, r, out.evict.data() + head * n, out.dropped.data() + head * n,
+          [&](int64_t slot, int64_t j) {
+            if (static_cast<int64_t>(c.size()) <= slot) c.resize(static_cast<size_t>(slot + 1));
+            c[slot] = static_cast<int32_t>(j);
+          });
+      REQUIRE(static_cast<int64_t>(c.size()) == m);
+      const int64_t b = head / s.Hkv, hk = head % s.Hkv;
+      for (int64_t g = 0; g < group; ++g) {
+        counts[(b * s.Hq + hk * group + g) * n + step] = static_cast<int32_t>(std::min(m, w_q));
+      }
+    }
+  }
+  out.chosen_offsets = ExclusiveSum(counts);
+  out.chosen.assign(static_cast<size_t>(out.chosen_offsets.back()), -1);
+  for (int64_t head = 0; head < heads; ++head) {
+    const int64_t b = head / s.Hkv, hk = head % s.Hkv;
+    for (int64_t step = 0; step < n; ++step) {
+      const std::vector<int32_t>& c = cand[head * n + step];
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t hq = hk * group + g, row = (b * s.Hq + hq) * n + step;
+        std::vector<double> dots;
+        for (int32_t j : c) dots.push_back(cp::DecodeDot(tensors.Q(b, hq, step), tensors.K(b, hk, j), s.d));
+        for (size_t x = 0; x < c.size(); ++x) {
+          int64_t rank = 0;
+          for (size_t y = 0; y < c.size(); ++y) rank += cp::ChosenBefore(dots[y], c[y], dots[x], c[x]);
+          if (rank < w_q) out.chosen[out.chosen_offsets[row] + rank] = c[x];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/// attntune_select_lsh_bins: the 16 lanes of each row, then the combination and the bin.
+inline void Bins(const attntune::Tensors& t, const std::vector<float>& rt, int64_t h,
+                 bool argmax, bool fused, std::vector<int32_t>* key_bin,
+                 std::vector<int32_t>* query_bin) {
+  const attntune::Shape& s = t.shape;
+  auto bin_of = [&](const float* x, int64_t hk) {
+    const float* mu = t.mu.empty() ? nullptr : t.mu.data() + hk * s.d;
+    const float* r = rt.data() + hk * h * s.d;
+    int32_t bin = 0;
+    double best = 0.0;
+    for (int64_t c = 0; c < h; ++c) {
+      float lanes[16];
+      for (int lane = 0; lane < 16; ++lane) lanes[lane] = cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
+      cp::LshBinStep(c, cp::LshCombine(lanes, x, mu, r + c * s.d, s.d), argmax, &bin, &best);
+    }
+    return bin;
+  };
+  key_bin->clear();
+  query_bin->clear();
+  for (int64_t row = 0; row < s.B * s.Hkv * s.Lk; ++row) {
+    key_bin->push_back(bin_of(t.k.data() + row * s.d, (row / s.Lk) % s.Hkv));
+  }
+  for (int64_t row = 0; row < s.B * s.Hq * s.Lq; ++row) {
+    query_bin->push_back(bin_of(t.q.data() + row * s.d, (row / s.Lq) % s.Hq / s.Group()));
+  }
+}
+
+struct Bucket {
+  int64_t blocks = 0, blocks_bound = 0, key_capacity = 0;
+  std::vector<int32_t> head, row_offsets, rows, lo, hi, key_offsets, keys, spos, key_spos,
+      key_evict;
+};
+
+inline int BitsFor(int64_t values) {
+  int bits = 1;
+  while ((int64_t{1} << bits) < values) ++bits;
+  return bits;
+}
+
+/// EnqueueBucketLayout. `topk`: hax's ks part (budget k_ks) or nullptr.
+inline Bucket RunBucket(const attntune::Shape& s, int64_t bins, const std::vector<int32_t>& key_bin,
+                        const std::vector<int32_t>& query_bin, int64_t k, const TopK* topk, int br,
+                        int64_t chunk_param) {
+  const bool hax = topk != nullptr;
+  const int64_t heads = s.B * s.Hkv, group = s.Group(), lk = s.Lk, lq = s.Lq;
+  const int64_t chunk = hax && chunk_param > 0 ? std::min(chunk_param, lq) : lq;
+  const int64_t chunks = std::max<int64_t>(1, (lq + chunk - 1) / chunk);
+  const int64_t total = heads * group * lq;
+  Bucket out;
+  Lists chunk_lists;
+  if (hax) chunk_lists = RunKeyLists(*topk, lq, static_cast<int>(chunk));
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t positions = std::min(lq, (c + 1) * chunk) - c * chunk;
+    const int64_t blocks = cp::BucketBlocksBound(positions * group, positions, bins, k, br);
+    out.blocks_bound += blocks;
+    out.key_capacity += cp::BucketKeysBound(blocks, positions, k, lk);
+    if (hax) {
+      int64_t p0, p1;
+      cp::BlockPositions(c, chunk, lq, lk, &p0, &p1);
+      out.key_capacity += blocks * std::min(cp::ListBound(p0, p1, topk->k), lk);
+    }
+  }
+  out.blocks_bound *= heads;
+  out.key_capacity *= heads;
+  const int bin_bits = BitsFor(bins);
+  // Keys by (head, bin), stably: perm and bins in (bin, position) order per head.
+  std::vector<uint64_t> ckey(static_cast<size_t>(heads * lk));
+  for (int64_t x = 0; x < heads * lk; ++x) {
+    ckey[x] = (static_cast<uint64_t>(x / lk) << bin_bits) | static_cast<uint64_t>(key_bin[x]);
+  }
+  std::vector<int32_t> perm = StableOrder(ckey.data(), heads * lk), kbin_sorted;
+  for (int32_t& x : perm) {
+    kbin_sorted.push_back(static_cast<int32_t>(ckey[x] & ((uint64_t{1} << bin_bits) - 1)));
+    x %= static_cast<int32_t>(lk);  // the iota values: positions within the head
+  }
+  std::vector<int32_t> starts;
+  for (int64_t head = 0; head < heads; ++head) {
+    for (int64_t c = 0; c <= bins; ++c) {
+      starts.push_back(static_cast<int32_t>(cp::LowerBound<int32_t>(
+          kbin_sorted.data() + head * lk, 0, lk, static_cast<int32_t>(c))));
+    }
+  }
+  out.spos.assign(static_cast<size_t>(heads * lk), -1);
+  for (int64_t x = 0; x < heads * lk; ++x) out.spos[(x / lk) * lk + perm[x]] = static_cast<int32_t>(x % lk);
+  // Rows by (head, chunk, bin), stably from (position, head) order.
+  std::vector<uint64_t> rkey(static_cast<size_t>(total));
+  std::vector<int32_t> rval(static_cast<size_t>(total));
+  for (int64_t x = 0; x < total; ++x) {
+    const int64_t head = x / (group * lq), local = x % (group * lq);
+    const int64_t i = local / group, g = local % group;
+    const int64_t b = head / s.Hkv, hq = head % s.Hkv * group + g;
+    rkey[x] = (static_cast<uint64_t>(head * chunks + i / chunk) << bin_bits) |
+              static_cast<uint64_t>(query_bin[(b * s.Hq + hq) * lq + i]);
+    rval[x] = static_cast<int32_t>(g * lq + i);
+  }
+  const std::vector<int32_t> row_order = StableOrder(rkey.data(), total);
+  std::vector<int32_t> qbin(static_cast<size_t>(total));
+  out.rows.resize(static_cast<size_t>(total));
+  for (int64_t n = 0; n < total; ++n) {
+    out.rows[n] = rval[row_order[n]];
+    qbin[n] = static_cast<int32_t>(rkey[row_order[n]] & ((uint64_t{1} << bin_bits) - 1));
+  }
+  out.lo.resize(static_cast<size_t>(total));
+  out.hi.resize(static_cast<size_t>(total));
+  for (int64_t n = 0; n < total; ++n) {
+    const int64_t head = n / (group * lq);
+    const int32_t* st = starts.data() + head * (bins + 1);
+    cp::LshWindowOf(perm.data() + head * lk, st[qbin[n]], st[qbin[n] + 1],
+                    lk - lq + out.rows[n] % lq, k, &out.lo[n], &out.hi[n]);
+  }
+  std::vector<int32_t> run_start(static_cast<size_t>(total)), flag(static_cast<size_t>(total));
+  int32_t run = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    const int64_t head = n / (group * lq), local = n % (group * lq);
+    const int64_t first = head * group * lq + local / (chunk * group) * chunk * group;
+    const bool brk = n == first || cp::RunBreak(n, first, qbin[n], qbin[n - 1], out.lo[n], out.hi[n - 1]);
+    run = std::max(run, brk ? static_cast<int32_t>(n) : 0);  // the inclusive max-scan
+    run_start[n] = run;
+    flag[n] = cp::BlockStart(n, run_start[n], br) ? 1 : 0;
+  }
+  const std::vector<int32_t> block_id = ExclusiveSum(flag);
+  out.blocks = block_id.back();
+  out.row_offsets.assign(static_cast<size_t>(out.blocks + 1), -1);
+  out.head.assign(static_cast<size_t>(out.blocks), -1);
+  for (int64_t n = 0; n < total; ++n) {
+    if (flag[n] != 0) {
+      out.row_offsets[block_id[n]] = static_cast<int32_t>(n);
+      out.head[block_id[n]] = static_cast<int32_t>(n / (group * lq));
+    }
+  }
+  out.row_offsets[out.blocks] = static_cast<int32_t>(total);
+  // Keys of each block: the lsh range, then hax's extras.
+  auto walk = [&](int64_t x, const auto& emit_lsh, const auto& emit_extra) {
+    const int64_t rb = out.row_offsets[x], re = out.row_offsets[x + 1], head = out.head[x];
+    const int32_t lo_first = out.lo[rb], hi_last = out.hi[re - 1];
+    for (int64_t u = 0; u < hi_last - lo_first; ++u) emit_lsh(u, head, lo_first + u);
+    int64_t extras = 0;
+    if (hax) {
+      std::vector<int64_t> pos;
+      for (int64_t r = rb; r < re; ++r) pos.push_back(lk - lq + out.rows[r] % lq);
+      const int64_t list = head * chunks + (out.rows[rb] % lq) / chunk;
+      const int32_t* keys = chunk_lists.keys.data() + chunk_lists.offsets[list];
+      const int64_t list_n = chunk_lists.offsets[list + 1] - chunk_lists.offsets[list];
+      extras = cp::HaxExtrasWalk(cp::HostWarp(), keys, list_n, pos.data(), re - rb,
+                                 topk->evict.data() + head * lk, key_bin.data() + head * lk,
+                                 out.spos.data() + head * lk, qbin[rb], lo_first, hi_last,
+                                 [&](int64_t slot, int64_t j) { emit_extra(hi_last - lo_first + slot, head, j); });
+    }
+    return (hi_last - lo_first) + extras;
+  };
+  std::vector<int32_t> counts;
+  for (int64_t x = 0; x < out.blocks; ++x) {
+    counts.push_back(static_cast<int32_t>(walk(x, [](int64_t, int64_t, int64_t) {}, [](int64_t, int64_t, int64_t) {})));
+  }
+  out.key_offsets = ExclusiveSum(counts);
+  out.keys.assign(static_cast<size_t>(out.key_offsets.back()), -1);
+  out.key_spos.assign(out.keys.size(), -1);
+  out.key_evict.assign(out.keys.size(), -1);
+  for (int64_t x = 0; x < out.blocks; ++x) {
+    const int64_t base = out.key_offsets[x];
+    walk(
+        x,
+        [&](int64_t u, int64_t head, int64_t place) {
+          out.keys[base + u] = perm[head * lk + place];
+          out.key_spos[base + u] = static_cast<int32_t>(place);
+          if (hax) out.key_evict[base + u] = topk->evict[head * lk + out.keys[base + u]];
+        },
+        [&](int64_t u, int64_t head, int64_t j) {
+          out.keys[base + u] = static_cast<int32_t>(j);
+          out.key_spos[base + u] = out.spos[head * lk + j];
+          out.key_evict[base + u] = topk->evict[head * lk + j];
+        });
+  }
+  return out;
+}
+
+// Checks the device's bucketed layout against BuildBucketLists': the same blocks, rows
+// and windows, spos, and per block the same keys (the device lists the lsh range, then
+// hax's extras: the same set in another order), within the allocation bounds.
+inline void CheckLayout(const Bucket& got, const cp::BucketLists& want, const attntune::Shape& shape, bool hax,
+                 const std::vector<int32_t>& evict) {
+  REQUIRE(got.blocks == want.Blocks());
+  CHECK(got.blocks <= got.blocks_bound);
+  CHECK(got.key_offsets.back() <= got.key_capacity);
+  CHECK(got.head == want.head);
+  CHECK(got.row_offsets == want.row_offsets);
+  CHECK(got.rows == want.rows);
+  CHECK(got.lo == want.lo);
+  CHECK(got.hi == want.hi);
+  CHECK(got.spos == want.spos);
+  for (int64_t x = 0; x < got.blocks; ++x) {
+    std::vector<int32_t> a(got.keys.begin() + got.key_offsets[x], got.keys.begin() + got.key_offsets[x + 1]);
+    const std::vector<int32_t> b(want.keys.begin() + want.key_offsets[x],
+                                 want.keys.begin() + want.key_offsets[x + 1]);
+    std::sort(a.begin(), a.end());
+    INFO("block " << x);
+    REQUIRE(std::adjacent_find(a.begin(), a.end()) == a.end());  // each key once
+    REQUIRE(a == b);
+    const int64_t head = got.head[x];
+    for (int64_t n = got.key_offsets[x]; n < got.key_offsets[x + 1]; ++n) {
+      REQUIRE(got.key_spos[n] == got.spos[head * shape.Lk + got.keys[n]]);
+      if (hax) REQUIRE(got.key_evict[n] == evict[head * shape.Lk + got.keys[n]]);
+    }
+  }
+}
+
+}  // namespace select_host
