@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Issue 3's measurement set in one sequential run, printing a table (B=1, Hq=16, Hkv=8,
-# d=128, fp32, causal, one core, medians). Run it on an otherwise idle machine: it takes
-# about 20-30 minutes (each hax bench also counts its attended pairs from the reference
-# key sets first, ~40 s).
+# The CPU kernels' measurement set in one sequential run, printing a table (B=1, Hq=16,
+# Hkv=8, d=128, fp32, causal, one core, medians). Run it on an otherwise idle machine: it
+# takes about 30-45 minutes (each hax bench also counts its attended pairs from the
+# reference key sets first, ~40 s).
 #   1. the single-thread sgemm ceiling (native OpenBLAS kernel: OPENBLAS_CORETYPE and
 #      OPENBLAS_L2_SIZE unset for that command only, as benchmarks/perf.sh does);
 #   2. dense at L=4096 against that ceiling (checked run);
 #   3. at L=16384 (bench --unchecked), in ROUNDS rounds (default 3), each round dense
-#      first, then swa and dma (w=1024: fraction of the pair bound), lsh, ks (k=64) and
-#      hax (32+32) (time per attended pair against dense) and other tiles: every ratio
-#      is taken against the dense of its own round, and the table gives each round's
-#      ratio and their median. This VM's speed drifts by 10-30% within minutes (dense
+#      first, then swa and dma (w=1024: fraction of the pair bound), lsh (k=64), ks (k=64)
+#      and hax (32+32) (time per attended pair against dense), lsh and hax at 4 and 8 hash
+#      bits under both rules (sign: 16 and 256 bins; argmax: 4 and 8), and other tiles:
+#      every ratio is taken against the dense of its own round, and the table gives each
+#      round's ratio and their median. This VM's speed drifts by 10-30% within minutes (dense
 #      alone: p10-p90 18.7-22.0 s per call in one run), so a single dense measured minutes
 #      before a sparse variant moved the ratios by as much as the steps being judged;
 #   4. dma_decode per-step time at t=4096 and t=65536 (benchmarks/decode_steps);
@@ -38,13 +39,17 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$build/benchmarks/sgemm_ceiling" 2
 "$bin" bench --variant dense --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --json > "$out/dense4096.json"
 
 S16=B=1,Hq=16,Hkv=8,L=16384,d=128
-# name|variant|params: the default tiles, and other tiles for lsh (Bc=64) and hax (Br=32,
-# Chunk=1024), the alternatives docs/performance.md compares -- tile sizes are search
+# name|variant|params: the default tiles at 4 and 8 hash bits, sign and argmax rules, and
+# other tiles for lsh (Bc=64) and hax (Br=32; Chunk=512 at 8 bits, where the default
+# chooses 2048), the alternatives docs/performance.md compares -- tile sizes are search
 # dimensions.
 fam=("dense|dense|" "swa|swa|w=1024" "dma|dma|w=1024" "lsh|lsh|k=64,bits=4"
-     "lsh_bc64|lsh|k=64,bits=4,Bc=64" "ks|ks|k=64" "hax|hax|k_lsh=32,k_ks=32,bits=4"
+     "lsh_am4|lsh|k=64,bits=4,rule=argmax" "lsh_b8|lsh|k=64,bits=8"
+     "lsh_am8|lsh|k=64,bits=8,rule=argmax" "lsh_bc64|lsh|k=64,bits=4,Bc=64" "ks|ks|k=64"
+     "hax|hax|k_lsh=32,k_ks=32,bits=4" "hax_am4|hax|k_lsh=32,k_ks=32,bits=4,rule=argmax"
+     "hax_b8|hax|k_lsh=32,k_ks=32,bits=8" "hax_am8|hax|k_lsh=32,k_ks=32,bits=8,rule=argmax"
      "hax_br32|hax|k_lsh=32,k_ks=32,bits=4,Br=32"
-     "hax_c1024|hax|k_lsh=32,k_ks=32,bits=4,Chunk=1024")
+     "hax_b8c512|hax|k_lsh=32,k_ks=32,bits=8,Chunk=512")
 for r in $(seq 1 "$rounds"); do
   for e in "${fam[@]}"; do
     name=${e%%|*}; rest=${e#*|}; v=${rest%%|*}; p=${rest#*|}
@@ -89,7 +94,8 @@ print("dense L=16384 per round: " + ", ".join(
 print("| L=16384 | params | median ms per round | select ms | pair ratio | "
       "per pair vs the round's dense | median over rounds | fraction of pair bound | target |")
 print("|---|---|---|---|---|---|---|---|---|")
-for name in ["swa", "dma", "lsh", "lsh_bc64", "ks", "hax", "hax_br32", "hax_c1024"]:
+for name in ["swa", "dma", "lsh", "lsh_am4", "lsh_b8", "lsh_am8", "lsh_bc64", "ks", "hax",
+             "hax_am4", "hax_b8", "hax_am8", "hax_br32", "hax_b8c512"]:
     js = {r: J(f"f16k_{name}_r{r}.json") for r in R}
     j = js[1]
     v = j["variant"]

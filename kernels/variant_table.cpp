@@ -317,8 +317,9 @@ Variant Hax() {
   // times within the noise (docs/performance.md, "Tried and not adopted"); the default
   // was left as it was.
   v.implementations[0].tunables.push_back(
-      {"Chunk", ParamKind::kInt, 1, 1 << 20, {}, "512", {"256", "512", "1024"},
-       "query positions per chunk (gathered ks union and lsh windows per chunk)"});
+      {"Chunk", ParamKind::kInt, 0, 1 << 20, {}, "0", {"0", "256", "512", "1024", "2048"},
+       "query positions per chunk (gathered ks union and lsh windows per chunk); 0: 512, "
+       "or more where the bins are small (about 16 rows of a bin per chunk, at most 4096)"});
   return v;
 }
 

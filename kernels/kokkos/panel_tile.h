@@ -20,16 +20,53 @@
 namespace attntune {
 namespace tiles {
 
-constexpr int64_t kPanel = 16;  // key columns per K^T panel (one AVX-512 vector)
-// Query rows of a row group (one register tile): 8 with AVX-512 (16 accumulators of a
-// 2-panel tile; the union of 8 same-bin rows' windows is barely wider than 4's).
-constexpr int64_t kGroupRows = kWideRowTile;
-// Columns past the last whole panel of a score piece done as dot products (RowGroup::
-// Scores); more take one more panel.
+// The panel width is one native vector of floats. AVX-512 (32 vector registers): panels
+// of 16 columns, tiles of up to 16 accumulator vectors (8 rows x 2 panels), pieces that
+// start at any column (a two-panel permute, vpermt2ps) and a tail of at most kDotCols
+// columns as dot products. AVX2 (16 registers): panels of 8 columns, tiles of 8
+// accumulators (8 rows x 1 panel or 4 rows x 2: with 16 the accumulators alone filled the
+// register file and the tile spilled on every step), pieces that start on a panel (AVX2
+// has no two-source permute with run-time indices: GCC lowered it lane by lane) and no
+// dot-product columns (a tail is under one 8-column panel).
+#if defined(__AVX512F__)
+constexpr int64_t kPanel = 16;
+constexpr int kTileAcc = 16;
+constexpr bool kShiftedPieces = true;
 constexpr int64_t kDotCols = 8;
+#else
+constexpr int64_t kPanel = 8;
+constexpr int kTileAcc = 8;
+constexpr bool kShiftedPieces = false;
+constexpr int64_t kDotCols = 0;
+#endif
+// Query rows of a row group: 8 (the union of 8 same-bin rows' windows is barely wider
+// than 4's, and a group's fixed costs are shared by more rows). A group may hold rows of
+// several bins (segments); a segment of R = 1, 2 or 4 rows or fewer runs on a tile of R
+// rows and proportionally more columns, so that small bins do not pay for 8 rows.
+constexpr int64_t kGroupRows = 8;
 
-// One panel row of 16 floats as a GCC/Clang vector (AVX-512: one register; narrower
-// ISAs: split by the compiler). aligned(4): loads and stores may be unaligned.
+// The tile rows for a segment of m <= kGroupRows rows: the next power of two.
+inline int64_t TileRows(int64_t m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
+
+// K^T panels per score tile of R rows: as many as kTileAcc accumulators allow, at most
+// 64 columns (a piece's width is rounded up to whole tiles, then halves of them).
+template <int R>
+constexpr int TilePanels() {
+  return kTileAcc / R < 64 / kPanel ? kTileAcc / R : static_cast<int>(64 / kPanel);
+}
+// V vectors per P·V tile of R rows: as many as kTileAcc allow, at most kColTile columns
+// (the padded head dimension is a multiple of kColTile).
+template <int R>
+constexpr int PVVecs() {
+  return kTileAcc / R < kColTile / kPanel ? kTileAcc / R : static_cast<int>(kColTile / kPanel);
+}
+
+// The first column of a piece that must cover column c: c itself where pieces may start
+// anywhere, else c's panel.
+inline int64_t PieceStart(int64_t c) { return kShiftedPieces ? c : c / kPanel * kPanel; }
+
+// One panel row of kPanel floats as a GCC/Clang vector (one register on AVX-512 and AVX2;
+// split by the compiler on narrower ISAs). aligned(4): loads and stores may be unaligned.
 typedef float PanelVec __attribute__((vector_size(kPanel * sizeof(float)), aligned(4)));
 
 typedef int32_t PanelIdx __attribute__((vector_size(kPanel * sizeof(int32_t))));
@@ -60,48 +97,136 @@ inline PanelVec PanelRow(const float* kp, int64_t k, int64_t pstride, const Pane
   return Shuffle2(a, b, idx);
 }
 
-// s[0..R)[0..16*NP) = q[0..R)[0..d) · the 16*NP columns that start `shift` columns into
-// panel kp (panels [d][16]; shift in [0, 16): a column range need not start on a panel,
-// so that a window costs its width rounded up to 16, not its ends rounded out), NP = 1
-// or 2, R = kGroupRows. Written with vector types: the plain loops' 16-wide inner loop
-// made the compiler vectorise across the rows instead (shuffles, 4x slower).
-template <int NP, bool kShifted>
+// s[0..R)[0..kPanel*NP) = q[0..R)[0..d) · the kPanel*NP columns that start `shift`
+// columns into panel kp (panels [d][kPanel]; shift in [0, kPanel), 0 unless
+// kShiftedPieces: a column range need not start on a panel, so that a window costs its
+// width rounded up to a panel, not its ends rounded out), NP <= TilePanels<R>(), R in
+// {1, 2, 4, 8}. Written with vector types: the plain loops' 16-wide inner loop made the
+// compiler vectorise across the rows instead (shuffles, 4x slower).
+template <int R, int NP, bool kShifted>
 inline void TileQKPanels(const float* __restrict q, int64_t ldq, const float* __restrict kp,
                          int64_t shift, int64_t d, float* __restrict s, int64_t lds) {
   PanelIdx idx;
   for (int u = 0; u < kPanel; ++u) idx[u] = static_cast<int32_t>(shift + u);
-  PanelVec c[kGroupRows][NP];
-  for (int64_t r = 0; r < kGroupRows; ++r) {
+  PanelVec c[R][NP];
+  for (int64_t r = 0; r < R; ++r) {
     for (int p = 0; p < NP; ++p) c[r][p] = PanelVec{};
   }
   const int64_t pstride = d * kPanel;
   int64_t k = 0;
-  if (NP == 1) {
-    // One panel gives only R independent FMA chains: run even and odd k in separate
-    // accumulators, added at the end.
-    PanelVec e[kGroupRows];
-    for (int64_t r = 0; r < kGroupRows; ++r) e[r] = PanelVec{};
+  if constexpr (2 * R * NP <= kTileAcc) {
+    // A narrow tile gives only R x NP independent FMA chains: run even and odd k in
+    // separate accumulators, added at the end (where twice as many fit the registers).
+    PanelVec e[R][NP];
+    for (int64_t r = 0; r < R; ++r) {
+      for (int p = 0; p < NP; ++p) e[r][p] = PanelVec{};
+    }
     for (; k + 2 <= d; k += 2) {
-      const PanelVec k0 = PanelRow<kShifted>(kp, k, pstride, idx);
-      const PanelVec k1 = PanelRow<kShifted>(kp, k + 1, pstride, idx);
-      for (int64_t r = 0; r < kGroupRows; ++r) {
-        c[r][0] += q[r * ldq + k] * k0;
-        e[r] += q[r * ldq + k + 1] * k1;
+      PanelVec k0[NP], k1[NP];
+      for (int p = 0; p < NP; ++p) {
+        k0[p] = PanelRow<kShifted>(kp + p * pstride, k, pstride, idx);
+        k1[p] = PanelRow<kShifted>(kp + p * pstride, k + 1, pstride, idx);
+      }
+      for (int64_t r = 0; r < R; ++r) {
+        for (int p = 0; p < NP; ++p) {
+          c[r][p] += q[r * ldq + k] * k0[p];
+          e[r][p] += q[r * ldq + k + 1] * k1[p];
+        }
       }
     }
-    for (int64_t r = 0; r < kGroupRows; ++r) c[r][0] += e[r];
+    for (int64_t r = 0; r < R; ++r) {
+      for (int p = 0; p < NP; ++p) c[r][p] += e[r][p];
+    }
   }
   for (; k < d; ++k) {
     PanelVec kv[NP];
     for (int p = 0; p < NP; ++p) kv[p] = PanelRow<kShifted>(kp + p * pstride, k, pstride, idx);
-    for (int64_t r = 0; r < kGroupRows; ++r) {
+    for (int64_t r = 0; r < R; ++r) {
       const float a = q[r * ldq + k];
       for (int p = 0; p < NP; ++p) c[r][p] += a * kv[p];
     }
   }
-  for (int64_t r = 0; r < kGroupRows; ++r) {
+  for (int64_t r = 0; r < R; ++r) {
     for (int p = 0; p < NP; ++p) *reinterpret_cast<PanelVec*>(s + r * lds + p * kPanel) = c[r][p];
   }
+}
+
+// o[0..R)[0..kPanel*NV) += p[0..R)[0..nc) · v[0..nc)[0..kPanel*NV) (V rows ldv apart), NV
+// <= PVVecs<R>(): the accumulators as vector types, one register each (AVX2:
+// tiles::TilePV's 8 x 32 floats were twice the register file).
+template <int R, int NV>
+inline void TilePVPanels(const float* __restrict p, int64_t ldp, const float* __restrict v,
+                         int64_t ldv, int64_t nc, float* __restrict o, int64_t ldo) {
+  auto at = [](const float* x) { return *reinterpret_cast<const PanelVec*>(x); };
+  PanelVec c[R][NV];
+  for (int64_t r = 0; r < R; ++r) {
+    for (int u = 0; u < NV; ++u) c[r][u] = at(o + r * ldo + u * kPanel);
+  }
+  for (int64_t j = 0; j < nc; ++j) {
+    PanelVec vj[NV];
+    for (int u = 0; u < NV; ++u) vj[u] = at(v + j * ldv + u * kPanel);
+    for (int64_t r = 0; r < R; ++r) {
+      const float a = p[r * ldp + j];
+      for (int u = 0; u < NV; ++u) c[r][u] += a * vj[u];
+    }
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    for (int u = 0; u < NV; ++u) *reinterpret_cast<PanelVec*>(o + r * ldo + u * kPanel) = c[r][u];
+  }
+}
+
+// Lanes of a where the mask m is set (all bits), else those of b.
+inline PanelVec Select(const PanelIdx& m, const PanelVec& a, const PanelVec& b) {
+  return reinterpret_cast<PanelVec>((reinterpret_cast<PanelIdx>(a) & m) |
+                                    (reinterpret_cast<PanelIdx>(b) & ~m));
+}
+
+// tiles::ExpNonPositive on kPanel lanes, the same operations: its scalar loop did not
+// vectorise on AVX2 (GCC kept the selects as branches: "control flow in loop").
+inline PanelVec ExpNonPositiveVec(const PanelVec& x) {
+  const PanelVec zero = {}, lo = zero - 87.0f;
+  const PanelVec xc = Select(x >= lo, Select(x <= zero, x, zero), lo);
+  const float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds
+  const PanelVec n = (xc * 1.44269504088896341f + kRound) - kRound;
+  PanelVec r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  PanelVec p = zero + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const PanelIdx bits = (__builtin_convertvector(n, PanelIdx) + 127) << 23;  // 2^n
+  const PanelVec e = p * reinterpret_cast<PanelVec>(bits);
+  return Select(x != x, x, Select(x < lo, zero, e));
+}
+
+// One row's online-softmax step over row[0..n) (masked -inf, n a multiple of kPanel), as
+// tiles::OnlineSoftmaxRow, with ExpNonPositiveVec.
+inline bool SoftmaxRowVec(float* __restrict row, int64_t n, float& m, float& l,
+                          float* __restrict acc, int64_t dp) {
+  const float mnew = RowMax(row, n, m);
+  if (mnew == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + n, 0.0f);
+    return false;
+  }
+  PanelVec sum = {};
+  for (int64_t j = 0; j < n; j += kPanel) {
+    PanelVec& v = *reinterpret_cast<PanelVec*>(row + j);
+    v = ExpNonPositiveVec(v - mnew);
+    sum += v;
+  }
+  float total = 0.0f;
+  for (int u = 0; u < kPanel; ++u) total += sum[u];
+  if (mnew != m) {
+    const float alpha = std::exp(m - mnew);  // 0 on the first keys (m = -inf)
+    for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
+    l *= alpha;
+    m = mnew;
+  }
+  l += total;
+  return true;
 }
 
 // One level of LaneSums: a and c hold blocks of W lanes (one row's partial sums per
@@ -246,9 +371,12 @@ struct RowGroup {
   // a tail of at most kDotCols columns as dot products over d: a 16-column panel costs
   // ~2 x 8 x d vector operations whatever it holds, a dot product of the 8 rows with one
   // key ~2 x 8 x d / 16 plus the lane sums (a window union of ~35 keys was 48 columns).
-  void Scores(const PanelKv& kv, int64_t c0, int64_t ncols) {
+  // The panel columns are computed for the tile rows [off, off + R) only, the
+  // dot-product columns for every row.
+  template <int R = kGroupRows>
+  void Scores(const PanelKv& kv, int64_t c0, int64_t ncols, int64_t off = 0) {
     const int64_t panel_cols = PanelCols(ncols);
-    if (panel_cols > 0) Scores(kv.Panel(c0), c0 % kPanel, panel_cols);
+    if (panel_cols > 0) Scores<R>(kv.Panel(c0), c0 % kPanel, panel_cols, off);
     for (int64_t c = panel_cols; c < ncols; ++c) ScoreDot(kv.KRow(c0 + c), c);
   }
 
@@ -290,46 +418,55 @@ struct RowGroup {
     }
   }
 
-  // Scores of `ncp` columns (a multiple of 16) starting `shift` columns into panel `kp`.
-  void Scores(const float* kp, int64_t shift, int64_t ncp) {
+  // Scores of `ncp` columns (whole panels) starting `shift` columns into panel `kp`,
+  // for the tile rows [off, off + R).
+  template <int R>
+  void Scores(const float* kp, int64_t shift, int64_t ncp, int64_t off) {
     if (shift == 0) {
-      ScoresAt<false>(kp, 0, ncp);
+      ScoresAt<R, false>(kp, 0, ncp, off);
     } else {
-      ScoresAt<true>(kp, shift, ncp);
+      ScoresAt<R, true>(kp, shift, ncp, off);
     }
   }
-  template <bool kShifted>
-  void ScoresAt(const float* kp, int64_t shift, int64_t ncp) {
-    int64_t c = 0;
-    for (; c + 2 * kPanel <= ncp; c += 2 * kPanel) {
-      TileQKPanels<2, kShifted>(q.data(), d, kp + (c / kPanel) * d * kPanel, shift, d,
-                                s.data() + c, lds);
+  template <int R, bool kShifted>
+  void ScoresAt(const float* kp, int64_t shift, int64_t ncp, int64_t off) {
+    ScoresRun<R, TilePanels<R>(), kShifted>(kp, shift, ncp, off, 0);
+  }
+  // Tiles of NP panels while they fit, then of NP / 2, ... from column c.
+  template <int R, int NP, bool kShifted>
+  void ScoresRun(const float* kp, int64_t shift, int64_t ncp, int64_t off, int64_t c) {
+    const float* qt = q.data() + off * d;
+    float* st = s.data() + off * lds;
+    for (; c + NP * kPanel <= ncp; c += NP * kPanel) {
+      TileQKPanels<R, NP, kShifted>(qt, d, kp + (c / kPanel) * d * kPanel, shift, d, st + c,
+                                    lds);
     }
-    if (c < ncp) {
-      TileQKPanels<1, kShifted>(q.data(), d, kp + (c / kPanel) * d * kPanel, shift, d,
-                                s.data() + c, lds);
-    }
+    if constexpr (NP > 1) ScoresRun<R, NP / 2, kShifted>(kp, shift, ncp, off, c);
   }
 
-  // After `mask(r, row)` has set the disallowed scores of row r to -inf (columns
-  // [0, ncp)): online-softmax update, then acc += P[:, [plo, phi)) · V rows [plo, phi) of
-  // `v` (rows dp apart).
-  template <class Mask>
-  void Update(int64_t ncp, const float* v, int64_t plo, int64_t phi,
-              const Mask& mask) {
+  // For the tile rows [off, off + R) after Scores<R>: the rows of [r0, r1) that are the
+  // group's (r < nr) are updated, after `mask(r, row)` has set their disallowed scores
+  // to -inf (columns [0, ncp)): online-softmax step, then acc += P[:, [plo, phi)) · V rows
+  // [plo, phi) of `v` (rows dp apart). The tile's other rows get P = 0 (rows of another
+  // segment keep their state).
+  template <int R, class Mask>
+  void Update(int64_t off, int64_t r0, int64_t r1, int64_t ncp, const float* v, int64_t plo,
+              int64_t phi, const Mask& mask) {
     bool any = false;
-    for (int64_t r = 0; r < kGroupRows; ++r) {
+    for (int64_t r = off; r < off + R; ++r) {
       float* __restrict row = s.data() + r * lds;
-      if (r >= nr) {
+      if (r < r0 || r >= std::min(r1, nr)) {
         std::fill(row, row + ncp, 0.0f);
         continue;
       }
       mask(r, row);
-      if (OnlineSoftmaxRow(row, ncp, m[r], l[r], acc.data() + r * dp, dp)) any = true;
+      if (SoftmaxRowVec(row, ncp, m[r], l[r], acc.data() + r * dp, dp)) any = true;
     }
     if (!any || phi <= plo) return;
-    for (int64_t c = 0; c < dp; c += kColTile) {
-      TilePV<kGroupRows>(s.data() + plo, lds, v + plo * dp + c, dp, phi - plo, acc.data() + c, dp);
+    constexpr int kNV = PVVecs<R>();
+    for (int64_t c = 0; c < dp; c += kPanel * kNV) {
+      TilePVPanels<R, kNV>(s.data() + off * lds + plo, lds, v + plo * dp + c, dp, phi - plo,
+                           acc.data() + off * dp + c, dp);
     }
   }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "kernels/kokkos/gather_tile.h"
 #include "kernels/kokkos/host_tasks.h"
@@ -24,6 +25,8 @@ using tiles::GatherScratch;
 using tiles::GatherTile;
 using tiles::kPanel;
 using tiles::kGroupRows;
+using tiles::TileRows;
+using tiles::PieceStart;
 using tiles::PanelKv;
 using tiles::PrefetchRead;
 using tiles::PrefetchWrite;
@@ -49,6 +52,8 @@ void CheckInputs(const Tensors& t, const SparseTiles& tl) {
   const Shape& s = t.shape;
   ATTNTUNE_CHECK(tl.br >= 1 && tl.bc >= 1 && tl.bc <= 512);
   ATTNTUNE_CHECK(s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Lq <= s.Lk);
+  // Positions and eviction times in int32 (PrefixTopKEvictions, the masks' lanes).
+  ATTNTUNE_CHECK(s.Lk < std::numeric_limits<int32_t>::max());
   ATTNTUNE_CHECK(static_cast<int64_t>(t.q.size()) == s.QElems());
   ATTNTUNE_CHECK(static_cast<int64_t>(t.k.size()) == s.KvElems());
   ATTNTUNE_CHECK(static_cast<int64_t>(t.v.size()) == s.KvElems());
@@ -183,6 +188,11 @@ struct KsPart {
   PanelKv kv;
   std::vector<int64_t> keys, evict;
   int64_t n_evicted = 0, n_held = 0;
+  // Column n is attended by the row at position p iff from[n] <= p < until[n]: the key's
+  // position and eviction time, INT32_MIN and INT32_MAX for a held key, and a column past
+  // the last key (kPanel of them: a piece ends before the next panel) never: the mask,
+  // in int32 lanes, vectorises.
+  std::vector<int32_t> from, until;
 
   // Keys [n_evicted, n_evicted + n_held) need no per-row predicate.
   bool Held(int64_t n) const { return n >= n_evicted && n < n_evicted + n_held; }
@@ -208,8 +218,18 @@ void BuildKsPart(const Tensors& t, int64_t b, int64_t hkv, const TopKHead& h, in
   ks->keys.insert(ks->keys.end(), runs.entering.begin(), runs.entering.end());
   ks->n_evicted = static_cast<int64_t>(runs.evicted.size());
   ks->n_held = static_cast<int64_t>(runs.held.size());
-  ks->evict.resize(ks->keys.size());
-  for (size_t n = 0; n < ks->keys.size(); ++n) ks->evict[n] = h.evict[ks->keys[n]];
+  const size_t nk = ks->keys.size();
+  ks->evict.resize(nk);
+  for (size_t n = 0; n < nk; ++n) ks->evict[n] = h.evict[ks->keys[n]];
+  constexpr int32_t kMin = std::numeric_limits<int32_t>::min();
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  ks->from.assign(nk + kPanel, kMax);
+  ks->until.assign(nk + kPanel, kMin);
+  for (size_t n = 0; n < nk; ++n) {
+    const bool held = ks->Held(static_cast<int64_t>(n));
+    ks->from[n] = held ? kMin : static_cast<int32_t>(ks->keys[n]);
+    ks->until[n] = held ? kMax : static_cast<int32_t>(ks->evict[n]);
+  }
   ks->kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, ks->keys.data(),
                static_cast<int64_t>(ks->keys.size()));
 }
@@ -221,28 +241,83 @@ PanelKv& SortedKv() {
   return kv;
 }
 
-// Rows [n, n + nr) (nr <= kGroupRows) of one (batch, KV head)'s sorted queries: each
-// attends its lsh window [lo, hi) of the sorted keys `kv`, in pieces of whole panels
-// covering the union of the group's windows. With `ks` (hax), a key of the window whose
-// top-k interval holds the row's position (evict[n] > p) is masked there, and the rows
-// then attend the range of the ks part that their positions can reach, under its
-// predicate: each key once. Pieces start at any column (Scores' shift).
+// A row group: rows [begin, end) (at most kGroupRows) of one (batch, KV head)'s sorted
+// queries, in segments [begin, seg_end[0]), [seg_end[0], seg_end[1]), ...: each segment a
+// run of one block's rows (one bin, overlapping windows). With small bins (8 hash bits:
+// ~4 rows of a bin per hax chunk) a group holds several bins, so that the ks part and the
+// group's fixed costs are shared by 8 rows, not by the few of one bin (a segment's lsh
+// window runs on a tile of as few rows as it holds, RowGroup::Scores<R>).
+struct GroupPlan {
+  int64_t begin = 0, end = 0;
+  int nseg = 0;
+  int64_t seg_end[kGroupRows];
+};
+
+// The row groups of blocks [b0, b1) (consecutive rows): kGroupRows consecutive rows each
+// (some may hold fewer), a segment ending at each block's end and at the group's. With
+// `align` (lsh: no ks part to share), a block of kGroupRows rows or more starts a group,
+// so that its rows fill whole tiles (lsh k=64, 8 bits, L=16384: 42.6 tile columns a row
+// against 44.2 packed).
+void PackGroups(const std::vector<LshBlock>& blocks, int64_t b0, int64_t b1, bool align,
+                std::vector<GroupPlan>* groups) {
+  groups->clear();
+  GroupPlan g;
+  for (int64_t x = b0; x < b1; ++x) {
+    if (align && g.nseg > 0 && blocks[x].end - blocks[x].begin >= kGroupRows) {
+      groups->push_back(g);
+      g = GroupPlan();
+    }
+    for (int64_t n = blocks[x].begin; n < blocks[x].end;) {
+      if (g.nseg == 0) g.begin = g.end = n;
+      const int64_t e = std::min(blocks[x].end, g.begin + kGroupRows);
+      g.end = e;
+      g.seg_end[g.nseg++] = e;
+      n = e;
+      if (g.end - g.begin == kGroupRows) {
+        groups->push_back(g);
+        g = GroupPlan();
+      }
+    }
+  }
+  if (g.nseg > 0) groups->push_back(g);
+}
+
+// Each segment's window union [glo[x], ghi[x]) (empty: glo >= ghi), its start moved to
+// where a piece may start.
+void SegmentWindows(const LshQueries& q, const GroupPlan& gp, int64_t* glo, int64_t* ghi) {
+  for (int x = 0; x < gp.nseg; ++x) {
+    glo[x] = std::numeric_limits<int64_t>::max();
+    ghi[x] = 0;
+    for (int64_t n = x == 0 ? gp.begin : gp.seg_end[x - 1]; n < gp.seg_end[x]; ++n) {
+      if (q.lo[n] < q.hi[n]) {
+        glo[x] = std::min(glo[x], q.lo[n]);
+        ghi[x] = std::max(ghi[x], q.hi[n]);
+      }
+    }
+    glo[x] = PieceStart(std::min(glo[x], ghi[x]));
+  }
+}
+
+// One row group of one (batch, KV head)'s sorted queries: each row attends its lsh
+// window [lo, hi) of the sorted keys `kv`, a segment at a time, in pieces of whole panels
+// covering the union of the segment's windows (a segment of m rows on a tile of
+// TileRows(m) rows). With `ks` (hax), a key of the window whose top-k interval
+// holds the row's position (evict[n] > p) is masked there, and the group's rows then
+// attend the range of the ks part that their positions can reach, under its predicate:
+// each key once. Pieces start at any column (Scores' shift) or, without kShiftedPieces,
+// on the panel of their first column.
 void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t head,
-              int64_t n, int64_t nr, const SparseTiles& tl, RowGroup& g, float* out,
-              const KsPart* ks, const int64_t* evict) {
+              const GroupPlan& gp, const SparseTiles& tl, RowGroup& g, float* out,
+              const KsPart* ks, const int32_t* evict) {
   const Shape& s = t.shape;
   const int64_t b = head / s.Hkv, hq0 = head % s.Hkv * s.Group();
+  const int64_t n = gp.begin, nr = gp.end - gp.begin;
   const int64_t* rows = q.rows.data() + n;
   auto pos = [&](int64_t r) { return LastKey(s, rows[r] % s.Lq); };  // keys allowed: <= pos
   g.Begin(t.Q(b, hq0, 0), rows, nr);
-  int64_t glo = s.Lk, ghi = 0;
-  for (int64_t r = 0; r < nr; ++r) {
-    if (q.lo[n + r] < q.hi[n + r]) {
-      glo = std::min(glo, q.lo[n + r]);
-      ghi = std::max(ghi, q.hi[n + r]);
-    }
-  }
   const int64_t w = PieceCols(tl);
+  int64_t glo[kGroupRows], ghi[kGroupRows];
+  SegmentWindows(q, gp, glo, ghi);
   int64_t klo = 0, khi = 0;
   if (ks != nullptr && nr > 0) {
     int64_t pmin = pos(0), pmax = pos(0);
@@ -251,68 +326,86 @@ void LshGroup(const Tensors& t, const PanelKv& kv, const LshQueries& q, int64_t 
       pmax = std::max(pmax, pos(r));
     }
     ks->Range(pmin, pmax, &klo, &khi);
+    klo = PieceStart(klo);
   }
   // The last piece of each part may end in dot-product columns, which read K rows in
   // place: fetch them while the pieces before compute.
-  if (glo < ghi) {
-    const int64_t last = glo + (ghi - glo - 1) / w * w;
-    RowGroup::PrefetchScores(kv, last, ghi - last);
+  for (int x = 0; x < gp.nseg; ++x) {
+    if (glo[x] < ghi[x]) {
+      const int64_t last = glo[x] + (ghi[x] - glo[x] - 1) / w * w;
+      RowGroup::PrefetchScores(kv, last, ghi[x] - last);
+    }
   }
   if (klo < khi) {
     const int64_t last = klo + (khi - klo - 1) / w * w;
     RowGroup::PrefetchScores(ks->kv, last, khi - last);
   }
-  for (int64_t j0 = glo; j0 < ghi; j0 += w) {
-    const int64_t ncp = std::min(w, RoundUp(ghi - j0, kPanel));
-    g.Scores(kv, j0, std::min(w, ghi - j0));
-    auto mask = [&](int64_t r, float* row) {
-      const int64_t a = std::max<int64_t>(0, std::min(ncp, q.lo[n + r] - j0));
-      const int64_t e = std::max<int64_t>(0, std::min(ncp, q.hi[n + r] - j0));
-      if (e <= a) {
-        std::fill(row, row + ncp, kNegInf);
-        return;
-      }
-      std::fill(row, row + a, kNegInf);
-      std::fill(row + e, row + ncp, kNegInf);
-      if (evict != nullptr) {
-        const int64_t p = pos(r);  // keys in the window are <= p
-        for (int64_t u = a; u < e; ++u) row[u] = evict[j0 + u] > p ? kNegInf : row[u];
-      }
-    };
-    g.Update(ncp, kv.V(j0), 0, std::min(ncp, ghi - j0), mask);
+  // Segment rows [r0, r1) on the tile rows [off, off + R).
+  auto segment = [&](auto rows_tag, int64_t off, int64_t r0, int64_t r1, int64_t lo,
+                     int64_t hi) {
+    constexpr int R = decltype(rows_tag)::value;
+    for (int64_t j0 = lo; j0 < hi; j0 += w) {
+      const int64_t ncp = std::min(w, RoundUp(hi - j0, kPanel));
+      g.Scores<R>(kv, j0, std::min(w, hi - j0), off);
+      // Row r attends the columns u of its window [a, e), less (hax) those whose key its
+      // ks set holds (evict > p): one pass in int32 lanes.
+      auto mask = [&](int64_t r, float* __restrict row) {
+        const int32_t a = static_cast<int32_t>(std::clamp<int64_t>(q.lo[n + r] - j0, 0, ncp));
+        const int32_t e = static_cast<int32_t>(std::clamp<int64_t>(q.hi[n + r] - j0, 0, ncp));
+        const int32_t nc = static_cast<int32_t>(ncp);
+        if (evict == nullptr) {
+          for (int32_t u = 0; u < nc; ++u) row[u] = u >= a && u < e ? row[u] : kNegInf;
+        } else {
+          const int32_t p = static_cast<int32_t>(pos(r));  // keys in the window are <= p
+          const int32_t* ev = evict + j0;
+          for (int32_t u = 0; u < nc; ++u) {
+            row[u] = u >= a && u < e && ev[u] <= p ? row[u] : kNegInf;
+          }
+        }
+      };
+      g.Update<R>(off, r0, r1, ncp, kv.V(j0), 0, std::min(ncp, hi - j0), mask);
+    }
+  };
+  for (int x = 0; x < gp.nseg; ++x) {
+    const int64_t r0 = (x == 0 ? gp.begin : gp.seg_end[x - 1]) - n, r1 = gp.seg_end[x] - n;
+    // The tile rows [off, off + R) hold [r0, r1): r1 - r0 <= R, off <= r0, r1 <= 8.
+    const int64_t rt = TileRows(r1 - r0), off = std::min(r0, kGroupRows - rt);
+    switch (rt) {
+      case 1: segment(std::integral_constant<int, 1>(), off, r0, r1, glo[x], ghi[x]); break;
+      case 2: segment(std::integral_constant<int, 2>(), off, r0, r1, glo[x], ghi[x]); break;
+      case 4: segment(std::integral_constant<int, 4>(), off, r0, r1, glo[x], ghi[x]); break;
+      default: segment(std::integral_constant<int, 8>(), off, r0, r1, glo[x], ghi[x]); break;
+    }
   }
   for (int64_t j0 = klo; j0 < khi; j0 += w) {
     const int64_t ncp = std::min(w, RoundUp(khi - j0, kPanel)), nc = std::min(ncp, khi - j0);
     g.Scores(ks->kv, j0, nc);
-    auto mask = [&](int64_t r, float* row) {
-      const int64_t p = pos(r);
-      for (int64_t u = 0; u < nc; ++u) {
-        if (ks->Held(j0 + u)) continue;
-        const bool in = ks->keys[j0 + u] <= p && p < ks->evict[j0 + u];
-        row[u] = in ? row[u] : kNegInf;
-      }
-      std::fill(row + nc, row + ncp, kNegInf);
+    const int32_t* from = ks->from.data() + j0;
+    const int32_t* until = ks->until.data() + j0;
+    auto mask = [&](int64_t r, float* __restrict row) {
+      const int32_t p = static_cast<int32_t>(pos(r));
+      for (int64_t u = 0; u < ncp; ++u) row[u] = from[u] <= p && p < until[u] ? row[u] : kNegInf;
     };
-    g.Update(ncp, ks->kv.V(j0), 0, nc, mask);
+    g.Update<kGroupRows>(0, 0, nr, ncp, ks->kv.V(j0), 0, nc, mask);
   }
   g.Store(out + OutIndex(s, b, hq0, 0, 0), rows);
 }
 
-// The row groups of one block in turn, each prefetching the rows of the next: the next
-// group of the block or, after its last, the first of the head's next block (its rows
-// follow), so that a block's first group does not wait on DRAM either.
-void LshBlockGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan,
-                    const LshBlock& blk, const SparseTiles& tl, float* out, const KsPart* ks,
-                    const int64_t* evict) {
-  const LshQueries& q = plan.queries[blk.head];
+// The row groups of blocks [b0, b1) of `head` (one chunk), one task each; each group
+// prefetches the rows that follow its own (the next group's, the next chunk's first
+// after the last), so that no group waits on DRAM for its Q and O rows.
+void LshChunkGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan, int64_t head,
+                    int64_t b0, int64_t b1, const SparseTiles& tl, float* out,
+                    const KsPart* ks, const int32_t* evict, const char* phase) {
+  const LshQueries& q = plan.queries[head];
   const int64_t rows = static_cast<int64_t>(q.rows.size());
-  RowGroup& g = Group(t.shape.d, tl);
-  for (int64_t n = blk.begin; n < blk.end; n += kGroupRows) {
-    const int64_t nr = std::min(kGroupRows, blk.end - n);
-    const int64_t next = std::min(n + kGroupRows, blk.end);
-    PrefetchRows(t, q, blk.head, next, std::min(rows, next + kGroupRows), out);
-    LshGroup(t, kv, q, blk.head, n, nr, tl, g, out, ks, evict);
-  }
+  thread_local std::vector<GroupPlan> groups;
+  PackGroups(plan.blocks, b0, b1, ks == nullptr, &groups);
+  ParallelTasks(phase, static_cast<int64_t>(groups.size()), [&](int64_t x) {
+    const GroupPlan& gp = groups[x];
+    PrefetchRows(t, q, head, gp.end, std::min(rows, gp.end + kGroupRows), out);
+    LshGroup(t, kv, q, head, gp, tl, Group(t.shape.d, tl), out, ks, evict);
+  });
 }
 
 // Query block qb of the query heads of KV head `head` (= b * Hkv + hkv) attends the
@@ -336,6 +429,12 @@ void TopKBlock(const Tensors& t, const TopKHead& h, int64_t head, int64_t qb,
 }
 
 }  // namespace
+
+int64_t HaxChunk(const Shape& s, int64_t bins) {
+  int64_t chunk = 512;
+  while (chunk < 4096 && chunk * s.Group() < 16 * bins) chunk *= 2;
+  return chunk;
+}
 
 void RunPhase(const char* name, const std::function<void()>& fn) {
   ParallelTasks(name, 1, [&](int64_t) { fn(); });
@@ -362,17 +461,15 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
   const Shape& s = t.shape;
   const std::vector<BinnedKeys> keys = SortKeysAll(s, bins, KokkosTasks);
   const LshPlan plan = SortQueries(s, bins, keys, k, tl.br, 0, KokkosTasks);
-  const std::vector<LshBlock>& blocks = plan.blocks;
   PanelKv& kv = SortedKv();  // one KV head's keys in (bin, position) order, rebuilt per head
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, keys[head].perm.data(), s.Lk);
     });
-    const int64_t t0 = plan.first[head], t1 = plan.first[head + 1];  // one chunk a head
-    ParallelTasks("attntune::attend::lsh", t1 - t0, [&](int64_t task) {
-      LshBlockGroups(t, kv, plan, blocks[t0 + task], tl, out, nullptr, nullptr);
-    });
+    // One chunk a head.
+    LshChunkGroups(t, kv, plan, head, plan.first[head], plan.first[head + 1], tl, out,
+                   nullptr, nullptr, "attntune::attend::lsh");
   }
 }
 
@@ -389,28 +486,29 @@ void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
   const std::vector<TopKHead> heads = SelectTopKAll(t, scores, k_ks, tl);
   const std::vector<BinnedKeys> binned = SortKeysAll(s, bins, KokkosTasks);
   const LshPlan plan =
-      SortQueries(s, bins, binned, k_lsh, tl.br, RoundUp(tl.chunk, tl.br), KokkosTasks);
+      SortQueries(s, bins, binned, k_lsh, tl.br,
+                  RoundUp(tl.chunk > 0 ? tl.chunk : HaxChunk(s, bins.bins), tl.br), KokkosTasks);
   PanelKv& kv = SortedKv();
   KsPart ks;
-  std::vector<int64_t> evict(static_cast<size_t>(s.Lk));  // in (bin, position) order
+  // In (bin, position) order, and kPanel more (a piece's mask reads to its last panel's
+  // end, masked by the window).
+  std::vector<int32_t> evict(static_cast<size_t>(s.Lk + kPanel), 0);
   for (int64_t head = 0; head < s.B * s.Hkv; ++head) {
     const int64_t b = head / s.Hkv, hkv = head % s.Hkv;
     const TopKHead& h = heads[head];
     const BinnedKeys& bk = binned[head];
     RunPhase("attntune::select::sort_kv", [&] {
       kv.Build(t.K(b, hkv, 0), t.V(b, hkv, 0), s.d, bk.perm.data(), s.Lk);
-      for (int64_t n = 0; n < s.Lk; ++n) evict[n] = h.evict[bk.perm[n]];
+      for (int64_t n = 0; n < s.Lk; ++n) evict[n] = static_cast<int32_t>(h.evict[bk.perm[n]]);
     });
     for (int64_t c = 0; c < plan.chunks; ++c) {
       const int64_t i0 = c * plan.chunk, chunk_rows = std::min(plan.chunk, s.Lq - i0);
       RunPhase("attntune::select::ks_union", [&] {
         BuildKsPart(t, b, hkv, h, i0 / tl.br, i0, chunk_rows, &ks);  // chunks start on blocks
       });
-      const int64_t t0 = plan.first[head * plan.chunks + c];
-      const int64_t t1 = plan.first[head * plan.chunks + c + 1];
-      ParallelTasks("attntune::attend::hax", t1 - t0, [&](int64_t task) {
-        LshBlockGroups(t, kv, plan, plan.blocks[t0 + task], tl, out, &ks, evict.data());
-      });
+      LshChunkGroups(t, kv, plan, head, plan.first[head * plan.chunks + c],
+                     plan.first[head * plan.chunks + c + 1], tl, out, &ks, evict.data(),
+                     "attntune::attend::hax");
     }
   }
 }

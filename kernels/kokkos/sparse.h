@@ -18,8 +18,8 @@ struct SparseTiles {
   int64_t bc = 64;  // keys per tile (<= 512)
   // hax: query positions per chunk (rounded up to whole blocks): the ks union is gathered
   // once per chunk and the chunk's rows are sorted by (bin, position, head) within it.
-  // 0: one chunk.
-  int64_t chunk = 512;
+  // 0: HaxChunk's choice.
+  int64_t chunk = 0;
 };
 
 /// ks / dma: S(i) = the k keys j <= p(i) with the largest score (ties: smaller j); the
@@ -38,6 +38,13 @@ void RunLshKokkos(const Tensors& t, const LshBins& bins, int64_t k, const Sparse
 void RunHaxKokkos(const Tensors& t, const LshBins& bins, int64_t k_lsh,
                   const std::vector<double>& scores, int64_t k_ks, const SparseTiles& tiles,
                   float* out);
+
+/// hax's chunk of query positions when SparseTiles::chunk is 0: 512, or more where the
+/// bins are small, so that a bin holds about 16 of a KV head's query rows per chunk on
+/// average (the rows of a bin's lsh window, read from memory once per chunk), at most
+/// 4096 (the chunk's ks union grows with it). 8 hash bits (256 bins), 2 query heads per
+/// KV head: 2048 (L=16384, 32+32: 451-495 ms CPU against 676-795 at 512, under load).
+int64_t HaxChunk(const Shape& s, int64_t bins);
 
 /// Generic block-sparse executor: the variant's own key sets give, per query block, the
 /// key blocks of width Bc that hold a selected key (the block list) and the element

@@ -10,7 +10,7 @@
 #include <limits>
 #include <new>
 #include <vector>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -128,8 +128,8 @@ inline float ExpShiftSum(float* __restrict row, int64_t n, float m) {
 
 // kt[c * ldt + j] = krow[j][c] for keys j < nc and columns c < d; 0 for nc <= j < ncp
 // (ncp a multiple of 16): gathered K rows into K^T scratch. With AVX-512, 16 x 16
-// blocks go through registers (unpack, then 128-bit lane shuffles); a scalar
-// transpose of scattered rows was a fifth of the gather kernels' time.
+// blocks go through registers (unpack, then 128-bit lane shuffles), with AVX2 8 x 8
+// blocks; a scalar transpose of scattered rows was a fifth of the gather kernels' time.
 inline void TransposeRows(const float* const* krow, int64_t nc, int64_t ncp, int64_t d,
                           float* __restrict kt, int64_t ldt) {
   int64_t c0 = 0;
@@ -160,6 +160,32 @@ inline void TransposeRows(const float* const* krow, int64_t nc, int64_t ncp, int
         _mm512_storeu_ps(dst + 4 * ldt, _mm512_shuffle_f32x4(w0, w2, 0xDD));
         _mm512_storeu_ps(dst + 8 * ldt, _mm512_shuffle_f32x4(w1, w3, 0x88));
         _mm512_storeu_ps(dst + 12 * ldt, _mm512_shuffle_f32x4(w1, w3, 0xDD));
+      }
+    }
+  }
+#elif defined(__AVX2__)
+  // 8 x 8 blocks (ncp a multiple of 8): unpack, shuffle within 128-bit lanes, then swap
+  // the lanes. The scalar loop below was most of lsh's sorted-key copy on AVX2.
+  for (; c0 + 8 <= d && ncp % 8 == 0; c0 += 8) {
+    for (int64_t j0 = 0; j0 < ncp; j0 += 8) {
+      __m256 r[8], t[8];
+      for (int i = 0; i < 8; ++i) {
+        r[i] = j0 + i < nc ? _mm256_loadu_ps(krow[j0 + i] + c0) : _mm256_setzero_ps();
+      }
+      for (int i = 0; i < 8; i += 2) {  // per 128-bit lane: a0 b0 a1 b1, a2 b2 a3 b3
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int k = 0; k < 2; ++k) {  // rows 4k..4k+3: r[4k + m] lane L = column m + 4L
+        r[4 * k + 0] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        r[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+        r[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        r[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+      }
+      for (int m = 0; m < 4; ++m) {
+        float* dst = kt + (c0 + m) * ldt + j0;
+        _mm256_storeu_ps(dst, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
+        _mm256_storeu_ps(dst + 4 * ldt, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
       }
     }
   }

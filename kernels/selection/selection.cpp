@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "core/check.h"
@@ -15,58 +16,83 @@ namespace {
 constexpr uint64_t kProjStream = 0x9e3779b97f4a7c15ULL;
 constexpr uint64_t kDmaStream = 0xd1b54a32d192ed03ULL;
 
-// Eight doubles as a GCC/Clang vector; aligned(8): loads may be unaligned.
-typedef double Lanes8 __attribute__((vector_size(8 * sizeof(double)), aligned(8)));
-
-// Sixteen floats as a GCC/Clang vector (one AVX-512 register); aligned(4): loads may be
-// unaligned.
-typedef float Lanes16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
-
-// The sum of a vector's eight lanes: halves added pairwise (a tree of three steps, not a
-// chain of seven dependent additions).
-inline double SumLanes(Lanes8 v) {
-#if defined(__clang__)  // the same lanes in Clang's spelling (the fuzz and sanitizer builds)
-  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
-  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+// Floats and doubles per native vector (AVX-512: 16 and 8; otherwise 8 and 4, AVX2's
+// width): wider GCC/Clang vectors than the machine's were lowered through general
+// registers and the stack on AVX2. The sums below are written over 16 fp32 lanes and 8
+// fp64 lanes whatever the width, so that every ISA adds the same numbers in the same
+// order (kParts native vectors to a logical vector).
+#if defined(__AVX512F__)
+constexpr int kFloats = 16;
 #else
-  typedef int64_t Index8 __attribute__((vector_size(8 * sizeof(int64_t))));
-  v += __builtin_shuffle(v, Index8{4, 5, 6, 7, 0, 1, 2, 3});
-  v += __builtin_shuffle(v, Index8{2, 3, 0, 1, 6, 7, 4, 5});
+constexpr int kFloats = 8;
 #endif
-  return v[0] + v[1];
+constexpr int kDoubles = kFloats / 2;
+constexpr int kParts16 = 16 / kFloats;  // native float vectors in 16 lanes
+constexpr int kParts8 = 8 / kDoubles;   // native double vectors in 8 lanes
+typedef float VecF __attribute__((vector_size(kFloats * sizeof(float)), aligned(4)));
+typedef double VecD __attribute__((vector_size(kDoubles * sizeof(double)), aligned(8)));
+typedef float Floats4 __attribute__((vector_size(4 * sizeof(float)), aligned(4)));
+typedef double Doubles4 __attribute__((vector_size(4 * sizeof(double)), aligned(8)));
+
+// Eight fp64 lanes t (in kParts8 native vectors) summed as a tree: ((t0 + t4) + (t2 +
+// t6)) + ((t1 + t5) + (t3 + t7)), not a chain of seven dependent additions.
+inline double SumLanes8(const VecD* v) {
+  double t[8];
+  std::memcpy(t, v, sizeof(t));
+  const double u0 = t[0] + t[4], u1 = t[1] + t[5], u2 = t[2] + t[6], u3 = t[3] + t[7];
+  return (u0 + u2) + (u1 + u3);
 }
 
-// Sixteen fp32 lanes as eight fp64 sums: lane k plus lane k + 8, each converted exactly.
-inline Lanes8 WidenPairs(const Lanes16& v) {
-  Lanes8 lo, hi;
-  for (int k = 0; k < 8; ++k) {
-    lo[k] = static_cast<double>(v[k]);
-    hi[k] = static_cast<double>(v[k + 8]);
+// Sixteen fp32 lanes (in kParts16 native vectors) reduced in fp64: lanes k and k + 8
+// converted exactly and added (k < 8), then those eight as SumLanes8 does. Written on
+// four-lane quarters: q0 + q2 are lanes 0-3 of the pairs, q1 + q3 lanes 4-7.
+inline double SumLanes16(const VecF* v) {
+  float lanes[16];
+  std::memcpy(lanes, v, sizeof(lanes));
+  Doubles4 q[4];
+  for (int k = 0; k < 4; ++k) {
+    q[k] = __builtin_convertvector(*reinterpret_cast<const Floats4*>(lanes + 4 * k), Doubles4);
   }
-  return lo + hi;
+  const Doubles4 u = (q[0] + q[2]) + (q[1] + q[3]);  // u[k] = t[k] + t[k + 4]
+  return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+// N <= 8 projections of u onto rt's rows (kFloats lanes of part `part` of the 16 lanes):
+// acc[c] += u[e] * rt[c][e] for e = 16 x + part * kFloats + lane. One part at a time
+// keeps N accumulators and the loads in the registers (16 with AVX2).
+template <int N>
+inline void ProjectPart(const float* u, const float* rt, int64_t d, int part, VecF* acc) {
+  VecF a[N];
+  for (int c = 0; c < N; ++c) a[c] = VecF{};
+  const int64_t d16 = d / 16 * 16;
+  for (int64_t e = part * kFloats; e < d16; e += 16) {
+    const VecF ue = *reinterpret_cast<const VecF*>(u + e);
+    for (int c = 0; c < N; ++c) a[c] += ue * *reinterpret_cast<const VecF*>(rt + c * d + e);
+  }
+  for (int c = 0; c < N; ++c) acc[c * kParts16 + part] = a[c];
 }
 
 // rt: R of one head transposed to [h][d] (fp32); u: x - mu, d floats. P_c = u·R_c in
 // fp32 with 16 partial sums (lane k holds the terms e = k mod 16, ascending), then in fp64
-// the lanes k and k + 8 added, those eight summed as a tree (SumLanes), and the tail; the
-// bins only need P's signs and argmax, and every caller (kernels and reference) bins
-// through this one function. All H projections advance together in registers
-// (independent FMA chains): H is a template argument so that the accumulators are not
-// kept in memory (with a runtime h the compiler interchanged the loops and stored every
-// accumulator on every step). Adding the 16 lanes one by one in fp64 took about half of
-// hax's selection phase (each lane extracted alone).
+// the lanes k and k + 8 added, those eight summed as a tree, and the tail; the bins only
+// need P's signs and argmax, and every caller (kernels and reference) bins through this
+// one function. Up to 8 projections advance together in registers (independent FMA
+// chains); H is a template argument so that the accumulators are not kept in memory
+// (with a runtime h the compiler interchanged the loops and stored every accumulator on
+// every step). Adding the 16 lanes one by one in fp64 took about half of hax's selection
+// phase (each lane extracted alone).
 template <int H>
 void Project(const float* u, const float* rt, int64_t d, double* proj) {
-  Lanes16 acc[H];
-  for (int c = 0; c < H; ++c) acc[c] = Lanes16{};
-  const int64_t d16 = d / 16 * 16;
-  for (int64_t e = 0; e < d16; e += 16) {
-    const Lanes16 ue = *reinterpret_cast<const Lanes16*>(u + e);
-    for (int c = 0; c < H; ++c) acc[c] += ue * *reinterpret_cast<const Lanes16*>(rt + c * d + e);
+  VecF acc[H * kParts16];
+  constexpr int kFirst = H < 8 ? H : 8;
+  for (int part = 0; part < kParts16; ++part) {
+    ProjectPart<kFirst>(u, rt, d, part, acc);
+    if constexpr (H > 8) ProjectPart<H - 8>(u, rt + 8 * d, d, part, acc + 8 * kParts16);
   }
+  const int64_t d16 = d / 16 * 16;
   for (int c = 0; c < H; ++c) {
     const float* r = rt + c * d;
-    double sum = SumLanes(WidenPairs(acc[c]));
+    double sum = SumLanes16(acc + c * kParts16);
     for (int64_t e = d16; e < d; ++e) sum += static_cast<double>(u[e]) * r[e];
     proj[c] = sum;
   }
@@ -162,11 +188,12 @@ void GroupPass(const Tensors& t, int64_t b, int64_t hkv, double* x, const BinRul
   const int64_t group = s.Group();
   std::vector<double> sums(static_cast<size_t>(group * s.d), 0.0);
   std::vector<float> u(static_cast<size_t>(s.d));
-  auto widen = [](const float* p) {
-    Lanes8 v;
-    for (int e = 0; e < 8; ++e) v[e] = static_cast<double>(p[e]);
+  auto widen = [](const float* p) {  // kDoubles floats, converted exactly
+    VecD v;
+    for (int e = 0; e < kDoubles; ++e) v[e] = static_cast<double>(p[e]);
     return v;
   };
+  auto at = [](double* p) -> VecD& { return *reinterpret_cast<VecD*>(p); };
   for (int64_t j = 0; j < s.Lk; ++j) {
     const float* k = t.K(b, hkv, j);
     if (rule != nullptr) bins->key_bin[(b * s.Hkv + hkv) * s.Lk + j] = (*rule)(k, hkv, u.data());
@@ -177,28 +204,40 @@ void GroupPass(const Tensors& t, int64_t b, int64_t hkv, double* x, const BinRul
       const float* q = t.Q(b, hq, i);
       if (rule != nullptr) bins->query_bin[(b * s.Hq + hq) * s.Lq + i] = (*rule)(q, hkv, u.data());
       // sum += q_i, then |sum|^2 and k_j · sum in the same pass, in 8-lane partial sums
-      // with two accumulators each (two FMA chains of d/16 steps instead of one of d/8:
-      // one chain each took ~50 ms at L = 16384, d = 128).
+      // (lane k: the terms c = k mod 8) with two accumulators each (c mod 16 below or
+      // above 8: two FMA chains of d/16 steps instead of one of d/8: one chain each took
+      // ~50 ms at L = 16384, d = 128); 8 lanes are kParts8 native vectors.
       double* sum = sums.data() + g * s.d;
-      Lanes8 norm0{}, norm1{}, dot0{}, dot1{};
+      VecD norm0[kParts8] = {}, norm1[kParts8] = {}, dot0[kParts8] = {}, dot1[kParts8] = {};
       int64_t c = 0;
       for (; c + 16 <= s.d; c += 16) {
-        Lanes8 s0 = *reinterpret_cast<const Lanes8*>(sum + c) + widen(q + c);
-        Lanes8 s1 = *reinterpret_cast<const Lanes8*>(sum + c + 8) + widen(q + c + 8);
-        *reinterpret_cast<Lanes8*>(sum + c) = s0;
-        *reinterpret_cast<Lanes8*>(sum + c + 8) = s1;
-        norm0 += s0 * s0;
-        norm1 += s1 * s1;
-        dot0 += widen(k + c) * s0;
-        dot1 += widen(k + c + 8) * s1;
+        for (int p = 0; p < kParts8; ++p) {
+          const int64_t c0 = c + p * kDoubles, c1 = c0 + 8;
+          const VecD s0 = at(sum + c0) + widen(q + c0);
+          const VecD s1 = at(sum + c1) + widen(q + c1);
+          at(sum + c0) = s0;
+          at(sum + c1) = s1;
+          norm0[p] += s0 * s0;
+          norm1[p] += s1 * s1;
+          dot0[p] += widen(k + c0) * s0;
+          dot1[p] += widen(k + c1) * s1;
+        }
       }
       for (; c + 8 <= s.d; c += 8) {
-        Lanes8 s0 = *reinterpret_cast<const Lanes8*>(sum + c) + widen(q + c);
-        *reinterpret_cast<Lanes8*>(sum + c) = s0;
-        norm0 += s0 * s0;
-        dot0 += widen(k + c) * s0;
+        for (int p = 0; p < kParts8; ++p) {
+          const int64_t c0 = c + p * kDoubles;
+          const VecD s0 = at(sum + c0) + widen(q + c0);
+          at(sum + c0) = s0;
+          norm0[p] += s0 * s0;
+          dot0[p] += widen(k + c0) * s0;
+        }
       }
-      double norm = SumLanes(norm0 + norm1), dot = SumLanes(dot0 + dot1);
+      VecD norms[kParts8], dots[kParts8];
+      for (int p = 0; p < kParts8; ++p) {
+        norms[p] = norm0[p] + norm1[p];
+        dots[p] = dot0[p] + dot1[p];
+      }
+      double norm = SumLanes8(norms), dot = SumLanes8(dots);
       for (; c < s.d; ++c) {
         sum[c] += q[c];
         norm += sum[c] * sum[c];

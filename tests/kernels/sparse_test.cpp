@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/generators.h"
+#include "kernels/kokkos/sparse.h"
 #include "kernels/reference/key_sets.h"
 #include "kernels/reference/reference.h"
 #include "kernels/selection/selection.h"
@@ -66,6 +67,15 @@ const std::vector<Case>& Cases() {
       // d not a whole number of 32-column tiles (V rows copied with padding), odd tiles.
       {"lsh", "Hq=4,Hkv=2,L=577,d=40", "k=40,bits=2,Br=5,Bc=20", ""},
       {"lsh", "B=2,Hq=4,Hkv=2,L=300,d=64", "k=16,bits=3", ""},  // batches: (b, KV head) rows
+      // 8 hash bits (256 small bins), both rules; every key alone in its bin (sign: 256
+      // bins for 200 keys; argmax: 16 bins for 16 keys); every key in one bin.
+      {"lsh", "Hq=4,Hkv=2,L=1000,d=64", "k=16,bits=8", ""},
+      {"lsh", "Hq=4,Hkv=2,L=2048,d=128", "k=64,bits=8,Br=16", ""},
+      {"lsh", "Hq=4,Hkv=2,L=1000,d=64", "k=40,bits=8,rule=argmax", ""},
+      {"lsh", "Hq=4,Hkv=2,L=200,d=64", "k=4,bits=8", "one_key_bins"},
+      {"lsh", "Hq=4,Hkv=2,L=16,d=64", "k=4,bits=16,rule=argmax", "one_key_bins"},
+      {"lsh", "Hq=4,Hkv=2,L=577,d=64", "k=32,bits=8", "one_bin"},
+      {"lsh", "Hq=4,Hkv=2,L=577,d=64", "k=32,bits=8,rule=argmax", "one_bin"},
       {"ks", "Hq=1,L=1,d=64", "k=1", ""},
       {"ks", "Hq=6,Hkv=3,L=37,d=64", "k=5,Br=7,Bc=13", ""},
       {"ks", "Hq=4,Hkv=1,L=577,d=128", "k=64", ""},
@@ -89,6 +99,19 @@ const std::vector<Case>& Cases() {
       {"hax", "Hq=4,Hkv=2,L=577,d=40", "k_lsh=64,k_ks=64,bits=1,Br=5,Bc=20", ""},
       {"hax", "Hq=2,Hkv=1,L=1000,d=64", "k_lsh=100,k_ks=100,bits=1", "clusters"},
       {"hax", "B=2,Hq=4,Hkv=2,L=300,d=64", "k_lsh=16,k_ks=8,bits=3,Chunk=64", ""},
+      // HAX's own 8 hash bits: 256 small bins, rows of several bins in one row group (each
+      // bin's run on a tile of 1, 2, 4 or 8 rows); the default chunk (HaxChunk) and small
+      // ones; both rules; every key alone in its bin; every key in one bin.
+      {"hax", "Hq=4,Hkv=2,L=1000,d=64", "k_lsh=16,k_ks=16,bits=8", ""},
+      {"hax", "Hq=4,Hkv=2,L=1000,d=64", "k_lsh=16,k_ks=16,bits=8,Br=16,Chunk=64", ""},
+      {"hax", "Hq=4,Hkv=2,L=2048,d=128", "k_lsh=32,k_ks=32,bits=8,Chunk=256", ""},
+      {"hax", "Hq=8,Hkv=2,Lq=300,Lk=1000,d=64", "k_lsh=24,k_ks=8,bits=8,Bc=32", ""},
+      {"hax", "Hq=4,Hkv=2,L=1000,d=64", "k_lsh=16,k_ks=24,bits=8,rule=argmax", ""},
+      {"hax", "Hq=4,Hkv=2,L=200,d=64", "k_lsh=4,k_ks=8,bits=8,Chunk=32", "one_key_bins"},
+      {"hax", "Hq=4,Hkv=2,L=16,d=64", "k_lsh=4,k_ks=4,bits=16,rule=argmax", "one_key_bins"},
+      {"hax", "Hq=4,Hkv=2,L=577,d=64", "k_lsh=32,k_ks=16,bits=8", "one_bin"},
+      {"hax", "Hq=4,Hkv=2,L=577,d=64", "k_lsh=32,k_ks=16,bits=8,rule=argmax,Chunk=100",
+       "one_bin"},
       {"dma", "Hq=1,L=1,d=64", "w=1", ""},
       {"dma", "Hq=6,Hkv=3,L=37,d=64", "w=5,bias=0,Br=7,Bc=13", ""},
       {"dma", "Hq=4,Hkv=1,L=577,d=128", "w=64,seed=5", ""},
@@ -109,8 +132,40 @@ const std::vector<Case>& Cases() {
   return kCases;
 }
 
+// LSH inputs with a supplied projection R [Hkv,d,bits]. "one_bin": R = 0, so every
+// projection is 0 and every key and query falls in bin 0 (sign: no P_c > 0; argmax: the
+// first maximum). "one_key_bins": R the identity on the first `bits` coordinates, and
+// key j's coordinates there the signs of j's bits (sign rule) or 1 at coordinate j
+// (argmax rule, Lk <= bits), so that key j alone has bin j; queries stay Gaussian.
+Tensors LshInputs(const std::string& kind, const Shape& s, const Params& p, uint64_t seed) {
+  Tensors t = GaussianTensors(s, seed);
+  const int64_t bits = std::stoll(p.count("bits") != 0 ? p.at("bits") : "4");
+  const bool argmax = p.count("rule") != 0 && p.at("rule") == "argmax";
+  REQUIRE(bits <= s.d);
+  t.proj.assign(static_cast<size_t>(s.Hkv * s.d * bits), 0.0f);
+  if (kind == "one_bin") return t;
+  for (int64_t h = 0; h < s.Hkv; ++h) {
+    for (int64_t c = 0; c < bits; ++c) t.proj[(h * s.d + c) * bits + c] = 1.0f;
+  }
+  REQUIRE(s.Lk <= (argmax ? bits : int64_t{1} << bits));
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.Hkv; ++h) {
+      for (int64_t j = 0; j < s.Lk; ++j) {
+        float* k = t.k.data() + ((b * s.Hkv + h) * s.Lk + j) * s.d;
+        for (int64_t c = 0; c < bits; ++c) {
+          k[c] = argmax ? (c == j ? 1.0f : 0.0f) : ((j >> (bits - 1 - c)) & 1 ? 1.0f : -1.0f);
+        }
+      }
+    }
+  }
+  return t;
+}
+
 Tensors Inputs(const Case& c, const Shape& shape, uint64_t seed) {
   if (c.inputs.empty()) return GaussianTensors(shape, seed);
+  if (c.inputs == "one_bin" || c.inputs == "one_key_bins") {
+    return LshInputs(c.inputs, shape, ParseParams(c.params, "case"), seed);
+  }
   if (c.inputs == "ties" || c.inputs == "windows" || c.inputs == "mu" ||
       c.inputs == "flat_delta" || c.inputs == "delta_a") {
     Tensors t = GaussianTensors(shape, seed);
@@ -165,6 +220,41 @@ TEST_CASE("Sparse and hybrid kernels match their fp64 reference") {
       CHECK(RelErr(out.data(), ref) < kFp32Tol);
     }
   }
+}
+
+// hax's chunk by default: 512 positions, doubled while a bin would hold fewer than 16 of
+// a KV head's query rows per chunk, at most 4096.
+TEST_CASE("hax's default chunk grows with the number of bins") {
+  const Shape s = ParseShape("Hq=16,Hkv=8,L=16384,d=128", "x");  // 2 query heads a group
+  CHECK(HaxChunk(s, 16) == 512);     // 4 hash bits
+  CHECK(HaxChunk(s, 8) == 512);      // argmax rule, 8 bits
+  CHECK(HaxChunk(s, 64) == 512);     // 6 bits: 16 rows of a bin in 512 positions
+  CHECK(HaxChunk(s, 128) == 1024);
+  CHECK(HaxChunk(s, 256) == 2048);   // 8 bits
+  CHECK(HaxChunk(s, 65536) == 4096);  // 16 bits: at most 4096
+  CHECK(HaxChunk(ParseShape("Hq=8,Hkv=1,L=100,d=64", "x"), 256) == 512);
+}
+
+// The special LSH inputs hold what their names say (so the cases above test those bins).
+TEST_CASE("LSH test inputs: every key in one bin, every key alone in its bin") {
+  const Shape s = ParseShape("Hq=4,Hkv=2,L=200,d=64", "x");
+  for (const bool argmax : {false, true}) {
+    const Params one = {{"bits", "8"}, {"rule", argmax ? "argmax" : "sign"}};
+    const LshBins all = ComputeLshBins(LshInputs("one_bin", s, one, 3), 8, argmax, 0);
+    CHECK(std::all_of(all.key_bin.begin(), all.key_bin.end(), [](int32_t b) { return b == 0; }));
+    CHECK(std::all_of(all.query_bin.begin(), all.query_bin.end(), [](int32_t b) { return b == 0; }));
+  }
+  auto alone = [](const Shape& sh, int64_t bits, bool argmax) {
+    const Params p = {{"bits", std::to_string(bits)}, {"rule", argmax ? "argmax" : "sign"}};
+    const LshBins bins = ComputeLshBins(LshInputs("one_key_bins", sh, p, 3), bits, argmax, 0);
+    bool ok = true;
+    for (int64_t h = 0; h < sh.Hkv; ++h) {
+      for (int64_t j = 0; j < sh.Lk; ++j) ok = ok && bins.key_bin[h * sh.Lk + j] == j;
+    }
+    return ok;
+  };
+  CHECK(alone(s, 8, false));
+  CHECK(alone(ParseShape("Hq=4,Hkv=2,L=16,d=64", "x"), 16, true));
 }
 
 TEST_CASE("Every variant and implementation has reference cases") {
