@@ -431,7 +431,13 @@ void Migrate(sqlite3* db, const std::string& path) {
     int64_t version = QueryInt(db, path, "PRAGMA user_version");
     if (version >= kSchemaVersion) break;
     const Migration& step = kMigrations[static_cast<size_t>(version)];
-    Exec(db, path, step.sql);
+    // A step that fails on SQL it always runs (a table it creates exists already, one it
+    // changes is missing) meets tables that are not those of the version the file claims:
+    // the file is damaged (found by the database fuzzer), not attntune.
+    if (sqlite3_exec(db, step.sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+      Damaged(path, "schema version " + std::to_string(version) + " with other tables (" +
+                        sqlite3_errmsg(db) + ")");
+    }
     if (step.step) step.step(db, path);
     {  // a rebuilt table must leave every reference intact
       Stmt fk_check(db, path, "PRAGMA foreign_key_check");
