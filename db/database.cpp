@@ -420,6 +420,13 @@ void SplitV1Params(sqlite3* db, const std::string& path) {
   Exec(db, path, "DROP TABLE config; ALTER TABLE config_v2 RENAME TO config;");
 }
 
+// The reason SQLite gave in one of Fail's messages ("<path>: <what>: <reason>").
+std::string SqliteReason(const std::string& path, const std::string& message) {
+  if (message.rfind(path + ": ", 0) != 0) return message;
+  const size_t colon = message.find(": ", path.size() + 2);
+  return colon == std::string::npos ? message : message.substr(colon + 2);
+}
+
 void Migrate(sqlite3* db, const std::string& path) {
   // An up-to-date file takes no write lock, so that opening never waits for a writer.
   if (QueryInt(db, path, "PRAGMA user_version") >= kSchemaVersion) return;
@@ -431,14 +438,19 @@ void Migrate(sqlite3* db, const std::string& path) {
     int64_t version = QueryInt(db, path, "PRAGMA user_version");
     if (version >= kSchemaVersion) break;
     const Migration& step = kMigrations[static_cast<size_t>(version)];
-    // A step that fails on SQL it always runs (a table it creates exists already, one it
-    // changes is missing) meets tables that are not those of the version the file claims:
-    // the file is damaged (found by the database fuzzer), not attntune.
-    if (sqlite3_exec(db, step.sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
-      Damaged(path, "schema version " + std::to_string(version) + " with other tables (" +
-                        sqlite3_errmsg(db) + ")");
+    // A step whose SQL fails on a file (a table it creates exists already, one it changes
+    // is missing, rows it copies break a constraint of the new table) meets tables or rows
+    // that are not those of the version the file claims: the file is damaged (found by the
+    // database fuzzer), and the transaction leaves it as it was.
+    try {
+      Exec(db, path, step.sql);
+      if (step.step) step.step(db, path);
+    } catch (const UserError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      Damaged(path, "schema version " + std::to_string(version) + " does not migrate: " +
+                        SqliteReason(path, e.what()));
     }
-    if (step.step) step.step(db, path);
     {  // a rebuilt table must leave every reference intact
       Stmt fk_check(db, path, "PRAGMA foreign_key_check");
       if (fk_check.Step())

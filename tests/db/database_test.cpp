@@ -645,7 +645,7 @@ TEST_CASE("a file whose tables are newer than the version it claims is refused a
   MakeFileDb(path, 1);
   RawExec(path, "PRAGMA user_version = 3");
   const std::string damaged =
-      path + ": schema version 3 with other tables (table calibration already exists) (the "
+      path + ": schema version 3 does not migrate: table calibration already exists (the "
              "database is damaged)";
   CHECK(UserErrorText([&] { Database::OpenReadOnly(path, /*current=*/true); }) == damaged);
   CHECK(OpenError(path) == damaged);
