@@ -219,13 +219,7 @@ inline bool SoftmaxRowVec(float* __restrict row, int64_t n, float& m, float& l,
   }
   float total = 0.0f;
   for (int u = 0; u < kPanel; ++u) total += sum[u];
-  if (mnew != m) {
-    const float alpha = std::exp(m - mnew);  // 0 on the first keys (m = -inf)
-    for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
-    l *= alpha;
-    m = mnew;
-  }
-  l += total;
+  AdvanceRunningMax(mnew, total, m, l, acc, dp);
   return true;
 }
 

@@ -204,6 +204,19 @@ inline float RowMax(const float* __restrict row, int64_t n, float m) {
   return m;
 }
 
+// The online softmax's running state after a tile whose max is mnew (> -inf) and whose
+// probabilities relative to it sum to total: acc[0..dp) and l rescaled when m grows.
+inline void AdvanceRunningMax(float mnew, float total, float& m, float& l,
+                              float* __restrict acc, int64_t dp) {
+  if (mnew != m) {
+    const float alpha = std::exp(m - mnew);  // 0 on the first keys (m = -inf)
+    for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
+    l *= alpha;
+    m = mnew;
+  }
+  l += total;
+}
+
 // One row's online-softmax step over a tile of scores row[0..n) (masked keys -inf, n a
 // multiple of kLanes): the scores become probabilities relative to the new running max
 // m, and acc[0..dp) and l are rescaled when m grows. A row that has seen no key yet (m
@@ -217,13 +230,7 @@ inline bool OnlineSoftmaxRow(float* __restrict row, int64_t n, float& m, float& 
     return false;
   }
   const float total = ExpShiftSum(row, n, mnew);
-  if (mnew != m) {
-    const float alpha = std::exp(m - mnew);  // 0 on the first keys (m = -inf)
-    for (int64_t c = 0; c < dp; ++c) acc[c] *= alpha;
-    l *= alpha;
-    m = mnew;
-  }
-  l += total;
+  AdvanceRunningMax(mnew, total, m, l, acc, dp);
   return true;
 }
 
