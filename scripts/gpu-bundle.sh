@@ -13,7 +13,7 @@ rm -rf "$bundle"
 mkdir -p "$bundle/tests/gpu" "$bundle/benchmarks" "$bundle/lib"
 cp "$build/attntune" "$bundle/"
 for t in gpu_windowed_test gpu_library_test cupti_activity_test cupti_metrics_test cuda_plan_test \
-    cuda_select_test library_plan_test cudnn_test; do
+    cuda_select_test library_plan_test cudnn_test flashinfer_test; do
   if [ -x "$build/tests/gpu/$t" ]; then cp "$build/tests/gpu/$t" "$bundle/tests/gpu/"; fi
 done
 for b in cuda_windowed_bench cuda_decode_step; do

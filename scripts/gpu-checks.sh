@@ -10,8 +10,9 @@
 #     against dense, the selection's share) in OUT/summary.txt;
 #  3. dma_decode: one step at t = 4096 and t = 65536, and every step at once;
 #  4. PyTorch's scaled_dot_product_attention on the same problem, where torch has CUDA;
-#     the attention libraries' implementations (cuDNN's SDPA, `--impl cudnn`) beside
-#     attntune's own dense kernel: dense and swa w=1024 at L=16384, fp16 (and bf16 dense),
+#     the attention libraries' implementations (cuDNN's SDPA, `--impl cudnn`; FlashInfer,
+#     `--impl flashinfer`) beside attntune's own dense kernel: dense and swa w=1024 at
+#     L=16384, fp16 (and bf16 dense),
 #     as bench --json records in OUT/libs.jsonl, with their ratios;
 #  5. compute-sanitizer memcheck of the numerics of every family;
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
@@ -72,23 +73,25 @@ head -3 "$out/devices.txt" | tee -a "$out/summary.txt"
 log "ATTNTUNE_CUDNN_LIBRARY=${ATTNTUNE_CUDNN_LIBRARY:-unset}"
 
 # 1. Tests: the CPU ones in seconds, then every [gpu] case (none may be skipped).
-# The cuDNN cases ([cudnn]: graph builds take seconds) run apart, in gpu_cudnn.log.
+# The cuDNN cases ([cudnn]: graph builds take seconds) run apart, in gpu_cudnn.log, and
+# FlashInfer's ([flashinfer]) in gpu_flashinfer.log.
 want tests && for entry in cuda_plan_test:60 cuda_select_test:60 library_plan_test:60 cudnn_test:60 \
-    cupti_activity_test:60 cupti_metrics_test:60 gpu_windowed_test:120 gpu_library_test:60 \
-    gpu_cudnn:90; do
+    flashinfer_test:60 cupti_activity_test:60 cupti_metrics_test:60 gpu_windowed_test:120 \
+    gpu_library_test:60 gpu_cudnn:90 gpu_flashinfer:90; do
   t=${entry%%:*}
   limit=${entry##*:}
   bin=$t
   filter=""
-  if [ "$t" = gpu_windowed_test ]; then filter="~[cudnn]"; fi
+  if [ "$t" = gpu_windowed_test ]; then filter="~[cudnn]~[flashinfer]"; fi
   if [ "$t" = gpu_cudnn ]; then bin=gpu_windowed_test; filter="[cudnn]"; fi
+  if [ "$t" = gpu_flashinfer ]; then bin=gpu_windowed_test; filter="[flashinfer]"; fi
   [ -x "$build/tests/gpu/$bin" ] || { log "$bin missing from $build"; continue; }
   fits "$limit" "$t" || continue
   (cd "$build/tests/gpu" && timeout "$limit" ./$bin -d yes ${filter:+"$filter"} >"$out/$t.log" 2>&1)
   log "$t rc=$?"
   tail -n 3 "$out/$t.log" | tee -a "$out/summary.txt"
 done
-grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
+grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" "$out/gpu_flashinfer.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
 
 # 2. The sparse benches at L=16384: end to end, with the selection's own time.
 shape=B=1,Hq=16,Hkv=8,L=16384,d=128
@@ -151,10 +154,13 @@ if want torch && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/
 fi
 
 # 4b. The attention libraries beside attntune's own dense kernel (same run, same
-# problem): cuDNN's SDPA (its graph is built on the first call, in bench's warm-up).
+# problem): cuDNN's SDPA (its graph is built on the first call, in bench's warm-up) and
+# FlashInfer's kernels.
 : >"$out/libs.jsonl"
-want libs && for v in "dense cuda fp16" "dense cudnn fp16" "swa cuda fp16 w=1024,sink=0" \
-    "swa cudnn fp16 w=1024,sink=0" "dense cuda bf16" "dense cudnn bf16"; do
+want libs && for v in "dense cuda fp16" "dense cudnn fp16" "dense flashinfer fp16" \
+    "swa cuda fp16 w=1024,sink=0" "swa cudnn fp16 w=1024,sink=0" \
+    "swa flashinfer fp16 w=1024,sink=0" "dense cuda bf16" "dense cudnn bf16" \
+    "dense flashinfer bf16"; do
   set -- $v
   fits 45 "bench $v" || continue
   timeout 90 "$at" bench --device cuda:0 --variant "$1" --impl "$2" --dtype "$3" \

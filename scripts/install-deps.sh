@@ -10,7 +10,9 @@
 # the CUDA toolkit is (nvcc), with or without --test: the cuDNN frontend's headers
 # (nvidia-cudnn-frontend, a few MB) and, unless the toolkit already holds cuDNN's headers,
 # cuDNN itself (nvidia-cudnn-cu13, about 0.9 GB), so that cuDNN's SDPA is built in
-# (libcudnn is loaded at run time, never linked).
+# (libcudnn is loaded at run time, never linked); and FlashInfer's headers
+# (flashinfer-python 0.7.2.post1 without its dependencies: header-only kernels with the
+# CUTLASS and CCCL they need, about 0.5 GB unpacked), so that its kernels are built in.
 set -euo pipefail
 
 want_tests=0
@@ -47,7 +49,8 @@ if [ "$want_tests" = 1 ]; then
   fi
 fi
 
-# cuDNN's SDPA (cmake/attention_libraries.cmake finds these in python3's site-packages).
+# cuDNN's SDPA and FlashInfer (cmake/attention_libraries.cmake finds them in python3's
+# site-packages).
 nvcc_bin=$(command -v nvcc || true)
 [ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc_bin=/usr/local/cuda/bin/nvcc
 if [ -n "$nvcc_bin" ]; then
@@ -58,6 +61,18 @@ if [ -n "$nvcc_bin" ]; then
   if [ ! -f "$cuda_include/cudnn_version.h" ] &&
      ! python3 -c "import nvidia.cudnn" 2>/dev/null; then
     cudnn_pkgs+=(nvidia-cudnn-cu13)
+  fi
+  # FlashInfer: the pinned version's headers only (--no-deps: its Python side, torch
+  # included, is not used).
+  flashinfer_pin=0.7.2.post1
+  if ! python3 -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('flashinfer-python') == '$flashinfer_pin' else 1)" 2>/dev/null; then
+    echo "install-deps: installing flashinfer-python==$flashinfer_pin (headers only) from PyPI (FlashInfer's kernels)"
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-pip
+    fi
+    pip=(python3 -m pip install --quiet --disable-pip-version-check --no-deps
+         "flashinfer-python==$flashinfer_pin")
+    "${pip[@]}" || "${pip[@]}" --break-system-packages
   fi
   if [ "${#cudnn_pkgs[@]}" -gt 0 ]; then
     echo "install-deps: installing ${cudnn_pkgs[*]} from PyPI (cuDNN's SDPA)"

@@ -1,6 +1,7 @@
 """attntune bench --json: the fields the foundation issue names, checked against counts
 computed here; --unchecked times without the reference and says so."""
 import json
+import os
 
 from clitest import run, expect, finish
 
@@ -36,6 +37,34 @@ p = run("variants", check=0)
 for v in ["dense", "swa", "hybrid", "lsh", "ks", "hax", "dma", "dma_decode"]:
     expect(f"\n{v}: " in "\n" + p.stdout, f"variants lists {v}")
 expect(p.stdout.count("kokkos prefill fp32: ") == 8, "every variant runs on the CPU in prefill")
+
+# FlashInfer: dense and swa on CUDA in both phases, fp16 and bf16, when its headers were
+# found at configure time; otherwise listed as not built, with the reason.
+def rows_of(variant):
+    """The variant's lines '  PLATFORM PHASE DTYPE: ids' (up to the next variant)."""
+    rows = []
+    for line in ("\n" + p.stdout).split(f"\n{variant}: ")[1].split("\n")[1:]:
+        if not line.startswith("  "):
+            break
+        if not line.startswith("  params"):
+            rows.append(line)
+    return rows
+
+if os.environ.get("ATTNTUNE_HAVE_FLASHINFER") == "ON":
+    for v in ["dense", "swa"]:
+        for phase in ["prefill", "decode"]:
+            for dtype in ["fp16", "bf16"]:
+                line = [l for l in rows_of(v) if l.startswith(f"  cuda {phase} {dtype}:")]
+                expect(len(line) == 1 and "flashinfer" in line[0].split(": ")[1].split(", "),
+                       f"variants lists flashinfer for {v} {phase} {dtype}: {line}")
+    for v in ["hybrid", "lsh", "ks", "hax", "dma", "dma_decode"]:
+        expect(all("flashinfer" not in l for l in rows_of(v)), f"no flashinfer entry for {v}")
+    expect(" flashinfer: " not in p.stdout.split("not built in this attntune:")[-1]
+           if "not built in this attntune:" in p.stdout else True, "flashinfer is not listed absent")
+else:
+    expect("not built in this attntune:" in p.stdout and
+           (" flashinfer: " in p.stdout.split("not built in this attntune:")[1]),
+           "variants says why flashinfer is not built")
 
 # A floor of repetitions above the default ceiling (100) runs them all, not an abort.
 p = run("bench", "--variant", "dense", "--shape", "B=1,Hq=2,Hkv=1,L=16,d=64",

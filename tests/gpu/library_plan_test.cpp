@@ -37,8 +37,19 @@ std::vector<int64_t> WindowsOf(const std::string& variant, const Tensors& t, con
   return std::vector<int64_t>(static_cast<size_t>(t.shape.Hkv), w);
 }
 
-// Compares the plan's keys with the table's S(i), row by row; "" or the first difference.
-std::string CompareWithTable(const std::string& variant, const Shape& shape, const Params& p) {
+// Whether a library keeps key j (of the call's s_kv keys) of row i, given the call's band.
+using KeepFn = bool (*)(int64_t s_q, int64_t s_kv, int64_t left, int64_t i, int64_t j);
+
+// FlashInfer's mask as flashinfer_cuda.h runs it: causal with kv_len = the call's keys and
+// its sliding window at FlashInferWindowLeft(left).
+bool FlashInferCallKeeps(int64_t s_q, int64_t s_kv, int64_t left, int64_t i, int64_t j) {
+  return lp::FlashInferKeeps(s_q, s_kv, lp::FlashInferWindowLeft(left), i, j);
+}
+
+// Compares the plan's keys (kept by `keeps`) with the table's S(i), row by row; "" or
+// the first difference.
+std::string CompareWithTable(const std::string& variant, const Shape& shape, const Params& p,
+                             KeepFn keeps = lp::CudnnKeeps) {
   const Tensors t = GaussianTensors(shape, 7);
   const Variant& v = FindVariant(variant, "test");
   const auto sets = v.key_sets(t, p);
@@ -56,10 +67,10 @@ std::string CompareWithTable(const std::string& variant, const Shape& shape, con
           sets->Row(b, hq, i, &want);
           got.clear();
           for (int64_t j = call.key_begin; j < shape.Lk; ++j) {
-            if (lp::CudnnKeeps(shape.Lq, s_kv, call.left, i, j - call.key_begin)) got.push_back(j);
+            if (keeps(shape.Lq, s_kv, call.left, i, j - call.key_begin)) got.push_back(j);
           }
           if (got != want) {
-            return "head " + std::to_string(hq) + " row " + std::to_string(i) + ": cuDNN keeps " +
+            return "head " + std::to_string(hq) + " row " + std::to_string(i) + ": the library keeps " +
                    std::to_string(got.size()) + " keys, the table " + std::to_string(want.size());
           }
         }
@@ -132,4 +143,45 @@ TEST_CASE("Sinks, non-causal problems and odd head dims are refused in one line"
   CHECK(lp::CudnnHeadDimRefusal(128) == "");
   CHECK(lp::CudnnHeadDimRefusal(260) == "cuDNN's SDPA takes d a multiple of 8 up to 256, not d=260");
   CHECK(lp::CudnnHeadDimRefusal(60) == "cuDNN's SDPA takes d a multiple of 8 up to 256, not d=60");
+}
+
+TEST_CASE("FlashInfer's causal mask and window keep exactly the table's keys for dense and swa") {
+  // (B, Hq, Hkv, Lq, Lk): GQA 2 and 1, L not a multiple of 64, Lq < Lk, one query row.
+  const std::vector<Shape> shapes = {
+      MakeShape(2, 6, 3, 37, 37, 64),   MakeShape(1, 4, 2, 333, 333, 128),
+      MakeShape(1, 3, 3, 300, 577, 64), MakeShape(2, 4, 2, 1, 1000, 128),
+      MakeShape(1, 2, 1, 1, 1, 64)};
+  for (const Shape& shape : shapes) {
+    INFO(shape.ToString());
+    CHECK(CompareWithTable("dense", shape, {}, FlashInferCallKeeps) == "");
+    for (int64_t w : {int64_t{1}, int64_t{2}, int64_t{40}, shape.Lk - 1, shape.Lk, shape.Lk + 5}) {
+      if (w < 1) continue;
+      INFO("w=" << w);
+      CHECK(CompareWithTable("swa", shape, {{"w", std::to_string(w)}, {"sink", "0"}},
+                             FlashInferCallKeeps) == "");
+    }
+  }
+  // No window: window_left -1 (FlashInfer then takes every key up to the diagonal).
+  CHECK(lp::FlashInferWindowLeft(0) == -1);
+  CHECK(lp::FlashInferWindowLeft(1) == 0);
+  CHECK(lp::FlashInferWindowLeft(40) == 39);
+}
+
+TEST_CASE("FlashInfer refuses head dims and decode groups it is not compiled for, in one line") {
+  CHECK(lp::FlashInferHeadDimRefusal(64) == "");
+  CHECK(lp::FlashInferHeadDimRefusal(128) == "");
+  CHECK(lp::FlashInferHeadDimRefusal(96) ==
+        "attntune compiles FlashInfer's kernels for d=64 and d=128, not d=96");
+  CHECK(lp::FlashInferHeadDimRefusal(256) ==
+        "attntune compiles FlashInfer's kernels for d=64 and d=128, not d=256");
+  for (const int64_t g : {1, 2, 3, 4, 6, 8, 16}) {
+    CHECK(lp::FlashInferShapeRefusal(MakeShape(1, 2 * g, 2, 1, 100, 128)) == "");
+  }
+  CHECK(lp::FlashInferShapeRefusal(MakeShape(1, 10, 2, 1, 100, 128)) ==
+        "FlashInfer's decode takes 1, 2, 3, 4, 6, 8 or 16 query heads per KV head, not 5 "
+        "(Hq=10, Hkv=2)");
+  CHECK(lp::FlashInferShapeRefusal(MakeShape(1, 64, 2, 1, 100, 128)) ==
+        "FlashInfer's decode takes 1, 2, 3, 4, 6, 8 or 16 query heads per KV head, not 32 "
+        "(Hq=64, Hkv=2)");
+  CHECK(lp::FlashInferShapeRefusal(MakeShape(1, 10, 2, 50, 100, 128)) == "");  // prefill: any
 }

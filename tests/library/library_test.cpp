@@ -176,13 +176,15 @@ TEST_CASE("the caller's mistakes are refused with the CLI's one-line texts") {
   std::vector<float> o(c.q.size());
   const attntune::Config swa = attntune::MakeConfig("swa", "tiled", "w=5");
   attntune::Config config;
-  const std::string known_impls =
-#if defined(ATTNTUNE_HAVE_CUDA) && defined(ATTNTUNE_HAVE_CUDNN)
-      "tiled, generic, cuda, cuda_decode, cudnn";
-#elif defined(ATTNTUNE_HAVE_CUDA)
-      "tiled, generic, cuda, cuda_decode";
-#else
-      "tiled, generic";
+  std::string known_impls = "tiled, generic";
+#ifdef ATTNTUNE_HAVE_CUDA
+  known_impls += ", cuda, cuda_decode";
+#ifdef ATTNTUNE_HAVE_CUDNN
+  known_impls += ", cudnn";
+#endif
+#ifdef ATTNTUNE_HAVE_FLASHINFER
+  known_impls += ", flashinfer";
+#endif
 #endif
   CHECK(ErrorOf(attntune::TryMakeConfig("nope", "tiled", "", "", &config)) ==
         "attntune: error: config: unknown variant 'nope' (known: dense, swa, hybrid, lsh, ks, "
@@ -305,22 +307,29 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
   attntune::Tensors t;
   // Host selection (ks, dma, lsh, hax, dma_decode): not on caller device buffers; the
   // list is read from the table.
+  // The libraries' entries follow attntune's own in each row: cudnn, then flashinfer.
+  std::vector<std::string> libraries, hybrid_libraries;
 #ifdef ATTNTUNE_HAVE_CUDNN
-  const std::string on_callers =
-      "dense/cuda, dense/cuda_decode, dense/cudnn, swa/cuda, swa/cuda_decode, swa/cudnn, "
-      "hybrid/cuda, hybrid/cudnn";
-#else
-  const std::string on_callers =
-      "dense/cuda, dense/cuda_decode, swa/cuda, swa/cuda_decode, hybrid/cuda";
+  libraries.push_back("cudnn");
+  hybrid_libraries.push_back("cudnn");
 #endif
-  CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("ks", "cuda", "k=16"), p, t)) ==
-        "attntune: error: config: ks/cuda runs only on attntune's own device buffers (tune, "
-        "bench), not on the caller's (on the caller's: " + on_callers + ")");
-#ifdef ATTNTUNE_HAVE_CUDNN
-  const std::string swa_there = "cuda, cuda_decode, cudnn";
-#else
-  const std::string swa_there = "cuda, cuda_decode";
+#ifdef ATTNTUNE_HAVE_FLASHINFER
+  libraries.push_back("flashinfer");
 #endif
+  auto row = [](const std::string& v, std::vector<std::string> ids) {
+    std::string text;
+    for (const std::string& id : ids) text += (text.empty() ? "" : ", ") + v + "/" + id;
+    return text;
+  };
+  std::vector<std::string> own = {"cuda", "cuda_decode"};
+  std::vector<std::string> own_and_libraries = own;
+  own_and_libraries.insert(own_and_libraries.end(), libraries.begin(), libraries.end());
+  std::vector<std::string> hybrid = {"cuda"};
+  hybrid.insert(hybrid.end(), hybrid_libraries.begin(), hybrid_libraries.end());
+  const std::string on_callers = row("dense", own_and_libraries) + ", " +
+                                 row("swa", own_and_libraries) + ", " + row("hybrid", hybrid);
+  std::string swa_there;
+  for (const std::string& id : own_and_libraries) swa_there += (swa_there.empty() ? "" : ", ") + id;
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "tiled", "w=16"), p, t)) ==
         "attntune: error: config: swa/tiled does not run on cuda:0 (swa runs there as: " +
             swa_there + ")");

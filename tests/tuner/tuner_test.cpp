@@ -771,6 +771,25 @@ TEST_CASE("PlanTune refuses variants the backend cannot run, before storing anyt
   if (CudaKernelsBuilt()) CHECK(runs == "dense, swa, dma_decode");
 }
 
+namespace {
+
+// Whether this build holds FlashInfer's implementations (found at configure time).
+bool FlashInferBuilt() {
+  for (const Implementation& impl : FindVariant("dense", "test").implementations) {
+    if (impl.id == "flashinfer") return true;
+  }
+  return false;
+}
+
+// The ids of a plan's implementations after attntune's own (the first).
+std::vector<std::string> IdsAfterFirst(const std::vector<const Implementation*>& impls) {
+  std::vector<std::string> ids;
+  for (size_t i = 1; i < impls.size(); ++i) ids.push_back(impls[i]->id);
+  return ids;
+}
+
+}  // namespace
+
 TEST_CASE("PlanTune on a CUDA backend picks cuda_decode in the decode phase, cuda in prefill") {
   if (!CudaKernelsBuilt()) {
     WARN("this build has no CUDA kernels: nothing to plan");
@@ -784,13 +803,18 @@ TEST_CASE("PlanTune on a CUDA backend picks cuda_decode in the decode phase, cud
   o.variants = {"dense", "swa", "dma_decode"};
   o.phase = Phase::kDecode;
   const ProblemKind kind{Phase::kDecode, Dtype::kF16, 128};
+  // FlashInfer's kernels (built where its headers were found; no library to load) join
+  // attntune's own for dense and swa, in both phases, and for nothing else.
+  const std::vector<std::string> libraries = FlashInferBuilt() ? std::vector<std::string>{"flashinfer"}
+                                                                : std::vector<std::string>{};
   {
     TunePlan plan = PlanTune(o, gpu);
     REQUIRE(plan.impls.size() == 3);
-    for (const auto& impls : plan.impls) {
-      REQUIRE(impls.size() == 1);
+    for (size_t v = 0; v < plan.impls.size(); ++v) {
+      const auto& impls = plan.impls[v];
       CHECK(impls[0]->id == "cuda_decode");
       CHECK(impls[0]->platform == kCudaPlatform);
+      CHECK(IdsAfterFirst(impls) == (v < 2 ? libraries : std::vector<std::string>{}));
     }
     for (size_t v : {0, 1}) {
       REQUIRE(plan.impls[v][0]->TunablesFor(kind).size() == 1);
@@ -810,8 +834,8 @@ TEST_CASE("PlanTune on a CUDA backend picks cuda_decode in the decode phase, cud
   TunePlan plan = PlanTune(o, gpu);
   REQUIRE(plan.impls.size() == 2);
   for (const auto& impls : plan.impls) {
-    REQUIRE(impls.size() == 1);
     CHECK(impls[0]->id == "cuda");
+    CHECK(IdsAfterFirst(impls) == libraries);
     // The tiles of the problem's dtype and head dimension only.
     const std::vector<std::string> tiles =
         impls[0]->TunablesFor({Phase::kPrefill, Dtype::kF16, 128})[0].grid;

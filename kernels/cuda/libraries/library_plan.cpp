@@ -73,10 +73,20 @@ std::string CudnnHeadDimRefusal(int64_t d) {
   return "cuDNN's SDPA takes d a multiple of 8 up to 256, not d=" + std::to_string(d);
 }
 
-bool FlashInferHeadDim(int64_t d) { return d == 64 || d == 128; }
+std::string FlashInferHeadDimRefusal(int64_t d) {
+  if (d == 64 || d == 128) return "";
+  return "attntune compiles FlashInfer's kernels for d=64 and d=128, not d=" + std::to_string(d);
+}
 
-bool FlashInferDecodeGroup(int64_t group) {
-  return group == 1 || group == 2 || group == 4 || group == 8;
+std::string FlashInferShapeRefusal(const Shape& shape) {
+  const int64_t g = shape.Group();
+  if (shape.Lq != 1) return "";
+  for (const int64_t ok : {1, 2, 3, 4, 6, 8, 16}) {
+    if (g == ok) return "";
+  }
+  return "FlashInfer's decode takes 1, 2, 3, 4, 6, 8 or 16 query heads per KV head, not " +
+         std::to_string(g) + " (Hq=" + std::to_string(shape.Hq) + ", Hkv=" +
+         std::to_string(shape.Hkv) + ")";
 }
 
 }  // namespace library_plan

@@ -81,9 +81,15 @@ CallViews ViewsOf(const Shape& shape, const WindowCall& call);
 /// fused flash-attention engines take d a multiple of 8 up to 256.
 std::string CudnnHeadDimRefusal(int64_t d);
 
-/// The compiled FlashInfer head dimensions and GQA groups (decode dispatches on the group).
-bool FlashInferHeadDim(int64_t d);
-bool FlashInferDecodeGroup(int64_t group);
+/// Why attntune's FlashInfer build cannot take a problem of this head dimension ("" when
+/// it can): its templates are instantiated for d = 64 and 128 only (compile time).
+std::string FlashInferHeadDimRefusal(int64_t d);
+
+/// Why FlashInfer cannot run a problem of this shape ("" when it can): its single-request
+/// decode kernel is compiled for GQA groups of 1, 2, 3, 4, 6, 8 and 16 query heads per KV
+/// head (decode.cuh dispatches on the group, utils.cuh DISPATCH_GQA_GROUP_SIZE); prefill
+/// takes any group.
+std::string FlashInferShapeRefusal(const Shape& shape);
 
 }  // namespace library_plan
 }  // namespace attntune

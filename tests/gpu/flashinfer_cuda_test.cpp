@@ -1,0 +1,122 @@
+// [gpu] FlashInfer's kernels ("flashinfer") against the fp64 reference: dense and swa
+// prefill and decode, fp16 and bf16, head dims 64 and 128, over awkward shapes (L not a
+// multiple of 64, GQA 2 and 1, B = 2, windows 1 and past L, Lq < Lk), every SplitKV value,
+// outputs poisoned before each run (here on the host, and the device's O by the
+// implementation's run). Needs a device of sm_80 or later.
+#include <catch2/catch.hpp>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/params.h"
+#include "core/shape.h"
+#include "core/tensors.h"
+#include "kernels/reference/reference.h"
+#include "kernels/variant.h"
+
+using namespace attntune;
+
+namespace {
+
+Shape MakeShape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
+  Shape s;
+  s.B = b;
+  s.Hq = hq;
+  s.Hkv = hkv;
+  s.Lq = lq;
+  s.Lk = lk;
+  s.d = d;
+  return s;
+}
+
+// The table's flashinfer implementation for this problem, as bench and the tuner find it.
+const Implementation* FlashInfer(const Variant& variant, Dtype dtype, const Shape& shape) {
+  const Phase phase = shape.Lq == 1 ? Phase::kDecode : Phase::kPrefill;
+  for (const Implementation* impl :
+       variant.ImplementationsFor(kCudaPlatform, {phase, dtype, shape.d})) {
+    if (impl->id == "flashinfer") return impl;
+  }
+  return nullptr;
+}
+
+// Runs `impl` on poisoned output; the relative error against `ref`, or +inf.
+double RunError(const Implementation& impl, const Tensors& tensors, const Params& p,
+                const std::vector<double>& ref) {
+  std::vector<float> out(tensors.q.size(), std::numeric_limits<float>::quiet_NaN());
+  impl.run(tensors, p, out.data());
+  return RelErr(out.data(), ref);
+}
+
+struct Case {
+  const char* variant;
+  Params given;
+};
+
+// dense; swa w = 1, 40 and > Lk.
+std::vector<Case> Cases(int64_t lk) {
+  const std::string past = std::to_string(lk + 7);
+  return {{"dense", {}},
+          {"swa", {{"w", "1"}, {"sink", "0"}}},
+          {"swa", {{"w", "40"}, {"sink", "0"}}},
+          {"swa", {{"w", past}, {"sink", "0"}}}};
+}
+
+// Every case on `shape` in both dtypes and every SplitKV value.
+void CheckShape(const Shape& shape) {
+  const Tensors tensors = GaussianTensors(shape, 13);
+  for (const Case& c : Cases(shape.Lk)) {
+    const Variant& variant = FindVariant(c.variant, "test");
+    for (const Dtype dtype : {Dtype::kF16, Dtype::kBf16}) {
+      const Implementation* impl = FlashInfer(variant, dtype, shape);
+      REQUIRE(impl != nullptr);
+      const Params base = ResolveParams(variant, impl, shape, c.given, "test");
+      const std::vector<double> ref = ReferenceOutput(variant, tensors, base);
+      const ProblemKind kind{shape.Lq == 1 ? Phase::kDecode : Phase::kPrefill, dtype, shape.d};
+      const std::vector<ParamDecl> tunables = impl->TunablesFor(kind);
+      REQUIRE(tunables.size() == 1);
+      for (const std::string& split : DeclaredValues(tunables[0])) {
+        Params given = c.given;
+        given["SplitKV"] = split;
+        const Params p = ResolveParams(variant, impl, shape, given, "test");
+        INFO(shape.ToString() << " " << c.variant << " " << ParamsToString(p) << " "
+                              << ToString(dtype));
+        REQUIRE(impl->check(shape, p) == "");
+        CHECK(RunError(*impl, tensors, p, ref) < impl->tolerance(p));
+        impl->launch(tensors, p);  // enqueues only; must not throw
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("flashinfer prefill matches the fp64 reference over awkward shapes", "[gpu][flashinfer]") {
+  // L not a multiple of 64; GQA 2 and 1; d 128 and 64; two batch elements.
+  CheckShape(MakeShape(2, 4, 2, 333, 333, 128));
+  CheckShape(MakeShape(1, 3, 3, 37, 37, 64));
+}
+
+TEST_CASE("flashinfer prefill of a chunk (Lq < Lk) matches the fp64 reference", "[gpu][flashinfer]") {
+  CheckShape(MakeShape(1, 4, 2, 100, 301, 64));
+  // Few query rows against many keys: FlashInfer splits the keys when given its buffer.
+  CheckShape(MakeShape(2, 2, 1, 16, 5000, 128));
+}
+
+TEST_CASE("flashinfer decode (one query row) matches the fp64 reference", "[gpu][flashinfer]") {
+  CheckShape(MakeShape(1, 4, 2, 1, 333, 128));
+  CheckShape(MakeShape(2, 2, 2, 1, 1000, 64));
+  CheckShape(MakeShape(1, 16, 2, 1, 4099, 128));  // GQA 8, split across thread blocks
+}
+
+TEST_CASE("flashinfer refuses what it cannot run, in one line", "[gpu][flashinfer]") {
+  const Variant& swa = FindVariant("swa", "test");
+  const Shape shape = MakeShape(1, 10, 2, 1, 300, 128);  // decode, GQA 5
+  const Implementation* impl = FlashInfer(swa, Dtype::kF16, shape);
+  REQUIRE(impl != nullptr);
+  const Params p = ResolveParams(swa, impl, shape, {{"w", "40"}, {"sink", "0"}}, "test");
+  CHECK(impl->check(shape, p) ==
+        "FlashInfer's decode takes 1, 2, 3, 4, 6, 8 or 16 query heads per KV head, not 5 "
+        "(Hq=10, Hkv=2)");
+  CHECK(FlashInfer(swa, Dtype::kF16, MakeShape(1, 4, 2, 64, 64, 96)) == nullptr);
+}

@@ -1,0 +1,109 @@
+// FlashInfer's implementations without a device: the table's entries (dense and swa, both
+// phases, fp16 and bf16, tunable SplitKV) and what they refuse, in one line; bench's
+// --impl resolving to them.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/shape.h"
+#include "kernels/variant.h"
+
+using namespace attntune;
+
+namespace {
+
+// The table's "flashinfer" entry of `variant` that takes `dtype`; nullptr when none.
+const Implementation* FlashInferEntry(const std::string& variant, Dtype dtype) {
+  for (const Implementation& impl : FindVariant(variant, "test").implementations) {
+    if (impl.id == "flashinfer" && impl.dtypes == std::vector<Dtype>{dtype}) return &impl;
+  }
+  return nullptr;
+}
+
+Shape MakeShape(int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
+  Shape s;
+  s.B = 2;
+  s.Hq = hq;
+  s.Hkv = hkv;
+  s.Lq = lq;
+  s.Lk = lk;
+  s.d = d;
+  return s;
+}
+
+// A CUDA backend without a device: what --impl resolves against.
+class NoDeviceCuda : public Backend {
+ public:
+  DeviceId Id() const override { return {"cuda", 0}; }
+  std::string Platform() const override { return kCudaPlatform; }
+  DeviceInfo Device() const override { return {"cuda", "none", "{}"}; }
+  std::vector<Dtype> Dtypes() const override { return {Dtype::kF16, Dtype::kBf16}; }
+  std::unique_ptr<Timer> MakeTimer(std::string*) override { return nullptr; }
+  MeasureHooks Hooks(bool) const override { return {}; }
+  std::unique_ptr<CounterSource> MakeCounters(Dtype, std::string*) override { return nullptr; }
+};
+
+}  // namespace
+
+TEST_CASE("The table holds flashinfer entries of dense and swa, both phases, fp16 and bf16") {
+  for (const char* variant : {"dense", "swa"}) {
+    for (const Dtype dtype : {Dtype::kF16, Dtype::kBf16}) {
+      INFO(variant << " " << ToString(dtype));
+      const Implementation* impl = FlashInferEntry(variant, dtype);
+      REQUIRE(impl != nullptr);
+      CHECK(impl->platform == kCudaPlatform);
+      CHECK(impl->phases == std::vector<Phase>{Phase::kPrefill, Phase::kDecode});
+      REQUIRE(impl->tunables.size() == 1);
+      CHECK(impl->tunables[0].name == "SplitKV");
+      CHECK(DeclaredValues(impl->tunables[0]) == std::vector<std::string>{"on", "off"});
+      for (const Phase phase : {Phase::kPrefill, Phase::kDecode}) {
+        CHECK(impl->Refuses({phase, dtype, 128}) == "");
+        CHECK(impl->Refuses({phase, dtype, 64}) == "");
+        CHECK(impl->Refuses({phase, dtype, 96}) ==
+              "attntune compiles FlashInfer's kernels for d=64 and d=128, not d=96");
+      }
+      CHECK(impl->summary.find("FlashInfer 0.") == 0);
+    }
+  }
+  // Not offered: hybrid (per-head windows), the sparse variants (no exact FlashInfer path
+  // built), fp32.
+  for (const char* variant : {"hybrid", "ks", "lsh", "hax", "dma", "dma_decode"}) {
+    CHECK(FlashInferEntry(variant, Dtype::kF16) == nullptr);
+  }
+  CHECK(FlashInferEntry("dense", Dtype::kF32) == nullptr);
+}
+
+TEST_CASE("flashinfer refuses sinks, non-causal problems and decode groups it lacks") {
+  const Implementation* swa = FlashInferEntry("swa", Dtype::kF16);
+  REQUIRE(swa != nullptr);
+  const Shape shape = MakeShape(4, 2, 64, 64, 64);
+  CHECK(swa->check(shape, {{"w", "8"}, {"sink", "0"}, {"SplitKV", "on"}}) == "");
+  CHECK(swa->check(shape, {{"w", "8"}, {"sink", "4"}, {"SplitKV", "on"}}) ==
+        "sink=4: the library masks one diagonal band; sink keys outside the window need a "
+        "second pass merged exactly, which attntune does not build");
+  Shape bidirectional = shape;
+  bidirectional.causal = false;
+  const Implementation* dense = FlashInferEntry("dense", Dtype::kBf16);
+  REQUIRE(dense != nullptr);
+  CHECK(dense->check(bidirectional, {{"SplitKV", "off"}}) ==
+        "the library calls are built for causal attention");
+  CHECK(dense->check(MakeShape(10, 2, 1, 500, 128), {{"SplitKV", "on"}}) ==
+        "FlashInfer's decode takes 1, 2, 3, 4, 6, 8 or 16 query heads per KV head, not 5 "
+        "(Hq=10, Hkv=2)");
+  CHECK(dense->check(MakeShape(10, 2, 50, 500, 128), {{"SplitKV", "on"}}) == "");
+  CHECK(dense->check(MakeShape(32, 8, 1, 500, 128), {{"SplitKV", "on"}}) == "");
+}
+
+TEST_CASE("bench --impl flashinfer resolves to the entry; other head dims refuse in one line") {
+  const NoDeviceCuda backend;
+  const Variant& swa = FindVariant("swa", "test");
+  CHECK(ImplementationNamed(backend, swa, Dtype::kBf16, 128, "flashinfer").id == "flashinfer");
+  CHECK(ImplementationNamed(backend, swa, Dtype::kF16, 64, "flashinfer").dtypes ==
+        std::vector<Dtype>{Dtype::kF16});
+  CHECK_THROWS_WITH(ImplementationNamed(backend, swa, Dtype::kF16, 96, "flashinfer"),
+                    Catch::Contains("attntune compiles FlashInfer's kernels for d=64 and d=128, "
+                                    "not d=96"));
+  CHECK_THROWS(ImplementationNamed(backend, FindVariant("hybrid", "test"), Dtype::kF16, 128,
+                                   "flashinfer"));
+}
