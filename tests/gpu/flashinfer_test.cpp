@@ -54,9 +54,18 @@ TEST_CASE("The table holds flashinfer entries of dense and swa, both phases, fp1
       REQUIRE(impl != nullptr);
       CHECK(impl->platform == kCudaPlatform);
       CHECK(impl->phases == std::vector<Phase>{Phase::kPrefill, Phase::kDecode});
-      REQUIRE(impl->tunables.size() == 1);
-      CHECK(impl->tunables[0].name == "SplitKV");
-      CHECK(DeclaredValues(impl->tunables[0]) == std::vector<std::string>{"on", "off"});
+      // Prefill: SplitKV and the query tile; decode (one row per call) SplitKV alone.
+      const std::vector<ParamDecl> prefill = impl->TunablesFor({Phase::kPrefill, dtype, 128});
+      REQUIRE(prefill.size() == 2);
+      CHECK(prefill[0].name == "SplitKV");
+      CHECK(DeclaredValues(prefill[0]) == std::vector<std::string>{"on", "off"});
+      CHECK(prefill[0].default_value == "on");
+      CHECK(prefill[1].name == "CtaTileQ");
+      CHECK(DeclaredValues(prefill[1]) == std::vector<std::string>{"auto", "16", "64", "128"});
+      CHECK(prefill[1].default_value == "auto");
+      const std::vector<ParamDecl> decode = impl->TunablesFor({Phase::kDecode, dtype, 64});
+      REQUIRE(decode.size() == 1);
+      CHECK(decode[0].name == "SplitKV");
       for (const Phase phase : {Phase::kPrefill, Phase::kDecode}) {
         CHECK(impl->Refuses({phase, dtype, 128}) == "");
         CHECK(impl->Refuses({phase, dtype, 64}) == "");
@@ -93,6 +102,12 @@ TEST_CASE("flashinfer refuses sinks, non-causal problems and decode groups it la
         "(Hq=10, Hkv=2)");
   CHECK(dense->check(MakeShape(10, 2, 50, 500, 128), {{"SplitKV", "on"}}) == "");
   CHECK(dense->check(MakeShape(32, 8, 1, 500, 128), {{"SplitKV", "on"}}) == "");
+  // The query tile is a prefill choice: decode takes auto only.
+  CHECK(dense->check(MakeShape(32, 8, 1, 500, 128), {{"SplitKV", "on"}, {"CtaTileQ", "auto"}}) == "");
+  CHECK(dense->check(MakeShape(32, 8, 1, 500, 128), {{"SplitKV", "on"}, {"CtaTileQ", "64"}}) ==
+        "CtaTileQ=64: FlashInfer's decode kernel runs one query row and has no query tile "
+        "(CtaTileQ=auto)");
+  CHECK(dense->check(MakeShape(32, 8, 70, 500, 128), {{"SplitKV", "off"}, {"CtaTileQ", "16"}}) == "");
 }
 
 TEST_CASE("bench --impl flashinfer resolves to the entry; other head dims refuse in one line") {

@@ -22,6 +22,7 @@ struct CallArgs {
   uint32_t q_stride_n = 0, q_stride_h = 0, kv_stride_n = 0, kv_stride_h = 0;
   uint32_t head_dim = 0;
   int32_t window_left = -1;  // -1: no window (flashinfer_cuda::Run maps bands)
+  uint32_t cta_tile_q = 0;   // prefill: 16, 64 or 128 packed query rows per CTA; 0: FlashInfer's choice
   void* stream = nullptr;
 };
 

@@ -1,6 +1,7 @@
 // library_implementations.h's FlashInfer part: "flashinfer" implementations of dense and
 // swa (prefill and decode, fp16 and bf16, head dims 64 and 128) over flashinfer_cuda.h.
 #include <string>
+#include <vector>
 
 #include "core/params.h"
 #include "kernels/cuda/cuda_resident.h"
@@ -27,10 +28,19 @@ Implementation FlashInferImplementation(const std::string& variant, Dtype dtype)
                  "'s FA2-style single-request kernels (causal, bottom-right; sliding window "
                  "through window_left), " +
                  ToString(dtype) + " in, fp32 softmax";
-  impl.tunables = {
-      {"SplitKV", ParamKind::kEnum, 0, 0, {"on", "off"}, "on", {"on", "off"},
-       "on: FlashInfer gets its temporary buffer and splits the keys across thread blocks "
-       "(merging the parts) where its heuristics see idle SMs; off: never split"},
+  // CtaTileQ is a prefill choice (decode runs one query row per call: no such tile).
+  const ParamDecl split{"SplitKV", ParamKind::kEnum, 0, 0, {"on", "off"}, "on", {"on", "off"},
+                        "on: FlashInfer gets its temporary buffer and splits the keys across "
+                        "thread blocks (merging the parts) where its heuristics see idle SMs; "
+                        "off: never split"};
+  const ParamDecl tile{"CtaTileQ", ParamKind::kEnum, 0, 0, {"auto", "16", "64", "128"}, "auto",
+                       {"auto", "16", "64", "128"},
+                       "prefill: packed query rows (rows times the GQA group) per thread block; "
+                       "auto: FlashInfer's own choice (FA2DetermineCtaTileQ)"};
+  impl.tunables = {split, tile};
+  impl.tunables_for = [split, tile](const ProblemKind& kind) {
+    return kind.phase == Phase::kDecode ? std::vector<ParamDecl>{split}
+                                        : std::vector<ParamDecl>{split, tile};
   };
   impl.supports = [](const ProblemKind& kind) -> std::string {
     return lp::FlashInferHeadDimRefusal(kind.head_dim);
@@ -39,6 +49,11 @@ Implementation FlashInferImplementation(const std::string& variant, Dtype dtype)
     const std::vector<int64_t> windows(static_cast<size_t>(shape.Hkv), 0);
     const std::string plan = lp::PlanWindowCalls(shape, windows, SinkOf(variant, p)).refusal;
     if (!plan.empty()) return plan;
+    const auto tile = p.find("CtaTileQ");
+    if (shape.Lq == 1 && tile != p.end() && tile->second != "auto") {
+      return "CtaTileQ=" + tile->second +
+             ": FlashInfer's decode kernel runs one query row and has no query tile (CtaTileQ=auto)";
+    }
     return lp::FlashInferShapeRefusal(shape);
   };
   const bool bf16 = dtype == Dtype::kBf16;
@@ -46,8 +61,12 @@ Implementation FlashInferImplementation(const std::string& variant, Dtype dtype)
       &impl, variant, dtype,
       [variant, bf16](const DeviceTensors& t, const Params& p, const std::vector<int64_t>& windows) {
         const lp::WindowPlan plan = lp::PlanWindowCalls(t.shape, windows, SinkOf(variant, p));
-        flashinfer_cuda::Run(t.shape, plan, bf16, p.at("SplitKV") == "on", t.q, t.k, t.v, t.o,
-                             t.stream);
+        flashinfer_cuda::Choices choices;
+        choices.split_kv = p.at("SplitKV") == "on";
+        const auto tile = p.find("CtaTileQ");
+        choices.cta_tile_q =
+            tile == p.end() || tile->second == "auto" ? 0 : static_cast<int>(ParamInt(p, "CtaTileQ"));
+        flashinfer_cuda::Run(t.shape, plan, bf16, choices, t.q, t.k, t.v, t.o, t.stream);
       });
   return impl;
 }

@@ -78,8 +78,8 @@ size_t SplitBytes(int64_t chunks, int64_t rows, int64_t d) {
 }
 
 // An upper bound on the chunks FlashInfer's prefill splits the keys into: its chunks hold
-// at least 256 keys, and it splits only while the grid (query tiles of at least 16
-// packed rows times KV heads) leaves blocks idle; 32 blocks per SM bound its occupancy.
+// at least 256 keys, and it splits only while the grid (query tiles of at most 128 packed
+// rows, times KV heads) leaves blocks idle; 32 blocks per SM bound its occupancy.
 int64_t PrefillChunkBound(const CallArgs& a, int sms) {
   const int64_t tiles = CeilDiv(int64_t{a.qo_len} * (a.num_qo_heads / a.num_kv_heads), 128);
   const int64_t by_grid = int64_t{32} * sms / (int64_t{a.num_kv_heads} * tiles);
@@ -96,8 +96,8 @@ void Enqueue(const CallArgs& a, bool bf16, bool decode) {
 
 std::string Version() { return ATTNTUNE_FLASHINFER_VERSION; }
 
-void Run(const Shape& s, const lp::WindowPlan& plan, bool bf16, bool split_kv, const void* q,
-         const void* k, const void* v, void* o, void* stream) {
+void Run(const Shape& s, const lp::WindowPlan& plan, bool bf16, const Choices& choices,
+         const void* q, const void* k, const void* v, void* o, void* stream) {
   if (!plan.refusal.empty()) throw std::runtime_error(plan.refusal);
   const bool decode = s.Lq == 1;
   const int64_t g = s.Group();
@@ -123,11 +123,14 @@ void Run(const Shape& s, const lp::WindowPlan& plan, bool bf16, bool split_kv, c
     a.kv_stride_h = static_cast<uint32_t>(s.Lk * s.d);
     a.head_dim = static_cast<uint32_t>(s.d);
     a.window_left = static_cast<int32_t>(lp::FlashInferWindowLeft(call.left));
+    a.cta_tile_q = static_cast<uint32_t>(choices.cta_tile_q);
     a.stream = stream;
     const int64_t rows = s.Lq * heads * g;
-    if (split_kv) {
+    if (choices.split_kv) {
+      // No buffer where FlashInfer cannot split (one chunk at most): it then runs unsplit,
+      // as with the buffer.
       const int64_t chunks = decode ? CeilDiv(a.kv_len, 256) : PrefillChunkBound(a, sms);
-      a.tmp = BufferOf(0, SplitBytes(chunks, rows, s.d));
+      if (chunks > 1) a.tmp = BufferOf(0, SplitBytes(chunks, rows, s.d));
     }
     void* token_major = decode ? nullptr : BufferOf(1, static_cast<size_t>(rows * s.d * 2));
     for (int64_t b = 0; b < s.B; ++b) {
