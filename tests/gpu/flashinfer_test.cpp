@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "core/shape.h"
+#include "kernels/cuda/libraries/flashinfer_entry.h"
 #include "kernels/variant.h"
 
 using namespace attntune;
@@ -121,4 +122,12 @@ TEST_CASE("bench --impl flashinfer resolves to the entry; other head dims refuse
                                     "not d=96"));
   CHECK_THROWS(ImplementationNamed(backend, FindVariant("hybrid", "test"), Dtype::kF16, 128,
                                    "flashinfer"));
+}
+
+TEST_CASE("FlashInfer's errors become one line without its function and file") {
+  namespace fd = attntune::flashinfer_cuda::detail;
+  CHECK(fd::ErrorText("Error in function 'SingleDecodeWithKVCacheDispatched' at "
+                      "/x/flashinfer/attention/decode.cuh:684: Unsupported group_size: 5") ==
+        "flashinfer: Unsupported group_size: 5");
+  CHECK(fd::ErrorText("something else") == "flashinfer: something else");
 }

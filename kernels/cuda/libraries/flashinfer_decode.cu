@@ -47,7 +47,7 @@ std::string DecodeAs(const CallArgs& a) {
       return "flashinfer: head dim " + std::to_string(a.head_dim) + " is not compiled";
     }
   } catch (const std::exception& e) {
-    return std::string("flashinfer: ") + e.what();
+    return ErrorText(e.what());
   }
   if (status != cudaSuccess) {
     return std::string("flashinfer decode: ") + cudaGetErrorName(status) + ": " +

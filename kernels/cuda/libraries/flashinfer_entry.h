@@ -26,6 +26,10 @@ struct CallArgs {
   void* stream = nullptr;
 };
 
+/// FlashInfer's message from its exception's text ("Error in function 'F' at FILE:LINE:
+/// MESSAGE"), prefixed "flashinfer: ".
+std::string ErrorText(const std::string& what);
+
 /// "" when the call was enqueued, else FlashInfer's or CUDA's message.
 std::string PrefillF16(const CallArgs& args);
 std::string PrefillBf16(const CallArgs& args);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -93,6 +94,15 @@ void Enqueue(const CallArgs& a, bool bf16, bool decode) {
 }
 
 }  // namespace
+
+namespace detail {
+
+std::string ErrorText(const std::string& what) {
+  static const std::regex prefix("^Error in function '[^']*' at [^ ]*:[0-9]+: ");
+  return "flashinfer: " + std::regex_replace(what, prefix, "");
+}
+
+}  // namespace detail
 
 std::string Version() { return ATTNTUNE_FLASHINFER_VERSION; }
 
