@@ -34,6 +34,7 @@ struct TuneArgs {
   std::string phase = ToString(TuneOptions{}.phase);
   std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
   std::string generic = TuneOptions{}.generic ? "on" : "off";
+  std::string retime = TuneOptions{}.retime ? "on" : "off";
   std::string calib;
   std::string min_quality;
   CLI::Option* seq_lens_option = nullptr;     // whether --seq-lens was given
@@ -87,6 +88,11 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
   cmd->add_option("--generic", args->generic,
                   "cpu: on: the generic block-sparse executor is one more implementation to "
                   "search beside each variant's own kernel; off: the variant's kernel only")
+      ->capture_default_str();
+  cmd->add_option("--retime", args->retime,
+                  "on: after the searches, time each problem's fastest configuration again "
+                  "beside the untuned default, back to back; one the default matches is not "
+                  "an entry; off: the searches' fastest")
       ->capture_default_str();
   cmd->add_option("--warm-start", args->warm_start,
                   "on: ask first the best stored configurations of the same variant on this "
@@ -159,6 +165,10 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
     throw UserError("--generic: '" + args->generic + "' is not on or off");
   }
   options.generic = args->generic == "on";
+  if (args->retime != "on" && args->retime != "off") {
+    throw UserError("--retime: '" + args->retime + "' is not on or off");
+  }
+  options.retime = args->retime == "on";
   options.args_json = nlohmann::json{{"model", options.model},
                                      {"device", backend.Id().ToString()},
                                      {"dtype", ToString(options.dtype)},
@@ -173,6 +183,7 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
                                      {"strategy", options.strategy},
                                      {"warm_start", options.warm_start},
                                      {"generic", options.generic},
+                                     {"retime", options.retime},
                                      {"seed", options.seed},
                                      {"calib", options.calib},
                                      {"min_quality", options.floor.ToString()}}

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -531,6 +532,9 @@ void WriteImplementations(std::ostream& out, const std::vector<BestEntry>& best)
     for (const auto& [impl, ms] : e.implementation_ms)
       if (std::find(impls.begin(), impls.end(), impl) == impls.end()) impls.push_back(impl);
   std::sort(impls.begin(), impls.end());
+  std::set<std::string> devices;
+  for (const BestEntry& e : best) devices.insert(e.device_name);
+  const bool several = devices.size() > 1;  // one device: no column, as the trial table
   out << "<section id=\"implementations\"><h2>Implementations</h2>\n"
       << "<p class=\"muted\">Per entry (device, variant, phase, variant parameters, head "
       << "dim, length): each implementation's best time (ms), the winner, how much faster "
@@ -538,11 +542,13 @@ void WriteImplementations(std::ostream& out, const std::vector<BestEntry>& best)
       << "first implementation with its default tunables). \"re-timed\": the winner and the "
       << "default were timed again back to back after the search; a configuration the "
       << "default matched there is not an entry.</p>\n<div class=\"wide\"><table class=\"grid\">\n"
-      << "<tr><th>device</th><th>variant</th><th>phase</th><th>params</th><th>d</th><th>L</th>";
+      << "<tr>" << (several ? "<th>device</th>" : "")
+      << "<th>variant</th><th>phase</th><th>params</th><th>d</th><th>L</th>";
   for (const std::string& impl : impls) out << "<th>" << HtmlEscape(impl) << "</th>";
   out << "<th>winner</th><th>over next</th><th>over default</th></tr>\n";
   for (const BestEntry& e : best) {
-    out << "<tr><td>" << HtmlEscape(e.device_name) << "</td><td>" << HtmlEscape(e.variant)
+    out << "<tr class=\"entry\">"
+        << (several ? "<td>" + HtmlEscape(e.device_name) + "</td>" : "") << "<td>" << HtmlEscape(e.variant)
         << "</td><td>" << ToString(e.phase) << "</td><td>" << HtmlEscape(e.params_json)
         << "</td><td class=\"num\">" << e.head_dim << "</td><td class=\"num\">" << e.seq_len
         << "</td>";

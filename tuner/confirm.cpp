@@ -31,21 +31,16 @@ bool Flag(const TrialRow& row, const char* metric) {
   return it != row.result.metrics.end() && it->second != 0;
 }
 
-// One task on the pool's slot, waited for.
-TrialResult RunOnSlot(WorkerPool& pool, CandidateTask task) {
-  static int64_t ticket = 1 << 30;  // apart from the run loop's tickets
+// One task on the context's slot, waited for; nullopt when the slot is lost.
+std::optional<TrialResult> RunOnSlot(const ConfirmContext& ctx, CandidateTask task) {
+  static int64_t ticket = int64_t{1} << 40;  // apart from the run loop's tickets
   task.ticket = ++ticket;
-  pool.Submit(0, task);
+  ctx.pool.Submit(ctx.slot, task);
   for (;;) {
-    std::optional<PoolEvent> event = pool.Wait(1.0);
-    if (!event) continue;
-    if (event->kind == PoolEvent::Kind::kLost) {
-      TrialResult lost;
-      lost.status = TrialStatus::kLaunchFailed;
-      lost.message = event->why;
-      return lost;
-    }
-    if (event->ticket == task.ticket) return event->result;
+    std::optional<PoolEvent> event = ctx.pool.Wait(1.0);
+    if (!event || event->slot != ctx.slot) continue;
+    if (event->kind == PoolEvent::Kind::kLost) return std::nullopt;
+    if (event->ticket == task.ticket) return std::move(event->result);
   }
 }
 
@@ -75,14 +70,20 @@ std::optional<TrialStore::Trial> DefaultTrial(const Problem& p, const Params& va
   task.impl = p.default_impl.id;
   task.params = *params;
   task.first_open_problem = static_cast<int64_t>(p.index);
+  std::optional<TrialResult> result = RunOnSlot(p.ctx, task);
+  if (!result) {  // the slot is gone: nothing is stored
+    p.ctx.store.Release(claimed);
+    return std::nullopt;
+  }
   TrialStore::Trial trial;
-  trial.result = RunOnSlot(p.ctx.pool, task);
-  trial.id = p.ctx.store.Store(claimed, 0, trial.result);
+  trial.result = std::move(*result);
+  trial.id = p.ctx.store.Store(claimed, p.ctx.unit, trial.result);
   return trial;
 }
 
 // The mean of two re-timings of each, A B B A; a failed re-timing counts as never faster.
-std::pair<double, double> Retime(const Problem& p, const TrialRow& challenger,
+// nullopt when the slot is lost.
+std::optional<std::pair<double, double>> Retime(const Problem& p, const TrialRow& challenger,
                                  const Params& default_params) {
   CandidateTask a;
   a.problem = static_cast<int64_t>(p.index);
@@ -98,12 +99,13 @@ std::pair<double, double> Retime(const Problem& p, const TrialRow& challenger,
   double sums[2] = {0, 0};
   bool failed[2] = {false, false};
   for (const int which : {0, 1, 1, 0}) {
-    const TrialResult r = RunOnSlot(p.ctx.pool, which == 0 ? a : b);
-    if (r.status != TrialStatus::kOk) failed[which] = true;
-    sums[which] += r.median_ms / 2;
+    const std::optional<TrialResult> r = RunOnSlot(p.ctx, which == 0 ? a : b);
+    if (!r) return std::nullopt;
+    if (r->status != TrialStatus::kOk) failed[which] = true;
+    sums[which] += r->median_ms / 2;
   }
   const double inf = std::numeric_limits<double>::infinity();
-  return {failed[0] ? inf : sums[0], failed[1] ? inf : sums[1]};
+  return std::make_pair(failed[0] ? inf : sums[0], failed[1] ? inf : sums[1]);
 }
 
 void Report(const Problem& p, const TrialRow& row, const std::string& status,
@@ -141,11 +143,14 @@ void ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summa
     if (row.id == def->id || (row.config.implementation == p.default_impl.id &&
                               row.config.tunables_json == default_tunables))
       return;
-    if (challengers++ == kMaxChallengers) {  // the default stands: mark what is left
+    if (challengers >= kMaxChallengers) {  // the default stands: mark what is left
       db.AddMetrics(row.id, {{kMetricLostToDefault, 1}});
       continue;
     }
-    const auto [mine, theirs] = Retime(p, row, default_params);
+    ++challengers;
+    const auto retimed = Retime(p, row, default_params);
+    if (!retimed) return;  // the slot is gone
+    const auto [mine, theirs] = *retimed;
     ++summary->retimed;
     const bool kept = mine < theirs;
     db.AddMetrics(row.id, {{kMetricConfirmMs, mine},
@@ -164,7 +169,7 @@ void ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summa
 }  // namespace
 
 void ConfirmAgainstDefault(const ConfirmContext& ctx, TuneSummary* summary) {
-  ATTNTUNE_CHECK(ctx.pool.Slots() == 1);
+  ATTNTUNE_CHECK(ctx.slot >= 0 && ctx.slot < ctx.pool.Slots());
   Database& db = ctx.store.Db();
   const TuneOptions& options = ctx.plan.options;
   const std::vector<int64_t>& peers = ctx.store.Peers();

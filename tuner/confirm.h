@@ -15,12 +15,15 @@
 
 namespace attntune {
 
-/// What the stage reads and writes: the plan, a pool of one slot, the store of that
-/// slot's model of device (unit 0) and the run's problems.
+/// What the stage reads and writes: the plan, the pool and the slot that times (one of a
+/// model of device: the model's fastest configurations are re-timed on it), that model's
+/// store and the slot's unit in it, and the run's problems.
 struct ConfirmContext {
   TunePlan& plan;
   WorkerPool& pool;
+  int slot;
   TrialStore& store;
+  size_t unit;
   const std::vector<TuneProblem>& problems;
   const ProgressFn& progress;
 };
@@ -29,7 +32,8 @@ struct ConfirmContext {
 /// configuration evaluated (checked and stored, or its stored trial reused), then the
 /// fastest stored configuration and the default each timed twice, alternately (A B B A);
 /// the fastest kept when its mean is below the default's, else marked lost and the next
-/// fastest tried, up to kMaxChallengers times. Counts what it timed in `summary`.
+/// fastest tried, up to kMaxChallengers times. Counts what it timed in `summary`. When
+/// the slot is lost, the stage stops for this model (nothing half-done is stored).
 void ConfirmAgainstDefault(const ConfirmContext& ctx, TuneSummary* summary);
 
 /// How many configurations of one variant-parameter set may be re-timed before the

@@ -71,6 +71,9 @@ struct TuneOptions {
   /// run that has none stored yet, in passes of their own (counters never mix with timed
   /// runs, DESIGN.md s6), from the backend's counter source.
   bool metrics = false;
+  /// After the searches, re-time each problem's fastest configuration against the untuned
+  /// default, back to back (tuner/confirm.h), so that no entry loses to the default.
+  bool retime = true;
 };
 
 /// A validated tuning session: everything a user could have got wrong is checked

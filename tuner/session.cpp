@@ -577,12 +577,18 @@ TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress
     CounterPasses(plan, run.uncounted, static_cast<int64_t>(run.problems.size()), progress,
                   &run.summary);
   }
-  // The fastest configurations re-timed against the default (one device: a pool of one
-  // slot; the MPI pools' tunes keep the searches' fastest).
-  if (run.pool.Slots() == 1) {
-    NvtxRange range("re-time");
-    ConfirmAgainstDefault({plan, run.pool, *run.groups.front()->store, run.problems, progress},
-                          &run.summary);
+  // Per model of device, its fastest configurations re-timed against the default on one
+  // of its slots still there.
+  for (const auto& group : run.groups) {
+    if (!options.retime) break;
+    for (const int slot : group->slots) {
+      if (run.lost[static_cast<size_t>(slot)]) continue;
+      NvtxRange range("re-time");
+      ConfirmAgainstDefault({plan, run.pool, slot, *group->store, group->unit_of.at(slot),
+                             run.problems, progress},
+                            &run.summary);
+      break;
+    }
   }
   // Per problem, then per model of device (named when there are several).
   for (auto& [key, choice] : run.choices) {

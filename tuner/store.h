@@ -44,6 +44,8 @@ class TrialStore {
   std::vector<int64_t> RunIds() const;
   /// Every stored device of the model, the units' included (reuse and warm start).
   const std::vector<int64_t>& Peers() const { return peers_; }
+  /// The build row its trials are stored under.
+  int64_t BuildId() const { return build_id_; }
 
   struct Trial {
     int64_t id = 0;
