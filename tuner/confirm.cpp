@@ -57,14 +57,18 @@ struct Problem {
 // reused, or evaluated now (checked) and stored. Empty when another tune holds it or its
 // parameters are invalid.
 std::optional<TrialStore::Trial> DefaultTrial(const Problem& p, const Params& variant_params,
-                                              Params* params) {
+                                              Params* params, TuneSummary* summary) {
   if (!CheckParams(p.variant, p.default_impl, p.tune.shape, variant_params).empty()) {
     return std::nullopt;  // not even the default's tunables complete them
   }
   *params = ResolveParams(p.variant, &p.default_impl, p.tune.shape, variant_params, "default");
   TrialStore::Claimed claimed = p.ctx.store.Claim(p.id, p.variant, p.default_impl, *params);
-  if (claimed.outcome == TrialStore::Claimed::Outcome::kReusable) return claimed.trial;
   if (claimed.outcome == TrialStore::Claimed::Outcome::kHeld) return std::nullopt;
+  ++summary->evaluations;  // counted as the searches' are
+  if (claimed.outcome == TrialStore::Claimed::Outcome::kReusable) {
+    ++summary->reused;
+    return claimed.trial;
+  }
   CandidateTask task;
   task.problem = static_cast<int64_t>(p.index);
   task.impl = p.default_impl.id;
@@ -78,6 +82,8 @@ std::optional<TrialStore::Trial> DefaultTrial(const Problem& p, const Params& va
   TrialStore::Trial trial;
   trial.result = std::move(*result);
   trial.id = p.ctx.store.Store(claimed, p.ctx.unit, trial.result);
+  ++summary->measured;
+  if (trial.result.status != TrialStatus::kOk) ++summary->failed;
   return trial;
 }
 
@@ -131,7 +137,7 @@ void ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summa
   });
   Params default_params;
   const std::optional<TrialStore::Trial> def =
-      DefaultTrial(p, ParamsFromJson(rows.front().config.params_json), &default_params);
+      DefaultTrial(p, ParamsFromJson(rows.front().config.params_json), &default_params, summary);
   if (!def || def->result.status != TrialStatus::kOk) return;  // nothing to measure against
   Database& db = p.ctx.store.Db();
   db.AddMetrics(def->id, {{kMetricIsDefault, 1}});
@@ -148,6 +154,9 @@ void ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summa
       continue;
     }
     ++challengers;
+    // Re-timed against this default before (a re-run): its verdict stands.
+    const auto same = row.result.metrics.find(kMetricConfirmDefaultTrial);
+    if (same != row.result.metrics.end() && same->second == static_cast<double>(def->id)) return;
     const auto retimed = Retime(p, row, default_params);
     if (!retimed) return;  // the slot is gone
     const auto [mine, theirs] = *retimed;
