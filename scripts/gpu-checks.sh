@@ -249,6 +249,7 @@ GRID_LENS=${GRID_LENS:-"4096 16384"}
 GRID_DECODE=${GRID_DECODE:-"4096,65536"}
 GRID_BUDGET=${GRID_BUDGET:-6}
 GRID_SWA=${GRID_SWA:-on}
+# GRID_TORCH_ARGS: more arguments of torch_sdpa_grid.py (e.g. --heads 16:8 --dims 128).
 : >"$out/libraries.jsonl"
 grid_tune() {  # NAME NEEDS_SECONDS tune-args...
   local name=$1 needs=$2
@@ -261,35 +262,41 @@ grid_tune() {  # NAME NEEDS_SECONDS tune-args...
   grep -E "re-timed|evaluations|error|failed" "$out/grid-$name.log" | tail -4 | tee -a "$out/summary.txt"
 }
 if want grid; then
-  for dt in $GRID_DTYPES; do
-    for m in $GRID_MODELS; do
-      name=$dt-$(basename "$m" .json)
-      db="$out/grid/$name.db"
-      mkdir -p "$out/grid"
-      variants=dense
-      params=()
-      if [ "$GRID_SWA" = on ]; then variants=dense,swa; params=(--params w=1024,w=4096,sink=0); fi
-      first=1
-      for L in $GRID_LENS; do
-        if [ $first = 1 ]; then
-          grid_tune "$name" 60 --dtype "$dt" --model "$m" --variants $variants "${params[@]}" \
-            --seq-lens "$L" --strategy exhaustive --budget 64 --db "$db" --out "$out/grid/$name" || break
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 60 "torch SDPA grid"; then
+    timeout 150 python3 "$here/benchmarks/torch_sdpa_grid.py" --dtypes "$(echo $GRID_DTYPES | tr ' ' ,)" \
+      ${GRID_TORCH_ARGS:-} >"$out/torch-grid.jsonl" 2>"$out/torch-grid.err"
+    log "torch_sdpa_grid rc=$?"
+    tail -2 "$out/torch-grid.err" | tee -a "$out/summary.txt"
+  fi
+  mkdir -p "$out/grid"
+  variants=dense
+  params=()
+  if [ "$GRID_SWA" = on ]; then variants=dense,swa; params=(--params w=1024,w=4096,sink=0); fi
+  first_len=${GRID_LENS%% *}
+  # Every geometry's first length and decode, then the longer lengths (the fp64 checks of
+  # long prefill problems take the most time), each warm-started from the first.
+  for pass in first rest; do
+    for dt in $GRID_DTYPES; do
+      for m in $GRID_MODELS; do
+        name=$dt-$(basename "$m" .json)
+        db="$out/grid/$name.db"
+        if [ $pass = first ]; then
+          grid_tune "$name" 45 --dtype "$dt" --model "$m" --variants $variants "${params[@]}" \
+            --seq-lens "$first_len" --strategy exhaustive --budget 64 --db "$db" --out "$out/grid/$name"
+          grid_tune "$name-decode" 30 --dtype "$dt" --model "$m" --variants dense --phase decode \
+            --seq-lens "$GRID_DECODE" --strategy exhaustive --budget 64 --db "$db" --out "$out/grid/$name"
         else
-          grid_tune "$name" 90 --dtype "$dt" --model "$m" --variants $variants "${params[@]}" \
-            --seq-lens "$L" --budget "$GRID_BUDGET" --db "$db" --out "$out/grid/$name" || break
+          for L in ${GRID_LENS#"$first_len"}; do
+            grid_tune "$name" 90 --dtype "$dt" --model "$m" --variants $variants "${params[@]}" \
+              --seq-lens "$L" --budget "$GRID_BUDGET" --db "$db" --out "$out/grid/$name"
+          done
         fi
-        first=0
       done
-      grid_tune "$name-decode" 40 --dtype "$dt" --model "$m" --variants dense --phase decode \
-        --seq-lens "$GRID_DECODE" --strategy exhaustive --budget 64 --db "$db" --out "$out/grid/$name"
-      [ -f "$db" ] && "$at" db records --db "$db" >>"$out/libraries.jsonl" 2>>"$out/grid-$name.log"
     done
   done
-  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 100 "torch SDPA grid"; then
-    timeout 150 python3 "$here/benchmarks/torch_sdpa_grid.py" --dtypes "$(echo $GRID_DTYPES | tr ' ' ,)" \
-      >"$out/torch-grid.jsonl" 2>"$out/torch-grid.err"
-    log "torch_sdpa_grid rc=$?"
-  fi
+  for db in "$out"/grid/*.db; do
+    [ -f "$db" ] && "$at" db records --db "$db" >>"$out/libraries.jsonl" 2>>"$out/grid-records.err"
+  done
   python3 "$here/benchmarks/libraries_table.py" "$out/libraries.jsonl" "$out/torch-grid.jsonl" \
     2>&1 | tee -a "$out/summary.txt"
 fi
