@@ -187,6 +187,16 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
     *rc = 0;
   });
   RegisterMerge(dbcmd, rc);
+  auto records_db = std::make_shared<std::string>();
+  auto* records = dbcmd->add_subcommand(
+      "records", "Per tuned entry, each implementation's best trial as bench --json's record, "
+                 "one per line (the entry's own with \"tuned\": true)");
+  records->add_option("--db", *records_db, "SQLite database")->required();
+  records->callback([records_db, rc] {
+    auto db = OpenExisting(*records_db);
+    std::fputs(RenderEntryRecords(LoadReportInput(*db)).c_str(), stdout);
+    *rc = 0;
+  });
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // attntune tune: the flags of a tune, checked and handed to the tuner's stages.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@ struct TuneArgs {
   TuneOptions options;
   std::string device = "cpu";
   std::string variants = "dense,swa";
+  std::string params;
   std::string seq_lens = "512,1024,2048";
   std::string batch = std::to_string(TuneOptions{}.batch);
   std::string budget = std::to_string(TuneOptions{}.budget);
@@ -32,6 +34,7 @@ struct TuneArgs {
   std::string phase = ToString(TuneOptions{}.phase);
   std::string warm_start = TuneOptions{}.warm_start ? "on" : "off";
   std::string generic = TuneOptions{}.generic ? "on" : "off";
+  std::string retime = TuneOptions{}.retime ? "on" : "off";
   std::string calib;
   std::string min_quality;
   CLI::Option* seq_lens_option = nullptr;     // whether --seq-lens was given
@@ -51,6 +54,10 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
   cmd->add_option("--dtype", args->dtype, "Input dtype: fp32 (cpu), fp16 or bf16 (cuda; default fp16)");
   cmd->add_flag("--flush-l2", o.flush_l2, "cuda: flush the L2 cache before every repetition");
   cmd->add_option("--variants", args->variants, "Comma-separated variants")->capture_default_str();
+  cmd->add_option("--params", args->params,
+                  "Variant parameters to search at given values instead of the table's grid, "
+                  "NAME=V comma-separated, a name repeated for several values (w=1024,w=4096,"
+                  "sink=0): every variant tuned that declares NAME searches those values");
   args->seq_lens_option =
       cmd->add_option("--seq-lens", args->seq_lens,
                       "Comma-separated sequence lengths (with --calib: the capture's length)")
@@ -82,6 +89,11 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
                   "cpu: on: the generic block-sparse executor is one more implementation to "
                   "search beside each variant's own kernel; off: the variant's kernel only")
       ->capture_default_str();
+  cmd->add_option("--retime", args->retime,
+                  "on: after the searches, time each problem's fastest configuration again "
+                  "beside the untuned default, back to back; one the default matches is not "
+                  "an entry; off: the searches' fastest")
+      ->capture_default_str();
   cmd->add_option("--warm-start", args->warm_start,
                   "on: ask first the best stored configurations of the same variant on this "
                   "device at the nearest other sequence length; off: no warm start")
@@ -101,12 +113,28 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
   cmd->add_option("--out", o.out_dir, "Output folder")->capture_default_str();
 }
 
+// "w=1024,w=4096,sink=0" -> {w: [1024, 4096], sink: [0]} (values checked by PlanTune).
+std::map<std::string, std::vector<std::string>> ParseVariantGrid(const std::string& text,
+                                                                  const std::string& what) {
+  std::map<std::string, std::vector<std::string>> grid;
+  if (text.empty()) return grid;
+  for (const std::string& item : SplitList(text)) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw UserError(what + ": '" + item + "' is not NAME=VALUE");
+    grid[item.substr(0, eq)].push_back(item.substr(eq + 1));
+  }
+  if (grid.empty()) throw UserError(what + ": no NAME=VALUE given");
+  return grid;
+}
+
 // The options of a tune from its flags (UserError naming the flag on bad input).
 TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
   const TuneArgs* args = &flags;
   TuneOptions options = args->options;
   options.dtype = ResolveDtype(backend, args->dtype, "--dtype");
   options.variants = SplitList(args->variants);
+  options.variant_grid = ParseVariantGrid(args->params, "--params");
   options.calib = args->calib.empty() ? std::vector<std::string>{} : SplitList(args->calib);
   if (!args->calib.empty() && options.calib.empty())
     throw UserError("--calib: no calibration file given");
@@ -137,12 +165,17 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
     throw UserError("--generic: '" + args->generic + "' is not on or off");
   }
   options.generic = args->generic == "on";
+  if (args->retime != "on" && args->retime != "off") {
+    throw UserError("--retime: '" + args->retime + "' is not on or off");
+  }
+  options.retime = args->retime == "on";
   options.args_json = nlohmann::json{{"model", options.model},
                                      {"device", backend.Id().ToString()},
                                      {"dtype", ToString(options.dtype)},
                                      {"flush_l2", options.flush_l2},
                                      {"metrics", options.metrics},
                                      {"variants", options.variants},
+                                     {"params", options.variant_grid},
                                      {"seq_lens", options.seq_lens},
                                      {"phase", ToString(options.phase)},
                                      {"budget", options.budget},
@@ -150,6 +183,7 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
                                      {"strategy", options.strategy},
                                      {"warm_start", options.warm_start},
                                      {"generic", options.generic},
+                                     {"retime", options.retime},
                                      {"seed", options.seed},
                                      {"calib", options.calib},
                                      {"min_quality", options.floor.ToString()}}
@@ -216,6 +250,10 @@ void PrintSummary(const TuneOptions& options, const TuneSummary& s, int ranks) {
   std::printf("attntune: %lld evaluations (%lld measured, %lld from the database, %lld failed)%s\n",
               static_cast<long long>(s.evaluations), static_cast<long long>(s.measured),
               static_cast<long long>(s.reused), static_cast<long long>(s.failed), where.c_str());
+  if (s.retimed > 0)
+    std::printf("attntune: %lld fastest configurations re-timed against the default, %lld "
+                "not faster than it (the default takes their place)\n",
+                static_cast<long long>(s.retimed), static_cast<long long>(s.lost_to_default));
   if (!options.floor.Empty()) PrintChoices(options, s);
   if (options.metrics)
     std::printf("attntune: hardware counters stored for %lld trials (%lld failed)\n",

@@ -101,6 +101,17 @@ struct TrialResult {
   std::vector<QualityCell> quality_cells;
 };
 
+/// Metrics the tune's re-timing stage (tuner/confirm.h) adds to stored trials, read by
+/// reports/best.cpp: on a problem's fastest configuration, its time and the untuned
+/// default's, both re-timed back to back (ms), and the default's trial id; kLostToDefault
+/// 1 when the default was as fast (the entry is not taken from that trial); kIsDefault 1
+/// on the default configuration's trial.
+constexpr char kMetricConfirmMs[] = "confirm_ms";
+constexpr char kMetricConfirmDefaultMs[] = "confirm_default_ms";
+constexpr char kMetricConfirmDefaultTrial[] = "confirm_default_trial";
+constexpr char kMetricLostToDefault[] = "lost_to_default";
+constexpr char kMetricIsDefault[] = "is_default";
+
 /// A stored trial joined with its device, problem, config and build.
 struct TrialRow {
   int64_t id = 0;

@@ -80,9 +80,9 @@ std::string RangeText(const ParamDecl& p) {
   return lo + p.name + " <= " + std::to_string(p.max);
 }
 
-// Checks one value against its declaration; on success `*canonical` is its
-// canonical text ("007" -> "7").
-std::string CheckValue(const ParamDecl& p, const std::string& value, std::string* canonical) {
+}  // namespace
+
+std::string CheckParamValue(const ParamDecl& p, const std::string& value, std::string* canonical) {
   if (p.kind == ParamKind::kInt) {
     int64_t v = 0;
     if (!ParseInt(value, &v)) return p.name + "='" + value + "' is not an integer";
@@ -102,6 +102,8 @@ std::string CheckValue(const ParamDecl& p, const std::string& value, std::string
   }
   return p.name + "='" + value + "' is not one of " + choices;
 }
+
+namespace {
 
 // The shared body of ResolveParams and CheckParams: "" and `*out` complete, or the reason.
 std::string Resolve(const Variant& variant, const Implementation* impl, const Shape& shape,
@@ -152,7 +154,7 @@ std::string Resolve(const Variant& variant, const Implementation* impl, const Sh
                   : " or a '" + p->tensor + "' tensor in the input file");
     }
     std::string canonical;
-    const std::string reason = CheckValue(*p, value, &canonical);
+    const std::string reason = CheckParamValue(*p, value, &canonical);
     if (!reason.empty()) return reason;
     (*out)[p->name] = canonical;
   }

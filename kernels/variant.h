@@ -194,6 +194,11 @@ Params ResolveParams(const Variant& variant, const Implementation* impl, const S
                      const Params& given, const std::string& what,
                      const std::set<std::string>* tensors = nullptr);
 
+/// Checks one value against its declaration (integer in range, or one of the choices):
+/// "" and `*canonical` its canonical text ("007" -> "7"), else the reason.
+std::string CheckParamValue(const ParamDecl& decl, const std::string& value,
+                            std::string* canonical);
+
 /// Same checks without throwing: "" when valid, else the reason. The tuner uses this to
 /// store a candidate as `invalid`.
 std::string CheckParams(const Variant& variant, const Implementation& impl, const Shape& shape,

@@ -75,7 +75,7 @@ void Reader::End() const {
 std::string EncodeTask(const CandidateTask& task) {
   Writer w;
   w.Int(kTaskMagic).Int(task.ticket).Int(task.problem).Text(task.impl);
-  w.Int(task.first_open_problem).Int(static_cast<int64_t>(task.params.size()));
+  w.Int(task.first_open_problem).Int(task.retime ? 1 : 0).Int(static_cast<int64_t>(task.params.size()));
   for (const auto& [name, value] : task.params) w.Text(name).Text(value);
   return w.Bytes();
 }
@@ -88,6 +88,7 @@ CandidateTask DecodeTask(const std::string& bytes) {
   task.problem = r.Int();
   task.impl = r.Text();
   task.first_open_problem = r.Int();
+  task.retime = r.Int() != 0;
   for (int64_t i = 0, n = r.Int(); i < n; ++i) {
     std::string name = r.Text();
     task.params[name] = r.Text();

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "reports/report_util.h"
+#include "reports/reports.h"
 
 namespace attntune {
 
@@ -131,6 +132,41 @@ std::string RenderBenchRecordText(const BenchRecord& r) {
            HardwareJson(*r.hardware)
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                .c_str());
+  return out;
+}
+
+std::string RenderEntryRecords(const ReportInput& input) {
+  std::map<int64_t, const TrialRow*> by_id;
+  for (const TrialRow& t : input.trials) by_id[t.id] = &t;
+  std::string out;
+  for (const BestEntry& e : BestEntries(input)) {
+    for (const auto& [impl, id] : e.implementation_trial) {
+      const TrialRow& t = *by_id.at(id);
+      BenchRecord r;
+      r.variant = t.config.variant;
+      r.implementation = t.config.implementation;
+      r.params_json = t.config.params_json;
+      r.tunables_json = t.config.tunables_json;
+      r.shape = t.problem.shape;
+      r.device = t.device.name;
+      r.dtype = t.problem.dtype;
+      r.timer = "stored trial";
+      r.inputs = t.problem.calib_id == 0 ? "gaussian" : "calibration set";
+      r.status = t.result.status;
+      r.message = t.result.message;
+      r.metrics = t.result.metrics;
+      r.median_ms = t.result.median_ms;
+      r.p10_ms = t.result.p10_ms;
+      r.p90_ms = t.result.p90_ms;
+      r.cv = t.result.cv;
+      r.samples = t.sample_count;
+      nlohmann::json j = nlohmann::json::parse(RenderBenchRecordJson(r));
+      j["phase"] = ToString(t.problem.phase);
+      j["trial_id"] = t.id;
+      j["tuned"] = id == e.trial_id;
+      out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+  }
   return out;
 }
 

@@ -17,10 +17,44 @@ namespace {
 using BucketKey =
     std::tuple<std::string, std::string, Phase, std::string, int64_t, int64_t, int64_t>;
 
+// The other candidates of a set: each implementation's fastest, and the default's trial.
+struct Others {
+  std::map<std::string, const TrialRow*> by_impl;
+  const TrialRow* default_trial = nullptr;
+};
+
 struct Candidate {
   const TrialRow* trial;
   std::string variant_params;  // canonical JSON of the variant's own parameters
+  const Others* others;
 };
+
+// The entry's implementations, the next fastest and the default (BestEntry's fields).
+void AddComparisons(const TrialRow& t, const Others& o, BestEntry* e) {
+  for (const auto& [impl, row] : o.by_impl) {
+    e->implementation_ms[impl] = row->result.median_ms;
+    e->implementation_trial[impl] = row->id;
+    if (impl != t.config.implementation &&
+        (e->next_implementation.empty() || row->result.median_ms < e->next_ms)) {
+      e->next_implementation = impl;
+      e->next_ms = row->result.median_ms;
+    }
+  }
+  const TrialRow* d = o.default_trial;
+  if (d == nullptr) return;
+  e->default_implementation = d->config.implementation;
+  e->default_tunables_json = d->config.tunables_json;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double retimed_default = report_util::MetricOr(t.result, kMetricConfirmDefaultMs, nan);
+  const double default_trial = report_util::MetricOr(t.result, kMetricConfirmDefaultTrial, nan);
+  if (d != &t && default_trial == static_cast<double>(d->id) && retimed_default == retimed_default) {
+    e->default_retimed = true;
+    e->default_ms = retimed_default;
+    e->retimed_ms = report_util::MetricOr(t.result, kMetricConfirmMs, nan);
+  } else {
+    e->default_ms = d->result.median_ms;
+  }
+}
 
 // Faster wins; equal medians go to the older trial, so that the choice is stable.
 bool Faster(const TrialRow& a, const TrialRow& b) {
@@ -72,15 +106,22 @@ std::vector<BestEntry> ChosenEntries(const std::vector<BestEntry>& best) {
 
 std::vector<BestEntry> BestEntries(const ReportInput& input) {
   std::map<BucketKey, Candidate> best;
+  std::map<BucketKey, Others> others;
   for (const TrialRow& t : input.trials) {
     if (t.result.status != TrialStatus::kOk) continue;
+    // Re-timed as no faster than the default: not a candidate (tuner/confirm.h).
+    if (report_util::MetricOr(t.result, kMetricLostToDefault, 0.0) != 0) continue;
     std::string variant_params = t.config.params_json;
     const BucketKey key{t.device.name,     t.config.variant,   t.problem.phase,
                         variant_params,    t.problem.shape.d, t.problem.shape.Lk,
                         t.problem.calib_id};
+    Others& o = others[key];
+    const TrialRow*& fastest = o.by_impl[t.config.implementation];
+    if (fastest == nullptr || Faster(t, *fastest)) fastest = &t;
+    if (report_util::MetricOr(t.result, kMetricIsDefault, 0.0) != 0) o.default_trial = &t;
     auto it = best.find(key);
     if (it == best.end())
-      best.emplace(key, Candidate{&t, std::move(variant_params)});
+      best.emplace(key, Candidate{&t, std::move(variant_params), &o});
     else if (Faster(t, *it->second.trial))
       it->second.trial = &t;
   }
@@ -121,6 +162,7 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
     e.trial_id = t.id;
     e.calib_id = t.problem.calib_id;
     e.quality = QualityOf(t, floors, calibrations);
+    AddComparisons(t, *c.others, &e);
     entries.push_back(std::move(e));
   }
   return entries;

@@ -214,7 +214,8 @@ std::string RenderConfigHeader(const ReportInput& input) {
         << ", " << TunableInt(split.tunables, "Br") << ", " << TunableInt(split.tunables, "Bc")
         << ", " << CppString(report_util::ParamsText(split.tunables)) << ", " << e.head_dim << ", "
         << e.seq_len << ", " << CppDouble(e.median_ms) << ", " << CppDouble(e.rel_err) << ", "
-        << CppDouble(e.mass_recall) << ", " << EntryQualityCpp(e.quality) << "},\n";
+        << CppDouble(e.mass_recall) << ", " << EntryQualityCpp(e.quality) << "},  // "
+        << CommentValue(report_util::EntryComparisonText(e)) << "\n";
   }
   out << "}};\n"
       << kLookupCode << "\n}  // namespace attntune_config\n\n"

@@ -28,6 +28,8 @@ std::string RenderConfigJson(const ReportInput& input) {
                        {"mass_recall", e.mass_recall}};
     const nlohmann::ordered_json quality = report_util::EntryQualityJson(e.quality);
     for (const auto& [key, value] : quality.items()) entry[key] = value;
+    const nlohmann::ordered_json comparison = report_util::EntryComparisonJson(e);
+    for (const auto& [key, value] : comparison.items()) entry[key] = value;
     entries.push_back(std::move(entry));
   }
   nlohmann::ordered_json doc;

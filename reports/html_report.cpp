@@ -1,7 +1,9 @@
 // RenderHtmlReport: report.html, one self-contained page (Chart.js inlined, data as JSON).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -521,6 +523,49 @@ constexpr const char kChartCode[] = R"js(
 })();
 )js";
 
+
+// Per tuned entry: every implementation's best time, the winner, its margin over the next
+// implementation and over the untuned default (tuner/confirm.h).
+void WriteImplementations(std::ostream& out, const std::vector<BestEntry>& best) {
+  std::vector<std::string> impls;  // every implementation of any entry, in name order
+  for (const BestEntry& e : best)
+    for (const auto& [impl, ms] : e.implementation_ms)
+      if (std::find(impls.begin(), impls.end(), impl) == impls.end()) impls.push_back(impl);
+  std::sort(impls.begin(), impls.end());
+  std::set<std::string> devices;
+  for (const BestEntry& e : best) devices.insert(e.device_name);
+  const bool several = devices.size() > 1;  // one device: no column, as the trial table
+  out << "<section id=\"implementations\"><h2>Implementations</h2>\n"
+      << "<p class=\"muted\">Per entry (device, variant, phase, variant parameters, head "
+      << "dim, length): each implementation's best time (ms), the winner, how much faster "
+      << "it is than the next implementation, and than the untuned default (the backend's "
+      << "first implementation with its default tunables). \"re-timed\": the winner and the "
+      << "default were timed again back to back after the search; a configuration the "
+      << "default matched there is not an entry.</p>\n<div class=\"wide\"><table class=\"grid\">\n"
+      << "<tr>" << (several ? "<th>device</th>" : "")
+      << "<th>variant</th><th>phase</th><th>params</th><th>d</th><th>L</th>";
+  for (const std::string& impl : impls) out << "<th>" << HtmlEscape(impl) << "</th>";
+  out << "<th>winner</th><th>over next</th><th>over default</th></tr>\n";
+  for (const BestEntry& e : best) {
+    out << "<tr class=\"entry\">"
+        << (several ? "<td>" + HtmlEscape(e.device_name) + "</td>" : "") << "<td>" << HtmlEscape(e.variant)
+        << "</td><td>" << ToString(e.phase) << "</td><td>" << HtmlEscape(e.params_json)
+        << "</td><td class=\"num\">" << e.head_dim << "</td><td class=\"num\">" << e.seq_len
+        << "</td>";
+    for (const std::string& impl : impls) {
+      const auto it = e.implementation_ms.find(impl);
+      out << "<td class=\"num\">" << (it == e.implementation_ms.end() ? "" : Num(it->second))
+          << "</td>";
+    }
+    const double next = e.MarginNext(), def = e.MarginDefault();
+    out << "<td>" << HtmlEscape(e.implementation) << "</td><td class=\"num\">"
+        << (std::isfinite(next) ? Num(next, "%.2fx") : "") << "</td><td class=\"num\">"
+        << (std::isfinite(def) ? Num(def, "%.2fx") + (e.default_retimed ? " re-timed" : "") : "")
+        << "</td></tr>\n";
+  }
+  out << "</table></div>\n</section>\n";
+}
+
 }  // namespace
 
 std::string RenderHtmlReport(const ReportInput& input) {
@@ -536,6 +581,7 @@ std::string RenderHtmlReport(const ReportInput& input) {
       << "them.</p>\n<div id=\"js-errors\"></div>\n";
   WriteEnvironment(out, input);
   WriteSummary(out, input.trials);
+  WriteImplementations(out, best);
   out << "<section id=\"scaling\"><h2>Scaling with sequence length</h2>\n"
       << "<p class=\"muted\">Per variant: the fastest ok config at each sequence length, one "
       << "line per device, head dim, variant parameters and phase (decode lines are "

@@ -1,6 +1,7 @@
 #include "reports/report_util.h"
 
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "core/check.h"
@@ -78,6 +79,59 @@ nlohmann::ordered_json EntryQualityJson(const EntryQuality& q) {
   out["floor"] = q.floor.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(q.floor);
   if (!q.floor.empty()) out["meets_floor"] = q.meets_floor;
   return out;
+}
+
+namespace {
+// A JSON number, or null where it is not finite (NaN: unknown).
+nlohmann::ordered_json NumberOrNull(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+}
+}  // namespace
+
+nlohmann::ordered_json EntryComparisonJson(const BestEntry& e) {
+  nlohmann::ordered_json out;
+  nlohmann::ordered_json impls = nlohmann::ordered_json::object();
+  for (const auto& [impl, ms] : e.implementation_ms) impls[impl] = ms;
+  out["implementations"] = impls;
+  out["next_best"] = nullptr;
+  if (!e.next_implementation.empty()) {
+    out["next_best"] = {{"implementation", e.next_implementation},
+                        {"median_ms", e.next_ms},
+                        {"margin", NumberOrNull(e.MarginNext())}};
+  }
+  out["default"] = nullptr;
+  if (!e.default_implementation.empty()) {
+    nlohmann::ordered_json tunables = nlohmann::ordered_json::parse(e.default_tunables_json, nullptr, false);
+    if (tunables.is_discarded()) tunables = e.default_tunables_json;
+    out["default"] = {{"implementation", e.default_implementation},
+                      {"tunables", tunables},
+                      {"median_ms", NumberOrNull(e.default_ms)},
+                      {"margin", NumberOrNull(e.MarginDefault())},
+                      {"retimed", e.default_retimed}};
+  }
+  return out;
+}
+
+std::string EntryComparisonText(const BestEntry& e) {
+  char text[256];
+  std::string out = e.implementation + ": ";
+  if (e.next_implementation.empty()) {
+    out += "the only implementation measured";
+  } else {
+    std::snprintf(text, sizeof text, "%.2fx faster than %s (%.4g ms)", e.MarginNext(),
+                  e.next_implementation.c_str(), e.next_ms);
+    out += text;
+  }
+  if (e.default_implementation.empty()) return out + "; default not measured";
+  const nlohmann::json tunables = nlohmann::json::parse(e.default_tunables_json, nullptr, false);
+  const std::string config = e.default_implementation +
+                             (tunables.is_object() && !tunables.empty() ? " " + ParamsText(tunables) : "");
+  const double margin = e.MarginDefault();
+  if (e.default_implementation == e.implementation && e.default_tunables_json == e.tunables_json)
+    return out + "; it is the default";
+  std::snprintf(text, sizeof text, "; %.2fx faster than the default %s (%s)", margin,
+                config.c_str(), e.default_retimed ? "re-timed back to back" : "stored medians");
+  return out + text;
 }
 
 }  // namespace report_util

@@ -43,6 +43,16 @@ std::map<int64_t, std::string> NewestFloors(const ReportInput& input);
 /// "floor" (null or "mass_recall>=0.95"), and with a floor "meets_floor".
 nlohmann::ordered_json EntryQualityJson(const EntryQuality& quality);
 
+/// An entry's comparisons as attntune_config.json's keys: "implementations" {id: best
+/// ms}, "next_best" (null, or {"implementation", "median_ms", "margin"}: its time over the
+/// entry's) and "default" (null, or {"implementation", "tunables", "median_ms", "margin",
+/// "retimed"}).
+nlohmann::ordered_json EntryComparisonJson(const BestEntry& e);
+
+/// One line on the same: "cudnn: 3.64x faster than cuda (6.513 ms); default cuda
+/// Tile=64x64 3.64x slower (re-timed)", or what is unknown.
+std::string EntryComparisonText(const BestEntry& e);
+
 /// One entry of attntune_config.json's "allocations" (reports/allocation.cpp): the
 /// allocation in the form transformers configs use, "transformers": {"sliding_window",
 /// "layer_types"} (a layer is "sliding_attention" iff all its KV heads are),

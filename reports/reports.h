@@ -58,6 +58,30 @@ struct BestEntry {
   EntryQuality quality;
   int64_t trial_id = 0;    // the trial it was read from
   int64_t calib_id = 0;    // its problem's calibration set (0: Gaussian inputs)
+  /// Every implementation's best time among the entry's candidates (the same problem and
+  /// variant parameters; trials the default re-timed as fast as excluded), by id.
+  std::map<std::string, double> implementation_ms;
+  std::map<std::string, int64_t> implementation_trial;  // the trial of each best time
+  /// The fastest other implementation ("" none) and its best time: margin_next =
+  /// next_ms / median_ms.
+  std::string next_implementation;
+  double next_ms = std::numeric_limits<double>::quiet_NaN();
+  /// The untuned default configuration (tuner/confirm.h; "" where the database holds no
+  /// trial of it marked so) and its time: where the entry and the default were re-timed
+  /// back to back (default_retimed), both re-timed times; else the default's stored median.
+  std::string default_implementation;
+  std::string default_tunables_json = "{}";
+  double default_ms = std::numeric_limits<double>::quiet_NaN();
+  bool default_retimed = false;
+  double retimed_ms = std::numeric_limits<double>::quiet_NaN();  // the entry's, re-timed
+
+  /// next_ms / median_ms (NaN: no other implementation).
+  double MarginNext() const { return next_ms / median_ms; }
+  /// The default's time over the entry's (re-timed ones where default_retimed); 1 when
+  /// the entry is the default; NaN when unknown.
+  double MarginDefault() const {
+    return default_ms / (default_retimed ? retimed_ms : median_ms);
+  }
 };
 
 /// The best entries: the fastest ok config per (device, variant, phase, variant params,
@@ -76,6 +100,11 @@ std::string RenderConfigHeader(const ReportInput& input);
 
 /// attntune_config.json, {"schema": 1, ...}; each entry carries its EntryQuality.
 std::string RenderConfigJson(const ReportInput& input);
+
+/// `attntune db records`: per best entry, each implementation's best trial as the JSON
+/// object `bench --json` prints (on one line), the entry's own marked "tuned": true and
+/// every one with its "trial_id"; one object per line.
+std::string RenderEntryRecords(const ReportInput& input);
 
 /// report.html: one offline file, Chart.js inlined.
 std::string RenderHtmlReport(const ReportInput& input);

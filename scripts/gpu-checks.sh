@@ -20,7 +20,8 @@
 #     (ncu at L=16384).
 #   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
 # (scripts/gpu-bundle.sh packs a bundle.) STEPS (default: all) names the steps to run,
-# e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu.
+# e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu
+# grid (the libraries' grid: GRID_* below; not in the default run, which it would overrun).
 # Every log goes to OUT_DIR; RESULT_DIR, when
 # given, receives the few files worth keeping: summary.txt, sparse.jsonl, decode.jsonl,
 # torch.jsonl, libs.jsonl, metrics.jsonl and all.tar.gz (every log).
@@ -55,7 +56,9 @@ at="$build/attntune"
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 left() { echo $((deadline - ($(date +%s) - start))); }
 # want STEP: whether STEPS names it (or is empty).
-want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
+want() {
+  if [ -z "${STEPS:-}" ]; then [ "$1" != grid ]; else [[ " $STEPS " == *" $1 "* ]]; fi
+}
 # fits SECONDS: whether a step that may take SECONDS still fits; logs a skip if not.
 fits() {
   if [ "$(left)" -lt "$1" ]; then log "skipped (needs ${1}s, $(left)s left): $2"; return 1; fi
@@ -239,12 +242,77 @@ if want ncu && command -v ncu >/dev/null; then
     grep -E "attntune_|gpu__|dram__|sm__|l1tex__" "$out/ncu.txt" | head -8 | tee -a "$out/summary.txt"
   done
 fi
+# 7. The libraries' grid (issue 20): per geometry, one tune of dense and swa (w = 1024,
+# 4096) at GRID_LENS with every implementation searched (attntune's, cuDNN's, FlashInfer's
+# where built), each entry re-timed against the default, and one decode tune of dense at
+# GRID_DECODE; the first length searched exhaustively, the longer ones warm-started from it
+# with GRID_BUDGET evaluations. Each implementation's best trial per entry as bench
+# records (attntune db records) in OUT/libraries.jsonl, the entry's own marked "tuned";
+# PyTorch's SDPA over the same grid in OUT/torch-grid.jsonl.
+GRID_MODELS=${GRID_MODELS:-"qwen3-1.7b llama-3.1-8b $here/benchmarks/geometries/hq16-hkv8-d64.json $here/benchmarks/geometries/hq32-hkv8-d64.json"}
+GRID_DTYPES=${GRID_DTYPES:-"fp16 bf16"}
+GRID_LENS=${GRID_LENS:-"4096 16384"}
+GRID_DECODE=${GRID_DECODE:-"4096,65536"}
+GRID_BUDGET=${GRID_BUDGET:-6}
+GRID_SWA=${GRID_SWA:-on}
+# GRID_TORCH_ARGS: more arguments of torch_sdpa_grid.py (e.g. --heads 16:8 --dims 128).
+: >"$out/libraries.jsonl"
+grid_tune() {  # NAME NEEDS_SECONDS tune-args...
+  local name=$1 needs=$2
+  shift 2
+  fits "$needs" "tune $name" || return 1
+  timeout $(( $(left) - 5 )) "$at" tune --device cuda:0 --max-seconds 0.15 "$@" \
+    >>"$out/grid-$name.log" 2>&1
+  local rc=$?
+  log "tune $name $* rc=$rc"
+  grep -E "re-timed|evaluations|error|failed" "$out/grid-$name.log" | tail -4 | tee -a "$out/summary.txt"
+}
+if want grid; then
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 60 "torch SDPA grid"; then
+    timeout 150 python3 "$here/benchmarks/torch_sdpa_grid.py" --dtypes "$(echo $GRID_DTYPES | tr ' ' ,)" \
+      ${GRID_TORCH_ARGS:-} >"$out/torch-grid.jsonl" 2>"$out/torch-grid.err"
+    log "torch_sdpa_grid rc=$?"
+    tail -2 "$out/torch-grid.err" | tee -a "$out/summary.txt"
+  fi
+  mkdir -p "$out/grid"
+  variants=dense
+  params=()
+  if [ "$GRID_SWA" = on ]; then variants=dense,swa; params=(--params w=1024,w=4096,sink=0); fi
+  first_len=${GRID_LENS%% *}
+  # Every geometry's first length and decode, then the longer lengths (the fp64 checks of
+  # long prefill problems take the most time), each warm-started from the first.
+  for pass in first rest; do
+    for dt in $GRID_DTYPES; do
+      for m in $GRID_MODELS; do
+        name=$dt-$(basename "$m" .json)
+        db="$out/grid/$name.db"
+        if [ $pass = first ]; then
+          grid_tune "$name" 45 --dtype "$dt" --model "$m" --variants $variants "${params[@]}" \
+            --seq-lens "$first_len" --strategy exhaustive --budget 64 --db "$db" --out "$out/grid/$name"
+          grid_tune "$name-decode" 30 --dtype "$dt" --model "$m" --variants dense --phase decode \
+            --seq-lens "$GRID_DECODE" --strategy exhaustive --budget 64 --db "$db" --out "$out/grid/$name"
+        else
+          for L in ${GRID_LENS#"$first_len"}; do
+            grid_tune "$name" 90 --dtype "$dt" --model "$m" --variants $variants "${params[@]}" \
+              --seq-lens "$L" --budget "$GRID_BUDGET" --db "$db" --out "$out/grid/$name"
+          done
+        fi
+      done
+    done
+  done
+  for db in "$out"/grid/*.db; do
+    [ -f "$db" ] && "$at" db records --db "$db" >>"$out/libraries.jsonl" 2>>"$out/grid-records.err"
+  done
+  python3 "$here/benchmarks/libraries_table.py" "$out/libraries.jsonl" "$out/torch-grid.jsonl" \
+    2>&1 | tee -a "$out/summary.txt"
+fi
 log "done in $(( $(date +%s) - start ))s"
 # Everything in one archive (the device tool returns few files).
 tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
 if [ -n "$results" ]; then
   mkdir -p "$results"
-  for f in summary.txt sparse.jsonl decode.jsonl torch.jsonl libs.jsonl metrics.jsonl all.tar.gz; do
+  for f in summary.txt sparse.jsonl decode.jsonl torch.jsonl libs.jsonl metrics.jsonl \
+      libraries.jsonl torch-grid.jsonl all.tar.gz; do
     if [ -f "$out/$f" ]; then cp "$out/$f" "$results/"; fi
   done
 fi

@@ -66,6 +66,40 @@ Shape TuneShape(const TuneOptions& options, const ModelGeometry& model, const Va
 }
 
 
+namespace {
+
+// `--params`: every name a parameter of some planned variant, every value valid for each
+// variant that declares it (stored canonical: "w=01024" searches 1024).
+void CheckVariantGrid(TunePlan* plan) {
+  for (auto& [name, values] : plan->options.variant_grid) {
+    bool declared = false;
+    std::string known;
+    for (const Variant* variant : plan->variants) {
+      for (const ParamDecl& decl : variant->params) {
+        known += (known.empty() ? "" : ", ") + variant->id + "." + decl.name;
+        if (decl.name != name) continue;
+        declared = true;
+        for (std::string& value : values) {
+          std::string canonical;
+          const std::string reason = CheckParamValue(decl, value, &canonical);
+          if (!reason.empty()) throw UserError("--params: " + variant->id + ": " + reason);
+          value = canonical;
+        }
+      }
+    }
+    if (!declared) {
+      throw UserError("--params: '" + name + "' is not a parameter of the variants tuned (" +
+                      (known.empty() ? "they take none" : known) + ")");
+    }
+    std::vector<std::string> distinct;  // in the order given
+    for (const std::string& v : values)
+      if (std::find(distinct.begin(), distinct.end(), v) == distinct.end()) distinct.push_back(v);
+    values = distinct;
+  }
+}
+
+}  // namespace
+
 TunePlan PlanTune(const TuneOptions& options, Backend& backend, bool open_store) {
   TunePlan plan;
   plan.options = options;
@@ -86,6 +120,7 @@ TunePlan PlanTune(const TuneOptions& options, Backend& backend, bool open_store)
     }
     plan.impls.push_back(std::move(impls));
   }
+  CheckVariantGrid(&plan);
   PlanCalibration(plan);
   if (plan.options.seq_lens.empty()) throw UserError("--seq-lens: no sequence length given");
   for (int64_t L : plan.options.seq_lens) {  // before anything is stored

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ namespace attntune {
 struct TuneOptions {
   std::string model = "qwen3-1.7b";
   std::vector<std::string> variants = {"dense", "swa"};
+  /// `--params`: the values searched of a variant parameter instead of the table's grid
+  /// (name -> values, canonical; every variant that declares the name searches them), so
+  /// that a model's own window or budget is tuned at that value. Empty: the grids.
+  std::map<std::string, std::vector<std::string>> variant_grid;
   /// Empty with `calib`: the calibration set's length.
   std::vector<int64_t> seq_lens = {512, 1024, 2048};
   // "prefill": the problem of each length L is every query row, Lq = Lk = L. "decode": one
@@ -66,6 +71,9 @@ struct TuneOptions {
   /// run that has none stored yet, in passes of their own (counters never mix with timed
   /// runs, DESIGN.md s6), from the backend's counter source.
   bool metrics = false;
+  /// After the searches, re-time each problem's fastest configuration against the untuned
+  /// default, back to back (tuner/confirm.h), so that no entry loses to the default.
+  bool retime = true;
 };
 
 /// A validated tuning session: everything a user could have got wrong is checked

@@ -55,9 +55,12 @@ TrialResult CandidateRunner::Run(const CandidateTask& task) {
   ATTNTUNE_CHECK_MSG(impl != impls.end(), "no implementation " + task.impl + " of " + variant.id);
   NvtxRange range("candidate " + problem.name + " " + task.impl + " " +
                   ParamsToString(task.params));
-  return EvaluateCandidate(*slot.context, variant, **impl, task.params, timer_,
-                           plan_.options.evaluate)
-      .result;
+  EvaluateOptions options = plan_.options.evaluate;
+  if (task.retime) {
+    options.check = false;
+    options.quality = nullptr;
+  }
+  return EvaluateCandidate(*slot.context, variant, **impl, task.params, timer_, options).result;
 }
 
 InlinePool::InlinePool(CandidateRunner& runner, std::vector<DeviceInfo> devices)

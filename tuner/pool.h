@@ -40,6 +40,9 @@ struct CandidateTask {
   Params params;        // complete: the variant's parameters and the tunables
   /// Problems before this index are done: their inputs and references may be freed.
   int64_t first_open_problem = 0;
+  /// Time it again only (tuner/confirm.h): its output is not checked against the
+  /// reference (it was when its trial was stored) and no quality is measured.
+  bool retime = false;
 };
 
 /// Something that happened in a pool: a task finished, or a slot is gone.

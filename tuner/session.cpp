@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "tuner/confirm.h"
 #include "tuner/pool.h"
 #include "tuner/store.h"
 #include "profiler/nvtx.h"
@@ -224,7 +225,8 @@ void FormGroups(RunState& run) {
     if (group == nullptr) {
       run.groups.push_back(std::make_unique<Group>());
       group = run.groups.back().get();
-      group->store = std::make_unique<TrialStore>(*run.plan.db, device, run.plan.options.args_json);
+      group->store = std::make_unique<TrialStore>(*run.plan.db, device, run.plan.options.args_json,
+                                                  RuntimeLibraries(run.plan.backend->Platform()));
       group->unit_of[slot] = 0;
     } else {
       group->unit_of[slot] = group->store->AddUnit(device);
@@ -253,7 +255,7 @@ Search* OpenSearch(RunState& run, Group& group) {
   search->choice.variant = variant.id;
   // The implementation is a search dimension (DESIGN.md s2): every one the backend runs.
   search->space = BuildSearchSpace(variant, run.plan.impls[problem.variant], problem.shape,
-                                   run.plan.Kind());
+                                   run.plan.Kind(), options.variant_grid);
   search->strategy = MakeStrategy(options.strategy, search->space.space, options.seed, "--strategy");
   if (options.warm_start) {
     ProblemRecord here = record;
@@ -574,6 +576,19 @@ TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress
     NvtxRange range("counters");
     CounterPasses(plan, run.uncounted, static_cast<int64_t>(run.problems.size()), progress,
                   &run.summary);
+  }
+  // Per model of device, its fastest configurations re-timed against the default on one
+  // of its slots still there.
+  for (const auto& group : run.groups) {
+    if (!options.retime) break;
+    for (const int slot : group->slots) {
+      if (run.lost[static_cast<size_t>(slot)]) continue;
+      NvtxRange range("re-time");
+      ConfirmAgainstDefault({plan, run.pool, slot, *group->store, group->unit_of.at(slot),
+                             run.problems, progress},
+                            &run.summary);
+      break;
+    }
   }
   // Per problem, then per model of device (named when there are several).
   for (auto& [key, choice] : run.choices) {

@@ -56,6 +56,10 @@ struct TuneSummary {
   int64_t failed = 0;    // stored with a status other than ok
   int64_t counted = 0;   // ok trials given hardware counters (TuneOptions::counters)
   int64_t counter_failures = 0;
+  /// The re-timing against the default (tuner/confirm.h): configurations re-timed, and
+  /// those the default was as fast as.
+  int64_t retimed = 0;
+  int64_t lost_to_default = 0;
   /// The run loop's own CPU time in the searches (strategies, database, handing out
   /// candidates), not waiting for slots: the part of a tune on many ranks that does not
   /// shrink with more of them. (With InlinePool, whose slots evaluate when a task is

@@ -53,7 +53,8 @@ bool SameButLength(const ProblemRecord& a, const ProblemRecord& b) {
 
 SearchSpace BuildSearchSpace(const Variant& variant,
                              const std::vector<const Implementation*>& impls, const Shape& shape,
-                             const ProblemKind& kind) {
+                             const ProblemKind& kind,
+                             const std::map<std::string, std::vector<std::string>>& variant_grid) {
   ATTNTUNE_CHECK(!impls.empty());
   SearchSpace out;
   out.impls = impls;
@@ -68,7 +69,10 @@ SearchSpace BuildSearchSpace(const Variant& variant,
     for (const Implementation* impl : impls) ids.push_back(impl->id);
     out.space.AddDimension(kImplDimension, ids);
   }
-  for (const ParamDecl& decl : variant.params) out.space.AddDimension(decl.name, grid(decl));
+  for (const ParamDecl& decl : variant.params) {
+    const auto given = variant_grid.find(decl.name);
+    out.space.AddDimension(decl.name, given != variant_grid.end() ? given->second : grid(decl));
+  }
   // The tunables by name, in order of first appearance; each dimension holds the union of
   // the implementations' values, and each implementation its own grid.
   std::vector<std::string> names;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,8 @@ namespace attntune {
 /// dimension's first value, and a value outside the implementation's own grid violates
 /// the space's constraint, so each configuration is one valid point. Rows-per-block
 /// values (ParamRole::kRowsPerBlock) at or above the problem's rows per (batch, KV head)
-/// give the same blocks: only the smallest of them is kept.
+/// give the same blocks: only the smallest of them is kept. A variant parameter named in
+/// `variant_grid` takes those values instead of its declared grid.
 struct SearchSpace {
   Space space;
   std::vector<const Implementation*> impls;  // not owned
@@ -35,7 +37,8 @@ struct SearchSpace {
 };
 SearchSpace BuildSearchSpace(const Variant& variant,
                              const std::vector<const Implementation*>& impls, const Shape& shape,
-                             const ProblemKind& kind = {});
+                             const ProblemKind& kind = {},
+                             const std::map<std::string, std::vector<std::string>>& variant_grid = {});
 
 /// Warm start of one search: the `count` best distinct ok configurations (implementation
 /// and params) of `variant` among `search`'s implementations stored for `device_id` at

@@ -67,11 +67,14 @@ std::string ModelFingerprint(const std::string& fingerprint_json,
   return parsed.dump();  // an object's keys are sorted: canonical
 }
 
-TrialStore::TrialStore(Database& db, const DeviceInfo& device, const std::string& args_json)
+TrialStore::TrialStore(Database& db, const DeviceInfo& device, const std::string& args_json,
+                       const std::string& runtime_libraries)
     : db_(db), args_json_(args_json),
       model_(ModelFingerprint(device.fingerprint_json, device.unit_fields)),
       unit_fields_(device.unit_fields) {
-  build_id_ = db_.PutBuild({0, ATTNTUNE_VERSION, ATTNTUNE_KERNEL_HASH});
+  const std::string hash = std::string(ATTNTUNE_KERNEL_HASH) +
+                           (runtime_libraries.empty() ? "" : "+" + runtime_libraries);
+  build_id_ = db_.PutBuild({0, ATTNTUNE_VERSION, hash});
   AddUnit(device);
 }
 

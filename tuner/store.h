@@ -23,12 +23,15 @@ std::string ModelFingerprint(const std::string& fingerprint_json,
 
 /// The rows a run's trials hang off, for one model of device: each unit's device row and
 /// run (one unit in a process's own tune; one per MPI rank with such a device), and the
-/// build. A stored trial of any device of the model (equal but for its unit fields) is
+/// build (attntune's version, its kernels' hash and the libraries loaded at run time). A stored trial of any device of the model (equal but for its unit fields) is
 /// reused, and a candidate is claimed once for the model.
 class TrialStore {
  public:
   /// Stores `device` and this build, and begins a run with `args_json` on the device.
-  TrialStore(Database& db, const DeviceInfo& device, const std::string& args_json);
+  /// `runtime_libraries` ("cudnn 9.10.2 (frontend 1.12.0)"; "" none) joins the build's
+  /// identity: trials measured with another library version are measured again.
+  TrialStore(Database& db, const DeviceInfo& device, const std::string& args_json,
+             const std::string& runtime_libraries = "");
   /// Another unit of the same model: its device row and run; returns its unit number.
   size_t AddUnit(const DeviceInfo& device);
   /// Marks every unit's run finished.
@@ -41,6 +44,8 @@ class TrialStore {
   std::vector<int64_t> RunIds() const;
   /// Every stored device of the model, the units' included (reuse and warm start).
   const std::vector<int64_t>& Peers() const { return peers_; }
+  /// The build row its trials are stored under.
+  int64_t BuildId() const { return build_id_; }
 
   struct Trial {
     int64_t id = 0;

@@ -29,7 +29,7 @@ db_path = os.path.join(out, "attntune.db")
 
 # Exhaustive over dense and swa's kernel (w x sink x tiles), so that the outcome does not
 # hang on a strategy's luck; --generic off keeps the space to one implementation.
-TUNE = ["tune", "--model", model, "--variants", "dense,swa", "--generic", "off",
+TUNE = ["tune", "--retime", "off", "--model", model, "--variants", "dense,swa", "--generic", "off",
         "--strategy", "exhaustive", "--budget", "100", "--max-seconds", "0.03",
         "--min-quality", "mass_recall>=0.95", "--out", out]
 

@@ -13,7 +13,7 @@ from clitest import ATTNTUNE, FIXTURES, expect, finish
 tmp = tempfile.mkdtemp()
 out = os.path.join(tmp, "out")
 tiny = os.path.join(FIXTURES, "models/tiny/config.json")
-args = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "64,96,128",
+args = ["tune", "--retime", "off", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "64,96,128",
         "--budget", "4", "--strategy", "random", "--seed", "3", "--max-seconds", "0.05",
         "--out", out]
 procs = [subprocess.Popen([ATTNTUNE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -44,7 +44,7 @@ expect(claims == 0, f"no claim is left behind ({claims})")
 
 # Different lengths at once: nothing shared to claim, both write the same file.
 out2 = os.path.join(tmp, "out2")
-procs = [subprocess.Popen([ATTNTUNE, *args[:6], lens, *args[7:-1], out2], stdout=subprocess.PIPE,
+procs = [subprocess.Popen([ATTNTUNE, *args[:8], lens, *args[9:-1], out2], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
          for lens in ("64,96", "128,160")]
 results = [p.communicate(timeout=300) for p in procs]

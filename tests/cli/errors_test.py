@@ -27,6 +27,10 @@ expect_error(["tune", "--seq-lens", "1024,4k", "--out", tmp],
              "attntune: error: --seq-lens: '4k' is not a positive integer")
 expect_error(["tune", "--budget", "abc", "--out", tmp],
              "attntune: error: --budget: 'abc' is not a positive integer")
+expect_error(["tune", "--params", "w", "--out", tmp],
+             "attntune: error: --params: 'w' is not NAME=VALUE")
+expect_error(["tune", "--variants", "swa", "--params", "w=1024,k=8", "--out", tmp],
+             "attntune: error: --params: 'k' is not a parameter of the variants tuned (swa.w, swa.sink)")
 expect_error(["tune", "--time-budget", "10x", "--out", tmp],
              "attntune: error: --time-budget: '10x' is not a duration (e.g. 90s, 10m, 1.5h)")
 expect_error(["tune", "--time-budget", "1e308h", "--out", tmp],

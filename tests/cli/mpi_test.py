@@ -22,7 +22,7 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 if os.environ.get("ATTNTUNE_HAVE_MPI") != "ON" or shutil.which("mpirun") is None:
     if shutil.which("mpirun") is not None:
         # A build without MPI refuses a launch of several ranks, in one line from rank 0.
-        p = subprocess.run(["mpirun", "--oversubscribe", "-np", "3", ATTNTUNE, "tune", "--model",
+        p = subprocess.run(["mpirun", "--oversubscribe", "-np", "3", ATTNTUNE, "tune", "--retime", "off", "--model",
                             os.path.join(FIXTURES, "models/tiny/config.json"), "--budget", "1",
                             "--seq-lens", "64", "--out", tempfile.mkdtemp()],
                            capture_output=True, text=True, timeout=300, env=ENV,
@@ -40,10 +40,10 @@ if os.environ.get("ATTNTUNE_HAVE_MPI") != "ON" or shutil.which("mpirun") is None
 tmp = tempfile.mkdtemp()
 # The tune of the issue: 9 problems of Qwen3-1.7B's geometry, 8 candidates each; each
 # candidate timed for at most 50 ms after its gate, so that the test stays short.
-TUNE = ["tune", "--device", "cpu", "--seq-lens", "64,128,256", "--variants", "dense,swa,ks",
+TUNE = ["tune", "--retime", "off", "--device", "cpu", "--seq-lens", "64,128,256", "--variants", "dense,swa,ks",
         "--budget", "8", "--max-seconds", "0.05"]
 # The same shape of tune on the tiny model (4 heads, d=32): 12 problems of cheap candidates.
-TINY = ["tune", "--device", "cpu", "--model", os.path.join(FIXTURES, "models/tiny/config.json"),
+TINY = ["tune", "--retime", "off", "--device", "cpu", "--model", os.path.join(FIXTURES, "models/tiny/config.json"),
         "--seq-lens", "64,128,256,384", "--variants", "dense,swa,ks", "--budget", "8",
         "--max-seconds", "0.05"]
 SUMMARY = re.compile(r"(\d+) evaluations \((\d+) measured, (\d+) from the database, (\d+) failed\)")
@@ -222,7 +222,7 @@ def one_error(result, line, what):
            f"{what}: exit 2 and one line {line!r}: exit {result.returncode}, {lines}")
 
 
-base = ["tune", "--model", os.path.join(FIXTURES, "models/tiny/config.json"), "--budget", "2",
+base = ["tune", "--retime", "off", "--model", os.path.join(FIXTURES, "models/tiny/config.json"), "--budget", "2",
         "--out", os.path.join(tmp, "errors")]
 small = base + ["--seq-lens", "64,96"]
 one_error(mpirun(3, small + ["--metrics"]),

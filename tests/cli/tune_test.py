@@ -13,7 +13,7 @@ from clitest import ATTNTUNE, FIXTURES, run, expect, fail, finish
 tiny = os.path.join(FIXTURES, "models/tiny/config.json")
 tmp = tempfile.mkdtemp()
 out = os.path.join(tmp, "out")
-args = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,700",
+args = ["tune", "--retime", "off", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,700",
         "--budget", "4", "--strategy", "random", "--seed", "3", "--max-seconds", "0.2", "--out", out]
 
 t0 = time.monotonic()
@@ -65,7 +65,7 @@ expect(first >= 10 * second, f"re-run at least 10x faster: first {first:.2f}s, s
 
 # --phase decode into the same database: one query row per head against L keys (Lq = 1),
 # dma_decode every step (Lq = Lk); stored as decode problems next to the prefill ones.
-dargs = ["tune", "--model", tiny, "--phase", "decode", "--variants", "dense,dma_decode",
+dargs = ["tune", "--retime", "off", "--model", tiny, "--phase", "decode", "--variants", "dense,dma_decode",
          "--seq-lens", "96,700", "--budget", "2", "--strategy", "random", "--seed", "3",
          "--max-seconds", "0.2", "--out", out]
 p = run(*dargs, check=0)
@@ -101,7 +101,7 @@ expect("<td>decode</td>" in html, "the report's trial table shows the phase")
 # Kill mid-tune with SIGKILL, then resume.
 out2 = os.path.join(tmp, "killed")
 db2 = os.path.join(out2, "attntune.db")
-kargs = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "700,900",
+kargs = ["tune", "--retime", "off", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "700,900",
          "--budget", "4", "--seed", "5", "--max-seconds", "0.3", "--out", out2]
 proc = subprocess.Popen([ATTNTUNE, *kargs], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         stdin=subprocess.DEVNULL)
@@ -130,7 +130,7 @@ expect(f"({16 - before} measured, {before} from the database" in p.stdout,
 # least one evaluation, the progress shows no count to reach, and the run records its
 # budgets. (The bound on the wall time is loose: this checks that it stops, not speed.)
 tout = os.path.join(tmp, "timed")
-targs = ["tune", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,700",
+targs = ["tune", "--retime", "off", "--model", tiny, "--variants", "dense,swa", "--seq-lens", "96,700",
          "--time-budget", "2s", "--strategy", "random", "--seed", "3", "--max-seconds", "0.2",
          "--out", tout]
 t0 = time.monotonic()
@@ -149,4 +149,34 @@ expect(len(per_problem) == 4 and all(n >= 1 for _, _, n in per_problem),
        f"each (variant, length) has at least one trial: {per_problem}")
 expect(targs_json.get("time_budget_s") == 2 and targs_json.get("budget") == 0,
        f"the run records its budgets: {targs_json}")
+# --retime on (the default): each problem's fastest is timed again beside the untuned
+# default; the JSON says who won by how much; a re-run re-times nothing; db records marks
+# each entry's own record "tuned".
+rout = os.path.join(tmp, "retime")
+rargs = ["tune", "--model", tiny, "--variants", "dense,swa", "--params", "w=64,sink=0",
+         "--seq-lens", "96", "--budget", "4", "--strategy", "random", "--seed", "3",
+         "--max-seconds", "0.05", "--out", rout]
+p = run(*rargs, check=0)
+cfg = json.load(open(os.path.join(rout, "attntune_config.json")))
+# A configuration faster than the default in the search is re-timed (reported, counted);
+# else the default itself is the entry.
+retimed = p.stderr.count("re-timed: ")
+expect((retimed > 0 and f"{retimed} fastest configurations re-timed against the default" in p.stdout)
+       or all(e["default"] and e["default"]["tunables"] == e["tunables"] for e in cfg["entries"]),
+       f"re-timed and counted, or the default is every entry: {p.stdout} {p.stderr[-400:]}")
+for e in cfg["entries"]:
+    d = e.get("default")
+    expect(d is not None and d["implementation"] == "tiled" and d["margin"] >= 1.0,
+           f"{e['variant']}: the entry is no slower than the default it was re-timed against: {d}")
+    expect(e["implementation"] in e["implementations"], f"{e['variant']}: every implementation's best")
+expect({e["params"].get("w") for e in cfg["entries"] if e["variant"] == "swa"} == {64},
+       "--params w=64: swa searched at w=64 only")
+p2 = run(*rargs, check=0)
+expect("0 measured" in p2.stdout and "re-timed: " not in p2.stderr,
+       f"a re-run re-times nothing: {p2.stdout} {p2.stderr[-300:]}")
+rec = run("db", "records", "--db", os.path.join(rout, "attntune.db"))
+recs = [json.loads(line) for line in rec.stdout.splitlines()]
+expect(sum(r["tuned"] for r in recs) == len(cfg["entries"]) and all("median_ms" in r for r in recs),
+       f"db records: one tuned record per entry: {[(r['variant'], r['implementation'], r['tuned']) for r in recs]}")
+
 finish()

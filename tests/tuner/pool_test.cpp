@@ -4,14 +4,22 @@
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
 
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
 #include "tests/temp_dir.h"
+#include "reports/reports.h"
+#include "tuner/confirm.h"
+#include "tuner/emit.h"
 #include "tuner/pool.h"
 #include "tuner/session.h"
 
@@ -75,6 +83,7 @@ TuneOptions Tiny(const TempDir& dir, const std::string& strategy, int64_t budget
   o.evaluate.policy.min_reps = 1;
   o.evaluate.policy.max_reps = 1;
   o.evaluate.policy.warmup = 0;
+  o.retime = false;  // the re-timing stage has tests of its own (pool_test)
   return o;
 }
 
@@ -270,4 +279,123 @@ TEST_CASE("A model whose every slot is lost ends the run in one line; what was s
   const TuneSummary again = TuneOn(Tiny(dir, "exhaustive", 5), x, {kX});
   CHECK(again.reused == stored);
   CHECK(Claims(dir.File("attntune.db")) == 0);
+}
+
+namespace {
+
+// A pool of one slot whose results follow a script: (task) -> median ms, the searches'
+// checked evaluations and the re-timings apart, so that the re-timing stage is tested
+// without a clock.
+class ScriptedPool : public WorkerPool {
+ public:
+  using Script = std::function<double(const CandidateTask&)>;
+  ScriptedPool(DeviceInfo device, Script script)
+      : device_(std::move(device)), script_(std::move(script)) {}
+  int Slots() const override { return 1; }
+  DeviceInfo Device(int) const override { return device_; }
+  std::string Name(int) const override { return "scripted"; }
+  void Submit(int slot, const CandidateTask& task) override {
+    PoolEvent ev;
+    ev.slot = slot;
+    ev.ticket = task.ticket;
+    ev.result.median_ms = ev.result.p10_ms = ev.result.p90_ms = script_(task);
+    ev.result.metrics = {{"rel_err", 0.0}, {"mass_recall", 1.0}, {"pairs", 1.0}};
+    (task.retime ? retimes : checked).push_back(task.impl + " " + ParamsToString(task.params));
+    done_.push_back(std::move(ev));
+  }
+  std::optional<PoolEvent> Wait(double) override {
+    if (done_.empty()) return std::nullopt;
+    PoolEvent ev = std::move(done_.front());
+    done_.pop_front();
+    return ev;
+  }
+  std::vector<std::string> checked, retimes;
+
+ private:
+  DeviceInfo device_;
+  Script script_;
+  std::deque<PoolEvent> done_;
+};
+
+// dense on the tiny model at L=48, every candidate searched: the default (the first
+// implementation, tiled, with its default tunables) takes 3 ms, tiled's other tiles 4 ms
+// and generic 1 ms in the search and `generic_retimed` ms when re-timed.
+std::vector<BestEntry> TuneScripted(const TempDir& dir, double generic_retimed, TuneSummary* s,
+                                    ScriptedPool** seen = nullptr) {
+  TuneOptions o = Tiny(dir, "exhaustive", 1000);
+  o.variants = {"dense"};
+  o.seq_lens = {48};
+  o.retime = true;
+  TestBackend backend(kX);
+  TunePlan plan = PlanTune(o, backend);
+  const Variant& dense = *plan.variants.front();
+  const Implementation& first = *plan.impls.front().front();
+  REQUIRE(first.id == "tiled");
+  REQUIRE(plan.impls.front().size() == 2);
+  const Params defaults = ResolveParams(dense, &first, TuneShape(o, plan.model, dense, 48), {}, "test");
+  static std::unique_ptr<ScriptedPool> pool;
+  pool = std::make_unique<ScriptedPool>(kX, [&](const CandidateTask& t) {
+    if (t.impl == "generic") return t.retime ? generic_retimed : 1.0;
+    return t.params == defaults ? 3.0 : 4.0;
+  });
+  *s = RunTune(plan, *pool, nullptr);
+  if (seen) *seen = pool.get();
+  return BestEntries(LoadReportInput(*plan.db));
+}
+
+}  // namespace
+
+TEST_CASE("A configuration the default matches when re-timed is no entry; the default takes its place") {
+  TempDir dir;
+  TuneSummary s;
+  ScriptedPool* pool = nullptr;
+  const std::vector<BestEntry> best = TuneScripted(dir, 5.0, &s, &pool);
+  CHECK(s.retimed == kMaxChallengers);  // generic's three fastest, then the rest marked
+  CHECK(s.lost_to_default == kMaxChallengers);
+  CHECK(pool->retimes.size() == static_cast<size_t>(4 * kMaxChallengers));  // A B B A each
+  REQUIRE(best.size() == 1);
+  const BestEntry& e = best.front();
+  CHECK(e.implementation == "tiled");
+  CHECK(e.median_ms == 3.0);
+  CHECK(e.default_implementation == "tiled");
+  CHECK(e.default_tunables_json == e.tunables_json);
+  CHECK(e.MarginDefault() == 1.0);
+  CHECK(e.implementation_ms == std::map<std::string, double>{{"tiled", 3.0}});  // losers out
+  CHECK(e.next_implementation.empty());
+  const std::string json = RenderConfigJson(LoadReportInput(*Database::OpenReadOnly(dir.File("attntune.db"))));
+  CHECK(json.find("\"next_best\": null") != std::string::npos);
+  CHECK(json.find("\"retimed\": false") != std::string::npos);
+}
+
+TEST_CASE("A configuration faster than the default when re-timed is the entry, with its margins") {
+  TempDir dir;
+  TuneSummary s;
+  const std::vector<BestEntry> best = TuneScripted(dir, 0.5, &s);
+  CHECK(s.retimed == 1);
+  CHECK(s.lost_to_default == 0);
+  REQUIRE(best.size() == 1);
+  const BestEntry& e = best.front();
+  CHECK(e.implementation == "generic");
+  CHECK(e.median_ms == 1.0);
+  CHECK(e.default_implementation == "tiled");
+  CHECK(e.default_retimed);
+  CHECK(e.default_ms == 3.0);
+  CHECK(e.retimed_ms == 0.5);
+  CHECK(e.MarginDefault() == Approx(6.0));
+  CHECK(e.next_implementation == "tiled");
+  CHECK(e.MarginNext() == Approx(3.0));
+  CHECK(e.implementation_ms == std::map<std::string, double>{{"generic", 1.0}, {"tiled", 3.0}});
+  const ReportInput input = LoadReportInput(*Database::OpenReadOnly(dir.File("attntune.db")));
+  CHECK(RenderConfigHeader(input).find(
+            "generic: 3.00x faster than tiled (3 ms); 6.00x faster than the default tiled") !=
+        std::string::npos);
+  // db records: each implementation's best, the entry's marked tuned.
+  std::istringstream records(RenderEntryRecords(input));
+  std::map<std::string, bool> tuned;
+  for (std::string line; std::getline(records, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    tuned[j.at("implementation").get<std::string>()] = j.at("tuned").get<bool>();
+    CHECK(j.at("variant") == "dense");
+  }
+  CHECK(tuned == std::map<std::string, bool>{{"generic", true}, {"tiled", false}});
 }

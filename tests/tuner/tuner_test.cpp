@@ -21,6 +21,8 @@
 #include "tuner/model.h"
 #include "tuner/bench.h"
 #include "tuner/session.h"
+#include "tuner/space.h"
+#include "tuner/store.h"
 
 using namespace attntune;
 
@@ -313,6 +315,7 @@ TuneOptions TinyTune(const std::string& dir, std::vector<int64_t> seq_lens, int6
   o.evaluate.policy.min_reps = 1;
   o.evaluate.policy.max_reps = 1;
   o.evaluate.policy.warmup = 0;
+  o.retime = false;  // the re-timing stage has tests of its own (pool_test)
   return o;
 }
 
@@ -866,4 +869,46 @@ TEST_CASE("Bench: the record of one checked, timed candidate, tunables apart fro
   r.impl = "";
   r.metrics = true;
   CHECK_THROWS_WITH(Bench(r, TestCpu()), "--metrics: the fake backend was given no counters");
+}
+
+TEST_CASE("--params: a variant parameter searched at the values given, each checked against its declaration") {
+  TempDir dir;
+  TuneOptions o = TinyTune(dir.path, {64}, 2);
+  o.variants = {"swa"};
+  o.variant_grid = {{"w", {"0100", "48", "100"}}, {"sink", {"0"}}};
+  const TunePlan plan = PlanTune(o, TestCpu());
+  CHECK(plan.options.variant_grid.at("w") == std::vector<std::string>{"100", "48"});  // canonical, once
+  const Variant& swa = *plan.variants.front();
+  const Shape shape = TuneShape(plan.options, plan.model, swa, 64);
+  const SearchSpace search = BuildSearchSpace(swa, plan.impls.front(), shape, plan.Kind(),
+                                              plan.options.variant_grid);
+  std::set<std::string> windows, sinks;
+  for (int64_t i = 0; i < search.space.Size(); ++i) {
+    const Point p = search.space.FromIndex(i);
+    if (!search.space.Violation(p).empty()) continue;
+    windows.insert(search.ParamsOf(p).at("w"));
+    sinks.insert(search.ParamsOf(p).at("sink"));
+  }
+  CHECK(windows == std::set<std::string>{"100", "48"});
+  CHECK(sinks == std::set<std::string>{"0"});
+
+  TuneOptions bad = o;
+  bad.variant_grid = {{"k", {"8"}}};
+  CHECK_THROWS_WITH(PlanTune(bad, TestCpu()),
+                    "--params: 'k' is not a parameter of the variants tuned (swa.w, swa.sink)");
+  bad.variant_grid = {{"w", {"0"}}};
+  CHECK_THROWS_WITH(PlanTune(bad, TestCpu()), "--params: swa: w=0 is out of range (w >= 1)");
+  bad.variant_grid = {{"w", {"x"}}};
+  CHECK_THROWS_WITH(PlanTune(bad, TestCpu()), "--params: swa: w='x' is not an integer");
+}
+
+TEST_CASE("The build a tune stores its trials under names the libraries loaded at run time") {
+  TempDir dir;
+  std::unique_ptr<Database> db = Database::Open(dir.path + "/a.db");
+  const DeviceInfo device{"cuda", "test gpu", "{\"gpu\":1}"};
+  const int64_t without = TrialStore(*db, device, "{}").BuildId();
+  const int64_t with = TrialStore(*db, device, "{}", "cudnn 9.10.2 (frontend 1.12.0)").BuildId();
+  const int64_t again = TrialStore(*db, device, "{}", "cudnn 9.10.2 (frontend 1.12.0)").BuildId();
+  CHECK(without != with);  // a new cuDNN measures again
+  CHECK(with == again);
 }

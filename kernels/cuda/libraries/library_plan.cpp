@@ -46,6 +46,10 @@ bool CudnnKeeps(int64_t s_q, int64_t s_kv, int64_t left, int64_t i, int64_t j) {
   return true;
 }
 
+bool SeesEveryKey(const Shape& shape, const WindowCall& call) {
+  return shape.Lq == 1 && call.left == 0;
+}
+
 int64_t FlashInferWindowLeft(int64_t left) { return left > 0 ? left - 1 : -1; }
 
 bool FlashInferKeeps(int64_t qo_len, int64_t kv_len, int64_t window_left, int64_t i, int64_t j) {

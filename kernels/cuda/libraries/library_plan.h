@@ -51,6 +51,11 @@ WindowPlan PlanWindowCalls(const Shape& shape, const std::vector<int64_t>& windo
 /// left bound `left` (0: none), col + left - (s_kv - s_q) > row.
 bool CudnnKeeps(int64_t s_q, int64_t s_kv, int64_t left, int64_t i, int64_t j);
 
+/// Whether every row of the call keeps every key of its range [key_begin, Lk), so that it
+/// runs with no mask: one query row (a decode step; PlanWindowCalls starts a window's call
+/// at its first key, with no band).
+bool SeesEveryKey(const Shape& shape, const WindowCall& call);
+
 /// FlashInfer's window_left for a band `left` (0: -1, no window): its sliding window keeps
 /// kv_idx + qo_len + window_left >= kv_len + qo_idx, so window_left = left - 1.
 int64_t FlashInferWindowLeft(int64_t left);
