@@ -57,7 +57,7 @@ struct Problem {
 // reused, or evaluated now (checked) and stored. Empty when another tune holds it or its
 // parameters are invalid.
 std::optional<TrialStore::Trial> DefaultTrial(const Problem& p, const Params& variant_params,
-                                              Params* params, TuneSummary* summary) {
+                                              Params* params, TuneSummary* summary, bool* lost) {
   if (!CheckParams(p.variant, p.default_impl, p.tune.shape, variant_params).empty()) {
     return std::nullopt;  // not even the default's tunables complete them
   }
@@ -77,6 +77,7 @@ std::optional<TrialStore::Trial> DefaultTrial(const Problem& p, const Params& va
   std::optional<TrialResult> result = RunOnSlot(p.ctx, task);
   if (!result) {  // the slot is gone: nothing is stored
     p.ctx.store.Release(claimed);
+    *lost = true;
     return std::nullopt;
   }
   TrialStore::Trial trial;
@@ -130,25 +131,27 @@ void Report(const Problem& p, const TrialRow& row, const std::string& status,
   p.ctx.progress(ev);
 }
 
-// One variant-parameter set of a problem: its ok trials, the fastest first.
-void ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summary) {
+// One variant-parameter set of a problem: its ok trials, the fastest first. False when the
+// slot is lost.
+bool ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summary) {
   std::stable_sort(rows.begin(), rows.end(), [](const TrialRow& x, const TrialRow& y) {
     return x.result.median_ms < y.result.median_ms;
   });
   Params default_params;
-  const std::optional<TrialStore::Trial> def =
-      DefaultTrial(p, ParamsFromJson(rows.front().config.params_json), &default_params, summary);
-  if (!def || def->result.status != TrialStatus::kOk) return;  // nothing to measure against
+  bool lost = false;
+  const std::optional<TrialStore::Trial> def = DefaultTrial(
+      p, ParamsFromJson(rows.front().config.params_json), &default_params, summary, &lost);
+  if (!def || def->result.status != TrialStatus::kOk) return !lost;  // nothing to measure against
   Database& db = p.ctx.store.Db();
   db.AddMetrics(def->id, {{kMetricIsDefault, 1}});
   const std::string default_tunables = CanonicalTunablesJson(p.default_impl, default_params);
   int challengers = 0;
   for (const TrialRow& row : rows) {
     if (Flag(row, kMetricLostToDefault)) continue;
-    if (row.result.median_ms > def->result.median_ms) return;  // the default is the fastest
+    if (row.result.median_ms > def->result.median_ms) return true;  // the default is the fastest
     if (row.id == def->id || (row.config.implementation == p.default_impl.id &&
                               row.config.tunables_json == default_tunables))
-      return;
+      return true;
     if (challengers >= kMaxChallengers) {  // the default stands: mark what is left
       db.AddMetrics(row.id, {{kMetricLostToDefault, 1}});
       continue;
@@ -156,9 +159,10 @@ void ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summa
     ++challengers;
     // Re-timed against this default before (a re-run): its verdict stands.
     const auto same = row.result.metrics.find(kMetricConfirmDefaultTrial);
-    if (same != row.result.metrics.end() && same->second == static_cast<double>(def->id)) return;
+    if (same != row.result.metrics.end() && same->second == static_cast<double>(def->id))
+      return true;
     const auto retimed = Retime(p, row, default_params);
-    if (!retimed) return;  // the slot is gone
+    if (!retimed) return false;  // the slot is gone
     const auto [mine, theirs] = *retimed;
     ++summary->retimed;
     const bool kept = mine < theirs;
@@ -170,9 +174,10 @@ void ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summa
     std::snprintf(text, sizeof text, "%.4f ms against the default's %.4f ms (%s)", mine, theirs,
                   kept ? "kept" : "the default is as fast: not an entry");
     Report(p, row, "re-timed", text, mine);
-    if (kept) return;
+    if (kept) return true;
     ++summary->lost_to_default;
   }
+  return true;
 }
 
 }  // namespace
@@ -203,7 +208,9 @@ void ConfirmAgainstDefault(const ConfirmContext& ctx, TuneSummary* summary) {
       if (searched) sets[row.config.params_json].push_back(std::move(row));
     }
     NvtxRange range("re-time " + tune.name);
-    for (auto& [params_json, rows] : sets) ConfirmSet(p, std::move(rows), summary);
+    for (auto& [params_json, rows] : sets) {
+      if (!ConfirmSet(p, std::move(rows), summary)) return;  // the slot is gone
+    }
   }
 }
 
