@@ -198,6 +198,20 @@ std::vector<Point> WarmStartPoints(const Database& db, const std::vector<int64_t
   }
   std::stable_sort(configs.begin(), configs.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Each set of the variant's parameters is an entry of its own (--params w=1024,w=4096):
+  // the best of every set first (fastest first), then the second of every set, and so on,
+  // so that a small budget does not spend the warm start on one set.
+  std::map<std::string, int> seen_in_set;
+  std::vector<std::pair<int, size_t>> order;  // (rank within its set, position)
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string& key = configs[i].second;
+    const size_t a = key.find('|'), b = key.find('|', a + 1);
+    order.emplace_back(seen_in_set[key.substr(a + 1, b - a - 1)]++, i);
+  }
+  std::stable_sort(order.begin(), order.end());
+  std::vector<std::pair<double, std::string>> interleaved;
+  for (const auto& [rank, i] : order) interleaved.push_back(configs[i]);
+  configs = std::move(interleaved);
   std::map<std::string, Point> points;  // "impl|canonical params" -> point of this space
   for (int64_t i = 0; i < space.Size(); ++i) {
     Point p = space.FromIndex(i);

@@ -46,7 +46,8 @@ SearchSpace BuildSearchSpace(const Variant& variant,
 /// stored problems of the same phase and quality source that differ from `problem` only
 /// in the length (Lq = Lk in both, or the same Lq: a decode step's one row), that meet
 /// `floor` there, as points of `search.space`,
-/// best first. Empty when there is none, or when the space is too large to match
+/// best first: the best of each set of the variant's parameters, then the second of each,
+/// and so on (each set is an entry of its own). Empty when there is none, or when the space is too large to match
 /// configurations against.
 std::vector<Point> WarmStartPoints(const Database& db, int64_t device_id, const Variant& variant,
                                    const SearchSpace& search, const ProblemRecord& problem,

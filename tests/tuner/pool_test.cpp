@@ -22,6 +22,7 @@
 #include "tuner/emit.h"
 #include "tuner/pool.h"
 #include "tuner/session.h"
+#include "tuner/space.h"
 
 using namespace attntune;
 
@@ -398,4 +399,32 @@ TEST_CASE("A configuration faster than the default when re-timed is the entry, w
     CHECK(j.at("variant") == "dense");
   }
   CHECK(tuned == std::map<std::string, bool>{{"generic", true}, {"tiled", false}});
+}
+
+TEST_CASE("A warm start asks the best of each set of the variant's parameters first") {
+  TempDir dir;
+  TuneOptions o = Tiny(dir, "exhaustive", 1000);
+  o.variants = {"swa"};
+  o.seq_lens = {48};
+  o.variant_grid = {{"w", {"40", "24"}}, {"sink", {"0"}}};
+  TestBackend backend(kX);
+  TunePlan plan = PlanTune(o, backend);
+  // w=40 is faster in every configuration: a plain ranking would put only w=40 first.
+  int64_t n = 0;
+  ScriptedPool pool(kX, [&n](const CandidateTask& t) {
+    return (t.params.at("w") == "40" ? 1.0 : 5.0) + 0.001 * static_cast<double>(++n);
+  });
+  RunTune(plan, pool, nullptr);
+  const Variant& swa = *plan.variants.front();
+  ProblemRecord problem;
+  problem.shape = TuneShape(o, plan.model, swa, 64);
+  problem.dtype = o.dtype;
+  const SearchSpace search = BuildSearchSpace(swa, plan.impls.front(), problem.shape, plan.Kind(),
+                                              plan.options.variant_grid);
+  const int64_t device = plan.db->Devices().front().id;
+  const std::vector<Point> points = WarmStartPoints(*plan.db, device, swa, search, problem, 3);
+  REQUIRE(points.size() == 3);
+  CHECK(search.ParamsOf(points[0]).at("w") == "40");
+  CHECK(search.ParamsOf(points[1]).at("w") == "24");  // the best of the other set second
+  CHECK(search.ParamsOf(points[2]).at("w") == "40");
 }
