@@ -9,6 +9,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from torch_sdpa_grid import median_ms  # CUDA events, median of 20 after 3 warm-ups
+
 
 def pairs_per_head(L, w):
     return sum(min(i + 1, w) if w else i + 1 for i in range(L))
@@ -30,26 +32,12 @@ def main():
                          "efficient": torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION}
                 try:
                     with torch.nn.attention.sdpa_kernel(kinds[backend]):
-                        run = lambda: F.scaled_dot_product_attention(
-                            q, k, v, is_causal=True, enable_gqa=True)
-                        for _ in range(3):
-                            run()
-                        torch.cuda.synchronize()
-                        times = []
-                        for _ in range(20):
-                            s = torch.cuda.Event(enable_timing=True)
-                            e = torch.cuda.Event(enable_timing=True)
-                            s.record()
-                            run()
-                            e.record()
-                            e.synchronize()
-                            times.append(s.elapsed_time(e))
+                        med = median_ms(lambda: F.scaled_dot_product_attention(
+                            q, k, v, is_causal=True, enable_gqa=True))
                 except RuntimeError as err:
                     print(json.dumps({"L": L, "dtype": str(dtype), "backend": backend,
                                       "skipped": str(err).splitlines()[0][:200]}))
                     continue
-                times.sort()
-                med = times[len(times) // 2]
                 flops = 4.0 * pairs_per_head(L, 0) * 16 * 128
                 print(json.dumps({"L": L, "dtype": str(dtype), "backend": backend,
                                   "median_ms": round(med, 4),

@@ -9,41 +9,21 @@
 #include "core/shape.h"
 #include "kernels/cuda/libraries/flashinfer_entry.h"
 #include "kernels/variant.h"
+#include "tests/gpu/library_entries.h"
 
 using namespace attntune;
 
 namespace {
 
-// The table's "flashinfer" entry of `variant` that takes `dtype`; nullptr when none.
+using test::NoDeviceCuda;
+
 const Implementation* FlashInferEntry(const std::string& variant, Dtype dtype) {
-  for (const Implementation& impl : FindVariant(variant, "test").implementations) {
-    if (impl.id == "flashinfer" && impl.dtypes == std::vector<Dtype>{dtype}) return &impl;
-  }
-  return nullptr;
+  return test::LibraryEntry("flashinfer", variant, dtype);
 }
 
 Shape MakeShape(int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
-  Shape s;
-  s.B = 2;
-  s.Hq = hq;
-  s.Hkv = hkv;
-  s.Lq = lq;
-  s.Lk = lk;
-  s.d = d;
-  return s;
+  return test::LibraryShape(hq, hkv, lq, lk, d);
 }
-
-// A CUDA backend without a device: what --impl resolves against.
-class NoDeviceCuda : public Backend {
- public:
-  DeviceId Id() const override { return {"cuda", 0}; }
-  std::string Platform() const override { return kCudaPlatform; }
-  DeviceInfo Device() const override { return {"cuda", "none", "{}"}; }
-  std::vector<Dtype> Dtypes() const override { return {Dtype::kF16, Dtype::kBf16}; }
-  std::unique_ptr<Timer> MakeTimer(std::string*) override { return nullptr; }
-  MeasureHooks Hooks(bool) const override { return {}; }
-  std::unique_ptr<CounterSource> MakeCounters(Dtype, std::string*) override { return nullptr; }
-};
 
 }  // namespace
 
