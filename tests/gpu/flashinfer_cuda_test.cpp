@@ -15,6 +15,7 @@
 #include "core/tensors.h"
 #include "kernels/reference/reference.h"
 #include "kernels/variant.h"
+#include "tests/gpu/library_entries.h"
 
 using namespace attntune;
 
@@ -31,23 +32,11 @@ Shape MakeShape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int6
   return s;
 }
 
-// The table's flashinfer implementation for this problem, as bench and the tuner find it.
 const Implementation* FlashInfer(const Variant& variant, Dtype dtype, const Shape& shape) {
-  const Phase phase = shape.Lq == 1 ? Phase::kDecode : Phase::kPrefill;
-  for (const Implementation* impl :
-       variant.ImplementationsFor(kCudaPlatform, {phase, dtype, shape.d})) {
-    if (impl->id == "flashinfer") return impl;
-  }
-  return nullptr;
+  return test::LibraryFor("flashinfer", variant, dtype, shape);
 }
 
-// Runs `impl` on poisoned output; the relative error against `ref`, or +inf.
-double RunError(const Implementation& impl, const Tensors& tensors, const Params& p,
-                const std::vector<double>& ref) {
-  std::vector<float> out(tensors.q.size(), std::numeric_limits<float>::quiet_NaN());
-  impl.run(tensors, p, out.data());
-  return RelErr(out.data(), ref);
-}
+using test::RunError;
 
 // Every combination of the tunables' declared values (SplitKV; CtaTileQ in prefill).
 std::vector<Params> EveryTunableValue(const std::vector<ParamDecl>& tunables) {

@@ -1,14 +1,18 @@
-// What the attention libraries' tests without a device share (cudnn_test, flashinfer_test):
-// the table's entry of a library, a problem shape, and a CUDA backend with no device.
+// What the attention libraries' tests share: the table's entry of a library (by dtype, or
+// as bench and the tuner find it for a problem), a problem shape, a CUDA backend with no
+// device (cudnn_test, flashinfer_test), and one run's error on a poisoned output (the
+// [cudnn] and [flashinfer] cases of gpu_windowed_test).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
 #include "core/shape.h"
+#include "kernels/reference/reference.h"
 #include "kernels/variant.h"
 
 namespace attntune::test {
@@ -20,6 +24,26 @@ inline const Implementation* LibraryEntry(const std::string& id, const std::stri
     if (impl.id == id && impl.dtypes == std::vector<Dtype>{dtype}) return &impl;
   }
   return nullptr;
+}
+
+/// The table's implementation `id` for this problem (decode when Lq = 1), as bench and
+/// the tuner find it; nullptr when none.
+inline const Implementation* LibraryFor(const std::string& id, const Variant& variant,
+                                        Dtype dtype, const Shape& shape) {
+  const Phase phase = shape.Lq == 1 ? Phase::kDecode : Phase::kPrefill;
+  for (const Implementation* impl :
+       variant.ImplementationsFor(kCudaPlatform, {phase, dtype, shape.d})) {
+    if (impl->id == id) return impl;
+  }
+  return nullptr;
+}
+
+/// Runs `impl` on poisoned output; the relative error against `ref`, or +inf.
+inline double RunError(const Implementation& impl, const Tensors& tensors, const Params& p,
+                       const std::vector<double>& ref) {
+  std::vector<float> out(tensors.q.size(), std::numeric_limits<float>::quiet_NaN());
+  impl.run(tensors, p, out.data());
+  return RelErr(out.data(), ref);
 }
 
 /// B = 2, causal.
