@@ -271,8 +271,9 @@ void ParseT4(ReplayCache& cache, const json& doc) {
       NotACache(path, "T4 result without a 'configuration' object");
     }
     const json& c = r["configuration"];
-    if (keys.empty()) {
+    if (&r == &results.front()) {  // the first configuration names the parameters
       for (auto it = c.begin(); it != c.end(); ++it) keys.push_back(it.key());
+      if (keys.empty()) NotACache(path, "T4 configuration without parameters");
       seen.resize(keys.size());
     }
     for (size_t d = 0; d < keys.size(); ++d) {
@@ -293,7 +294,7 @@ void ParseT4(ReplayCache& cache, const json& doc) {
   for (const json& r : results) {
     Point p(keys.size());
     for (size_t d = 0; d < keys.size(); ++d) {
-      p[d] = b.lookup[d].at(ValueText(r["configuration"][keys[d]]));
+      p[d] = b.lookup[d].at(ValueText(r["configuration"].at(keys[d])));
     }
     ReplayEntry e;
     const bool correct = !r.contains("invalidity") || r["invalidity"] == "correct";

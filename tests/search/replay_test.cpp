@@ -200,6 +200,21 @@ TEST_CASE("the T4 format reads too", "[search][replay]") {
   CHECK(!c.At({0, 1}).ok);
 }
 
+TEST_CASE("T4 configurations name the first one's parameters, each of them (fuzzer finding)", "[search][replay]") {
+  // The first configuration names no parameter, the second names two: the second pass
+  // read a missing key of a const object (heap-use-after-free under ASan).
+  const char* empty_first = R"({"schema_version": "1.0.0", "results": [
+    {"configuration": {}, "invalidity": "correct", "measurements": [{"name": "time", "value": 1.5}]},
+    {"configuration": {"a": 12, "s": "y"}, "invalidity": "correct", "measurements": [{"name": "time", "value": 2.0}]}]})";
+  CHECK_THROWS_WITH(ParseReplayCache(empty_first, "t4.json"),
+                    "t4.json: not a Kernel Tuner cache file (T4 configuration without parameters)");
+  const char* fewer_later = R"({"schema_version": "1.0.0", "results": [
+    {"configuration": {"a": 1, "s": "x"}, "measurements": [{"name": "time", "value": 1.5}]},
+    {"configuration": {"a": 12}, "measurements": [{"name": "time", "value": 2.0}]}]})";
+  CHECK_THROWS_WITH(ParseReplayCache(fewer_later, "t4.json"),
+                    "t4.json: not a Kernel Tuner cache file (T4 configuration without 's')");
+}
+
 TEST_CASE("random search's analytic expectation", "[search][replay]") {
   ReplayStatistics s;
   s.values = {1, 2, 3};
