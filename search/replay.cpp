@@ -284,10 +284,14 @@ void ParseT4(ReplayCache& cache, const json& doc) {
   Builder b;
   for (size_t d = 0; d < keys.size(); ++d) {
     std::vector<json>& vs = seen[d];
-    std::sort(vs.begin(), vs.end());  // numbers numerically, strings lexically
-    vs.erase(std::unique(vs.begin(), vs.end()), vs.end());
+    std::stable_sort(vs.begin(), vs.end());  // numbers numerically, strings lexically
+    // Distinct as written: 4 and 4.0 compare equal as JSON but are two values of the file
+    // (each configuration finds its own by its text).
     std::vector<std::string> texts;
-    for (const json& v : vs) texts.push_back(ValueText(v));
+    for (const json& v : vs) {
+      std::string text = ValueText(v);
+      if (std::find(texts.begin(), texts.end(), text) == texts.end()) texts.push_back(std::move(text));
+    }
     b.AddDimension(keys[d], std::move(texts));
   }
   std::vector<std::pair<Point, ReplayEntry>> rows;

@@ -213,6 +213,15 @@ TEST_CASE("T4 configurations name the first one's parameters, each of them (fuzz
     {"configuration": {"a": 12}, "measurements": [{"name": "time", "value": 2.0}]}]})";
   CHECK_THROWS_WITH(ParseReplayCache(fewer_later, "t4.json"),
                     "t4.json: not a Kernel Tuner cache file (T4 configuration without 's')");
+  // 4 and 4.0 are equal as JSON numbers: the values were deduplicated as JSON and looked up
+  // by their text, and 4.0 was not found (std::out_of_range out of the reader).
+  const char* four_twice = R"({"schema_version": "1.0.0", "results": [
+    {"configuration": {"a": 4, "s": "x"}, "measurements": [{"name": "time", "value": 1.5}]},
+    {"configuration": {"a": 4.0, "s": "y"}, "measurements": [{"name": "time", "value": 2.0}]}]})";
+  const ReplayCache c = ParseReplayCache(four_twice, "t4.json");
+  REQUIRE(c.space.Dimensions().size() == 2);
+  CHECK(c.space.Dimensions()[0].values.size() == 2);
+  CHECK(c.entries.size() == 2);
 }
 
 TEST_CASE("random search's analytic expectation", "[search][replay]") {
