@@ -390,6 +390,15 @@ TEST_CASE("A configuration faster than the default when re-timed is the entry, w
   CHECK(RenderConfigHeader(input).find(
             "generic: 3.00x faster than tiled (3 ms); 6.00x faster than the default tiled") !=
         std::string::npos);
+  // The report's Implementations table: each implementation's best, the winner, both margins.
+  const std::string html = RenderHtmlReport(input);
+  const size_t table = html.find("<section id=\"implementations\">");
+  REQUIRE(table != std::string::npos);
+  const std::string row = html.substr(html.find("<tr class=\"entry\">", table));
+  CHECK(row.rfind("<tr class=\"entry\"><td>dense</td><td>prefill</td><td>{}</td>", 0) == 0);
+  CHECK(row.find("<td class=\"num\">1</td><td class=\"num\">3</td><td>generic</td>"
+                 "<td class=\"num\">3.00x</td><td class=\"num\">6.00x re-timed</td></tr>") !=
+        std::string::npos);
   // db records: each implementation's best, the entry's marked tuned.
   std::istringstream records(RenderEntryRecords(input));
   std::map<std::string, bool> tuned;
