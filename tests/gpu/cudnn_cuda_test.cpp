@@ -22,14 +22,7 @@ using namespace attntune;
 namespace {
 
 Shape MakeShape(int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
-  Shape s;
-  s.B = 1;
-  s.Hq = hq;
-  s.Hkv = hkv;
-  s.Lq = lq;
-  s.Lk = lk;
-  s.d = d;
-  return s;
+  return test::LibraryShape(1, hq, hkv, lq, lk, d);
 }
 
 const Implementation* Cudnn(const Variant& variant, Dtype dtype, const Shape& shape) {

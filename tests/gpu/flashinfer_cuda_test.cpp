@@ -22,14 +22,7 @@ using namespace attntune;
 namespace {
 
 Shape MakeShape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
-  Shape s;
-  s.B = b;
-  s.Hq = hq;
-  s.Hkv = hkv;
-  s.Lq = lq;
-  s.Lk = lk;
-  s.d = d;
-  return s;
+  return test::LibraryShape(b, hq, hkv, lq, lk, d);
 }
 
 const Implementation* FlashInfer(const Variant& variant, Dtype dtype, const Shape& shape) {

@@ -22,7 +22,7 @@ const Implementation* FlashInferEntry(const std::string& variant, Dtype dtype) {
 }
 
 Shape MakeShape(int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
-  return test::LibraryShape(hq, hkv, lq, lk, d);
+  return test::LibraryShape(2, hq, hkv, lq, lk, d);
 }
 
 }  // namespace

@@ -46,10 +46,10 @@ inline double RunError(const Implementation& impl, const Tensors& tensors, const
   return RelErr(out.data(), ref);
 }
 
-/// B = 2, causal.
-inline Shape LibraryShape(int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
+/// A causal problem of `b` batch elements.
+inline Shape LibraryShape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
   Shape s;
-  s.B = 2;
+  s.B = b;
   s.Hq = hq;
   s.Hkv = hkv;
   s.Lq = lq;

@@ -13,6 +13,7 @@
 #include "core/tensors.h"
 #include "kernels/selection/selection.h"
 #include "kernels/variant.h"
+#include "tests/gpu/library_entries.h"
 
 using namespace attntune;
 namespace lp = attntune::library_plan;
@@ -20,14 +21,7 @@ namespace lp = attntune::library_plan;
 namespace {
 
 Shape MakeShape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d) {
-  Shape s;
-  s.B = b;
-  s.Hq = hq;
-  s.Hkv = hkv;
-  s.Lq = lq;
-  s.Lk = lk;
-  s.d = d;
-  return s;
+  return test::LibraryShape(b, hq, hkv, lq, lk, d);
 }
 
 // The windows the cuDNN implementation plans with (cudnn_implementations.cpp).
