@@ -1,6 +1,6 @@
 // The attention libraries' planning (kernels/cuda/libraries/library_plan.h) against the
 // variant table's key sets (DESIGN.md s1): the calls cuDNN's SDPA is given for dense, swa
-// and hybrid, with cuDNN's bottom-right band (CudnnKeeps), keep exactly S(i) of every row
+// and hybrid, with cuDNN's band (CudnnKeeps), keep exactly S(i) of every row
 // of every query head, each head in exactly one call. Runs on every machine.
 #include "kernels/cuda/libraries/library_plan.h"
 
@@ -103,6 +103,33 @@ TEST_CASE("cuDNN's band keeps exactly the table's keys for dense, swa and hybrid
       }
     }
   }
+}
+
+TEST_CASE("cuDNN's band is aligned at the top left exactly where a call has as many rows as keys") {
+  CHECK(lp::CudnnTopLeft(37, 37));
+  CHECK(lp::CudnnTopLeft(1, 1));
+  CHECK_FALSE(lp::CudnnTopLeft(300, 577));
+  CHECK_FALSE(lp::CudnnTopLeft(1, 1000));
+  // The frontend's bottom-right band (attn_score_modifiers.h sliding_window_mask), written
+  // out: with as many rows as keys the top-left band keeps the same keys in every row.
+  auto bottom_right = [](int64_t s_q, int64_t s_kv, int64_t left, int64_t i, int64_t j) {
+    const int64_t shift = s_kv - s_q;
+    return i + shift >= j && (left == 0 || j + left - shift > i);
+  };
+  for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{37}, int64_t{130}}) {
+    for (int64_t left : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{40}, s - 1, s, s + 5}) {
+      if (left < 0) continue;
+      int mismatches = 0;
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < s; ++j)
+          mismatches += lp::CudnnKeeps(s, s, left, i, j) != bottom_right(s, s, left, i, j);
+      INFO("s=" << s << " left=" << left);
+      CHECK(mismatches == 0);
+    }
+  }
+  // A chunk (fewer rows than keys) keeps the bottom-right band: row i ends at key i + 277.
+  CHECK(lp::CudnnKeeps(300, 577, 0, 0, 277));
+  CHECK_FALSE(lp::CudnnKeeps(300, 577, 0, 0, 278));
 }
 
 TEST_CASE("Hybrid's KV heads are grouped by effective window, one call per run") {

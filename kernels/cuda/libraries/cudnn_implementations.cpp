@@ -29,7 +29,7 @@ Implementation CudnnImplementation(const std::string& variant, Dtype dtype) {
   impl.platform = kCudaPlatform;
   impl.phases = {Phase::kPrefill, Phase::kDecode};
   impl.dtypes = {dtype};
-  impl.summary = "cuDNN's fused SDPA (cuDNN frontend graph API, bottom-right causal band" +
+  impl.summary = "cuDNN's fused SDPA (cuDNN frontend graph API, causal band, top-left where Lq = Lk" +
                  std::string(variant == "hybrid" ? ", one graph per run of KV heads with one window"
                                                  : "") +
                  "), " + ToString(dtype) + " in, fp32 softmax; libcudnn loaded at run time";

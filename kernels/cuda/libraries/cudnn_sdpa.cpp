@@ -38,7 +38,8 @@ fe::AttentionImplementation_t ImplementationOf(Engine engine) {
 }
 
 // The graph of one call: Q, K, V as views of the problem's tensors, the SDPA node with the
-// bottom-right band (right bound 0, left bound = the window), O an output view like Q.
+// band (right bound 0, left bound = the window) aligned as library_plan::CudnnTopLeft
+// says, O an output view like Q.
 // sm_version 0: the frontend asks the current device.
 std::shared_ptr<fe::graph::Graph> MakeGraph(const GraphKey& key, int sm_version = 0) {
   const lp::CallViews views = lp::ViewsOf(key.shape, key.call);
@@ -66,7 +67,11 @@ std::shared_ptr<fe::graph::Graph> MakeGraph(const GraphKey& key, int sm_version 
   // cuDNN choose its kernels for a step (with the band it took 1.08 ms for a step against
   // 65536 keys on an H200 where PyTorch's unmasked cuDNN call took 0.065 ms).
   if (!lp::SeesEveryKey(key.shape, key.call)) {
-    options.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT)
+    // Query rows and keys of the call: dim [B, H, L, d].
+    const bool top_left = lp::CudnnTopLeft(views.q.dim[2], views.kv.dim[2]);
+    options
+        .set_diagonal_alignment(top_left ? fe::DiagonalAlignment_t::TOP_LEFT
+                                         : fe::DiagonalAlignment_t::BOTTOM_RIGHT)
         .set_diagonal_band_right_bound(0);
     if (key.call.left > 0) options.set_diagonal_band_left_bound(static_cast<int>(key.call.left));
   }

@@ -39,8 +39,10 @@ WindowPlan PlanWindowCalls(const Shape& shape, const std::vector<int64_t>& windo
   return plan;
 }
 
+bool CudnnTopLeft(int64_t s_q, int64_t s_kv) { return s_q == s_kv; }
+
 bool CudnnKeeps(int64_t s_q, int64_t s_kv, int64_t left, int64_t i, int64_t j) {
-  const int64_t shift = s_kv - s_q;  // bottom-right alignment
+  const int64_t shift = CudnnTopLeft(s_q, s_kv) ? 0 : s_kv - s_q;
   if (!(i + shift >= j)) return false;
   if (left > 0 && !(j + left - shift > i)) return false;
   return true;

@@ -45,10 +45,17 @@ struct WindowPlan {
 WindowPlan PlanWindowCalls(const Shape& shape, const std::vector<int64_t>& windows,
                            int64_t sink);
 
-/// Whether cuDNN's SDPA keeps key j of row i in a call of s_q rows and s_kv keys: the
-/// bottom-right-aligned band the cuDNN frontend builds (cudnn_frontend
-/// attn_score_modifiers.h sliding_window_mask): right bound 0, row + (s_kv - s_q) >= col;
-/// left bound `left` (0: none), col + left - (s_kv - s_q) > row.
+/// Whether the cuDNN graph of a call of s_q rows and s_kv keys aligns its band at the top
+/// left (the plain causal mask, as PyTorch's cuDNN call builds it) rather than the bottom
+/// right: when s_q == s_kv, where both put the diagonal in the same place. The bottom-right
+/// band passes the two lengths into the mask (cudnn_frontend attn_score_modifiers.h
+/// sliding_window_mask); the top-left one does not.
+bool CudnnTopLeft(int64_t s_q, int64_t s_kv);
+
+/// Whether cuDNN's SDPA keeps key j of row i in a call of s_q rows and s_kv keys: the band
+/// the cuDNN frontend builds (cudnn_frontend attn_score_modifiers.h sliding_window_mask),
+/// with shift = 0 at the top left (CudnnTopLeft) and s_kv - s_q at the bottom right: right
+/// bound 0, row + shift >= col; left bound `left` (0: none), col + left - shift > row.
 bool CudnnKeeps(int64_t s_q, int64_t s_kv, int64_t left, int64_t i, int64_t j);
 
 /// Whether every row of the call keeps every key of its range [key_begin, Lk), so that it
