@@ -13,10 +13,13 @@
 #include "cli/replay_command.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/shape.h"
+#include "core/types.h"
 #include "db/database.h"
 #include "db/merge.h"
 #include "profiler/measure.h"
 #include "tuner/emit.h"
+#include "tuner/model.h"
 
 namespace attntune {
 
@@ -32,6 +35,35 @@ CLI::Validator FiniteCheck(bool (*ok)(double), const std::string& must) {
         return "";
       },
       must);
+}
+
+// emit's and report's choice of trials: the geometry of one tune (tuner/emit.h).
+struct SelectionArgs {
+  std::string dtype, batch, model;
+};
+
+void AddSelectionOptions(CLI::App* cmd, SelectionArgs* a) {
+  cmd->add_option("--dtype", a->dtype,
+                  "The trials of this dtype only (fp32, fp16, bf16), where the database holds several");
+  cmd->add_option("--batch", a->batch, "The trials of this batch size only");
+  cmd->add_option("--model", a->model,
+                  "The trials of this model's heads only (an embedded model name or a Hugging "
+                  "Face config.json)");
+}
+
+GeometrySelection ParseSelection(const SelectionArgs& a) {
+  GeometrySelection s;
+  if (!a.dtype.empty()) {
+    s.dtype = DtypeFromString(a.dtype);
+    if (!s.dtype) throw UserError("--dtype: '" + a.dtype + "' is not fp32, fp16 or bf16");
+  }
+  if (!a.batch.empty()) s.batch = ParsePositiveInt(a.batch, "--batch");
+  if (!a.model.empty()) {
+    const ModelGeometry model = LoadModel(a.model, "--model");
+    s.q_heads = model.q_heads;
+    s.kv_heads = model.kv_heads;
+  }
+  return s;
 }
 
 }  // namespace
@@ -146,9 +178,12 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
   auto* emit = app.add_subcommand("emit", "Write attntune_config.h, .json and report.html from a database");
   emit->add_option("--db", *emit_db, "SQLite database")->required();
   emit->add_option("--out", *emit_out, "Output folder")->capture_default_str();
-  emit->callback([emit_db, emit_out, rc] {
+  auto emit_selection = std::make_shared<SelectionArgs>();
+  AddSelectionOptions(emit, emit_selection.get());
+  emit->callback([emit_db, emit_out, emit_selection, rc] {
+    const GeometrySelection selection = ParseSelection(*emit_selection);
     auto db = OpenExisting(*emit_db);
-    const OutputPaths p = EmitOutputs(*db, *emit_out);
+    const OutputPaths p = EmitOutputs(*db, *emit_out, selection);
     std::printf("  header: %s\n  json:   %s\n  report: %s\n", p.header.c_str(), p.json.c_str(),
                 p.report.c_str());
     *rc = 0;
@@ -159,9 +194,12 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
   auto* report = app.add_subcommand("report", "Write the HTML report of a database");
   report->add_option("--db", *report_db, "SQLite database")->required();
   report->add_option("--out", *report_out, "HTML file")->capture_default_str();
-  report->callback([report_db, report_out, rc] {
+  auto report_selection = std::make_shared<SelectionArgs>();
+  AddSelectionOptions(report, report_selection.get());
+  report->callback([report_db, report_out, report_selection, rc] {
+    const GeometrySelection selection = ParseSelection(*report_selection);
     auto db = OpenExisting(*report_db);
-    WriteFileAtomic(*report_out, RenderHtmlReport(LoadReportInput(*db)));
+    WriteFileAtomic(*report_out, RenderHtmlReport(LoadReportInput(*db, selection)));
     std::printf("  report: %s\n", report_out->c_str());
     *rc = 0;
   });
@@ -194,7 +232,8 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
   records->add_option("--db", *records_db, "SQLite database")->required();
   records->callback([records_db, rc] {
     auto db = OpenExisting(*records_db);
-    std::fputs(RenderEntryRecords(LoadReportInput(*db)).c_str(), stdout);
+    std::fputs(RenderEntryRecords(LoadReportInput(*db, {}, /*one_geometry=*/false)).c_str(),
+               stdout);
     *rc = 0;
   });
 }

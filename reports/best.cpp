@@ -1,4 +1,5 @@
-// BestEntries: the fastest ok config per (device, variant, phase, variant params, d, Lk).
+// BestEntries: the fastest ok config per (device, geometry, variant, phase, variant params,
+// d, Lk, calibration set).
 #include <algorithm>
 #include <map>
 #include <limits>
@@ -12,10 +13,10 @@ namespace attntune {
 
 namespace {
 
-// (device, variant, phase, variant params, d, Lk, calibration set): prefill and decode
-// winners never mix, nor Gaussian and calibrated ones.
-using BucketKey =
-    std::tuple<std::string, std::string, Phase, std::string, int64_t, int64_t, int64_t>;
+// (device, geometry, variant, phase, variant params, d, Lk, calibration set): prefill and
+// decode winners never mix, nor Gaussian and calibrated ones, nor two dtypes or models.
+using BucketKey = std::tuple<std::string, EntryGeometry, std::string, Phase, std::string,
+                             int64_t, int64_t, int64_t>;
 
 // The other candidates of a set: each implementation's fastest, and the default's trial.
 struct Others {
@@ -82,8 +83,18 @@ EntryQuality QualityOf(const TrialRow& t, const std::map<int64_t, std::string>& 
 
 }  // namespace
 
+std::string EntryGeometry::ToString() const {
+  return std::string(attntune::ToString(dtype)) + " B=" + std::to_string(batch) +
+         " Hq=" + std::to_string(q_heads) + " Hkv=" + std::to_string(kv_heads);
+}
+
+EntryGeometry GeometryOf(const ProblemRecord& problem) {
+  return EntryGeometry{problem.dtype, problem.shape.B, problem.shape.Hq, problem.shape.Hkv};
+}
+
 std::vector<BestEntry> ChosenEntries(const std::vector<BestEntry>& best) {
-  using ChoiceKey = std::tuple<std::string, std::string, Phase, int64_t, int64_t, int64_t>;
+  using ChoiceKey =
+      std::tuple<std::string, EntryGeometry, std::string, Phase, int64_t, int64_t, int64_t>;
   std::map<ChoiceKey, const BestEntry*> chosen;
   auto better = [](const BestEntry& a, const BestEntry& b) {  // a before b
     const bool a_meets = !a.quality.floor.empty() && a.quality.meets_floor;
@@ -92,13 +103,15 @@ std::vector<BestEntry> ChosenEntries(const std::vector<BestEntry>& best) {
     return a.median_ms < b.median_ms;
   };
   for (const BestEntry& e : best) {
-    const ChoiceKey key{e.device_name, e.variant, e.phase, e.head_dim, e.seq_len, e.calib_id};
+    const ChoiceKey key{e.device_name, e.geometry, e.variant, e.phase,
+                        e.head_dim,    e.seq_len,  e.calib_id};
     auto it = chosen.find(key);
     if (it == chosen.end() || better(e, *it->second)) chosen[key] = &e;
   }
   std::vector<BestEntry> out;
   for (const BestEntry& e : best) {  // in `best`'s order
-    const ChoiceKey key{e.device_name, e.variant, e.phase, e.head_dim, e.seq_len, e.calib_id};
+    const ChoiceKey key{e.device_name, e.geometry, e.variant, e.phase,
+                        e.head_dim,    e.seq_len,  e.calib_id};
     if (chosen.at(key) == &e) out.push_back(e);
   }
   return out;
@@ -112,9 +125,9 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
     // Re-timed as no faster than the default: not a candidate (tuner/confirm.h).
     if (report_util::MetricOr(t.result, kMetricLostToDefault, 0.0) != 0) continue;
     std::string variant_params = t.config.params_json;
-    const BucketKey key{t.device.name,     t.config.variant,   t.problem.phase,
-                        variant_params,    t.problem.shape.d, t.problem.shape.Lk,
-                        t.problem.calib_id};
+    const BucketKey key{t.device.name,       GeometryOf(t.problem), t.config.variant,
+                        t.problem.phase,     variant_params,        t.problem.shape.d,
+                        t.problem.shape.Lk, t.problem.calib_id};
     Others& o = others[key];
     const TrialRow*& fastest = o.by_impl[t.config.implementation];
     if (fastest == nullptr || Faster(t, *fastest)) fastest = &t;
@@ -132,10 +145,11 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
   std::sort(winners.begin(), winners.end(), [](const Candidate& a, const Candidate& b) {
     const TrialRow& x = *a.trial;
     const TrialRow& y = *b.trial;
-    return std::tie(x.device.name, x.config.variant, x.problem.phase, x.problem.shape.d,
+    const EntryGeometry gx = GeometryOf(x.problem), gy = GeometryOf(y.problem);
+    return std::tie(x.device.name, gx, x.config.variant, x.problem.phase, x.problem.shape.d,
                     x.problem.shape.Lk, x.problem.calib_id, a.variant_params,
                     x.config.tunables_json) <
-           std::tie(y.device.name, y.config.variant, y.problem.phase, y.problem.shape.d,
+           std::tie(y.device.name, gy, y.config.variant, y.problem.phase, y.problem.shape.d,
                     y.problem.shape.Lk, y.problem.calib_id, b.variant_params,
                     y.config.tunables_json);
   });
@@ -149,6 +163,7 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
     const TrialRow& t = *c.trial;
     BestEntry e;
     e.device_name = t.device.name;
+    e.geometry = GeometryOf(t.problem);
     e.variant = t.config.variant;
     e.phase = t.problem.phase;
     e.implementation = t.config.implementation;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "db/records.h"
@@ -43,8 +44,30 @@ struct EntryQuality {
 
 /// One tuned entry: the fastest ok config of a (device, variant, phase, variant params,
 /// d, L).
+/// What a tuned entry is for beyond its lookup key (variant, phase, d, L): the problem's
+/// dtype, batch and heads. A config file answers one lookup per key, so it is rendered
+/// from the trials of one geometry (tuner/emit.h); entries of two never merge.
+struct EntryGeometry {
+  Dtype dtype = Dtype::kF32;
+  int64_t batch = 0, q_heads = 0, kv_heads = 0;
+
+  bool operator<(const EntryGeometry& o) const {
+    return std::tie(dtype, batch, q_heads, kv_heads) <
+           std::tie(o.dtype, o.batch, o.q_heads, o.kv_heads);
+  }
+  bool operator==(const EntryGeometry& o) const {
+    return dtype == o.dtype && batch == o.batch && q_heads == o.q_heads && kv_heads == o.kv_heads;
+  }
+  /// "fp16 B=1 Hq=16 Hkv=8"
+  std::string ToString() const;
+};
+
+/// The geometry of a trial's problem.
+EntryGeometry GeometryOf(const ProblemRecord& problem);
+
 struct BestEntry {
   std::string device_name;
+  EntryGeometry geometry;
   std::string variant;
   Phase phase = Phase::kPrefill;  // the problem's (decode: Lq = 1, Lk = L)
   std::string implementation;
@@ -84,9 +107,9 @@ struct BestEntry {
   }
 };
 
-/// The best entries: the fastest ok config per (device, variant, phase, variant params,
-/// d, L, calibration set), sorted by (device, variant, phase (prefill first), head_dim,
-/// seq_len, calibration, params).
+/// The best entries: the fastest ok config per (device, geometry, variant, phase, variant
+/// params, d, L, calibration set), sorted by (device, geometry, variant, phase (prefill
+/// first), head_dim, seq_len, calibration, params).
 std::vector<BestEntry> BestEntries(const ReportInput& input);
 
 /// Of `best`, per (device, variant, phase, head_dim, seq_len, calibration set), the entry

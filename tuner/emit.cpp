@@ -1,20 +1,47 @@
 #include "tuner/emit.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "build_info.h"
+#include "core/error.h"
 #include "core/files.h"
 #include "tuner/evaluate.h"
 
 namespace attntune {
 
-ReportInput LoadReportInput(const Database& db) {
+bool GeometrySelection::Matches(const EntryGeometry& g) const {
+  return (!dtype || *dtype == g.dtype) && (!batch || *batch == g.batch) &&
+         (!q_heads || *q_heads == g.q_heads) && (!kv_heads || *kv_heads == g.kv_heads);
+}
+
+ReportInput LoadReportInput(const Database& db, const GeometrySelection& selection,
+                            bool one_geometry) {
   ReportInput input;
   input.tool_version = ATTNTUNE_VERSION;
   input.generated_at = UtcNow();
   input.db_path = db.Path();
   input.devices = db.Devices();
   input.trials = db.Trials(TrialFilter{});
+  input.trials.erase(std::remove_if(input.trials.begin(), input.trials.end(),
+                                    [&](const TrialRow& t) {
+                                      return !selection.Matches(GeometryOf(t.problem));
+                                    }),
+                     input.trials.end());
+  if (one_geometry) {
+    std::set<EntryGeometry> geometries;
+    for (const TrialRow& t : input.trials)
+      if (t.result.status == TrialStatus::kOk) geometries.insert(GeometryOf(t.problem));
+    if (geometries.size() > 1) {
+      std::string names;
+      for (const EntryGeometry& g : geometries) names += (names.empty() ? "" : "; ") + g.ToString();
+      throw UserError(db.Path() + ": its trials are of " + std::to_string(geometries.size()) +
+                      " problem geometries (" + names +
+                      "), and a config file holds one: choose it with --dtype, --batch and "
+                      "--model");
+    }
+  }
   input.calibrations = db.Calibrations();
   input.run_problems = db.RunProblems();
   // The heatmaps' cells: the calibrated entries a lookup answers with.
@@ -23,9 +50,10 @@ ReportInput LoadReportInput(const Database& db) {
   return input;
 }
 
-OutputPaths EmitOutputs(const Database& db, const std::string& out_dir) {
+OutputPaths EmitOutputs(const Database& db, const std::string& out_dir,
+                        const GeometrySelection& selection) {
+  const ReportInput input = LoadReportInput(db, selection);
   CreateOutputFolder(out_dir);
-  const ReportInput input = LoadReportInput(db);
   OutputPaths paths;
   paths.header = (std::filesystem::path(out_dir) / "attntune_config.h").string();
   paths.json = (std::filesystem::path(out_dir) / "attntune_config.json").string();

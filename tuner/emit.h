@@ -2,6 +2,8 @@
 // report.html) rendered from what the database holds.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "db/database.h"
@@ -15,11 +17,27 @@ struct OutputPaths {
   std::string report;
 };
 
-/// Everything the reporters need, read from the database.
-ReportInput LoadReportInput(const Database& db);
+/// The trials a config file and report are rendered from: those whose problem has the
+/// given dtype, batch and heads (an unset field takes any value). A tune selects its own
+/// geometry; emit and report take it from --dtype, --batch and --model.
+struct GeometrySelection {
+  std::optional<Dtype> dtype;
+  std::optional<int64_t> batch, q_heads, kv_heads;
+
+  bool Matches(const EntryGeometry& g) const;
+};
+
+/// Everything the reporters need, read from the database: the trials of `selection`.
+/// `one_geometry`: UserError naming the geometries when the ok trials left are of more
+/// than one (a config file answers one lookup per variant, phase, d and L); false (db
+/// records): every geometry, each entry with its own.
+ReportInput LoadReportInput(const Database& db, const GeometrySelection& selection = {},
+                            bool one_geometry = true);
 
 /// Writes attntune_config.h, attntune_config.json and report.html into `out_dir`
-/// (created if needed), each atomically; failure -> UserError.
-OutputPaths EmitOutputs(const Database& db, const std::string& out_dir);
+/// (created if needed), each atomically, from the trials of `selection` (one geometry);
+/// failure -> UserError.
+OutputPaths EmitOutputs(const Database& db, const std::string& out_dir,
+                        const GeometrySelection& selection = {});
 
 }  // namespace attntune

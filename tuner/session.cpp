@@ -599,7 +599,14 @@ TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress
   for (const auto& group : run.groups) group->store->Finish();
   {
     NvtxRange range("emit");
-    run.summary.outputs = EmitOutputs(*plan.db, options.out_dir);
+    // The run's own geometry: trials of other models or dtypes in the same database never
+    // meet its entries.
+    GeometrySelection selection;
+    selection.dtype = options.dtype;
+    selection.batch = options.batch;
+    selection.q_heads = plan.model.q_heads;
+    selection.kv_heads = plan.model.kv_heads;
+    run.summary.outputs = EmitOutputs(*plan.db, options.out_dir, selection);
   }
   return run.summary;
 }

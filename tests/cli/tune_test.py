@@ -2,6 +2,7 @@
 every stored trial, and a run killed with SIGKILL that resumes losing at most one trial."""
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -178,5 +179,40 @@ rec = run("db", "records", "--db", os.path.join(rout, "attntune.db"))
 recs = [json.loads(line) for line in rec.stdout.splitlines()]
 expect(sum(r["tuned"] for r in recs) == len(cfg["entries"]) and all("median_ms" in r for r in recs),
        f"db records: one tuned record per entry: {[(r['variant'], r['implementation'], r['tuned']) for r in recs]}")
+
+# A second model (other heads) tuned into the same database: its outputs hold its own
+# trials only (every time in them is one of its trials); emit and report refuse the mixed
+# database in one line until --model (or --dtype, --batch) picks one; db records keeps both.
+wide = os.path.join(tmp, "wide.json")
+with open(wide, "w") as f:
+    json.dump({"model_type": "qwen3", "hidden_size": 256, "num_hidden_layers": 2,
+               "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32}, f)
+wout = os.path.join(tmp, "wide-out")
+rdb = os.path.join(rout, "attntune.db")
+run("tune", "--model", wide, "--variants", "dense", "--seq-lens", "96", "--budget", "2",
+    "--strategy", "random", "--seed", "3", "--max-seconds", "0.05", "--db", rdb, "--out", wout, check=0)
+con = sqlite3.connect(rdb)
+own = {r[0] for r in con.execute(
+    "SELECT t.median_ms FROM trial t JOIN problem p ON p.id = t.problem_id "
+    "WHERE t.status = 'ok' AND p.Hq = 8")}
+con.close()
+wcfg = json.load(open(os.path.join(wout, "attntune_config.json")))
+times = [e["median_ms"] for e in wcfg["entries"]] + \
+        [ms for e in wcfg["entries"] for ms in e["implementations"].values()]
+expect(len(wcfg["entries"]) == 1 and own and all(ms in own for ms in times),
+       f"the second model's config holds its own trials only: {times} of {sorted(own)}")
+for cmd in (["emit", "--out", os.path.join(tmp, "mixed")], ["report", "--out", os.path.join(tmp, "mixed.html")]):
+    p = run(*cmd, "--db", rdb, check=2)
+    expect(p.stderr.count("\n") == 1 and "2 problem geometries" in p.stderr and "Hq=4" in p.stderr
+           and "Hq=8" in p.stderr and "--model" in p.stderr,
+           f"{cmd[0]} refuses a database of two geometries in one line: {p.stderr}")
+p = run("emit", "--db", rdb, "--model", tiny, "--out", os.path.join(tmp, "tiny-again"), check=0)
+tcfg = json.load(open(os.path.join(tmp, "tiny-again", "attntune_config.json")))
+expect(len(tcfg["entries"]) == len(cfg["entries"]), "emit --model picks the first model's entries")
+p = run("emit", "--db", rdb, "--dtype", "fp64", "--out", os.path.join(tmp, "x"), check=2)
+expect(p.stderr.startswith("attntune: error: --dtype: 'fp64'"), f"a bad --dtype in one line: {p.stderr}")
+rec = run("db", "records", "--db", rdb, check=0)
+heads = {re.search(r"Hq=(\d+)", json.loads(line)["shape"]).group(1) for line in rec.stdout.splitlines()}
+expect(heads == {"4", "8"}, f"db records lists both models' entries: {heads}")
 
 finish()

@@ -103,6 +103,41 @@ TEST_CASE("BestEntries is empty without ok trials, and ties go to the older tria
   CHECK(best[0].tunables_json == R"({"Br":64})");
 }
 
+TEST_CASE("BestEntries keeps the trials of two dtypes or two models apart, each with its own default") {
+  ReportInput in;
+  // fp32 Hq=16 (the fixture's), its default 2.0 ms and a tuned 1.0 ms.
+  in.trials.push_back(MakeTrial(1, "dense", "{\"Br\":16}", 64, 128, 2.0, 1.0));
+  in.trials.back().result.metrics[kMetricIsDefault] = 1;
+  in.trials.push_back(MakeTrial(2, "dense", "{\"Br\":32}", 64, 128, 1.0, 1.0));
+  // The same key for another model (Hq=32) and, apart, another dtype: slower and faster.
+  in.trials.push_back(MakeTrial(3, "dense", "{\"Br\":16}", 64, 128, 4.0, 1.0));
+  in.trials.back().problem.shape.Hq = 32;
+  in.trials.back().result.metrics[kMetricIsDefault] = 1;
+  in.trials.push_back(MakeTrial(4, "dense", "{\"Br\":32}", 64, 128, 0.5, 1.0));
+  in.trials.back().problem.dtype = Dtype::kF16;
+  const std::vector<BestEntry> best = BestEntries(in);
+  REQUIRE(best.size() == 3);
+  std::map<std::string, const BestEntry*> by;
+  for (const BestEntry& e : best) by[e.geometry.ToString()] = &e;
+  const EntryGeometry fixture = GeometryOf(in.trials[0].problem);
+  REQUIRE(by.count(fixture.ToString()) == 1);
+  const BestEntry& own = *by.at(fixture.ToString());
+  CHECK(own.median_ms == 1.0);
+  CHECK(own.default_ms == 2.0);  // its own default, not the other model's 4.0
+  CHECK(own.implementation_ms.size() == 1);
+  EntryGeometry other = fixture;
+  other.q_heads = 32;
+  REQUIRE(by.count(other.ToString()) == 1);
+  CHECK(by.at(other.ToString())->median_ms == 4.0);
+  CHECK(by.at(other.ToString())->MarginDefault() == 1.0);
+  EntryGeometry half = fixture;
+  half.dtype = Dtype::kF16;
+  REQUIRE(by.count(half.ToString()) == 1);
+  CHECK(by.at(half.ToString())->median_ms == 0.5);
+  // A lookup answers per geometry too: each keeps its own.
+  CHECK(ChosenEntries(best).size() == 3);
+}
+
 // The lookup checks run inside a program that includes the generated header; a failed
 // check exits with its line number. static_asserts check that Lookup is constexpr.
 const char kLookupProgram[] = R"code(

@@ -79,7 +79,10 @@ AllocationOutputs EmitAllocation(const Database& db, const AllocationRecord& rec
   paths.tsv = path("full_attention_heads.tsv");
   paths.mask = path("allocation_mask.json");
   paths.report = path("allocation.html");
-  ReportInput input = LoadReportInput(db);
+  GeometrySelection selection;  // the model's heads (a tune of another in the database stays out)
+  selection.q_heads = record.q_heads;
+  selection.kv_heads = record.kv_heads;
+  ReportInput input = LoadReportInput(db, selection);
   input.allocations = {record};
   WriteFileAtomic(paths.json, RenderConfigJson(input));
   WriteFileAtomic(paths.header, RenderAllocationHeader(record));
