@@ -317,6 +317,9 @@ int64_t CheckFile(sqlite3* db, const std::string& path, bool allow_fresh) {
   bool fresh = version == 0 && app_id == 0 && tables == 0;
   if ((!fresh || !allow_fresh) && app_id != kApplicationId)
     throw UserError(path + ": not an attntune database (no attntune schema)");
+  // user_version is any 32-bit integer in a file; attntune writes 0 to kSchemaVersion.
+  if (version < 0)
+    Damaged(path, "schema version " + std::to_string(version) + " is none attntune writes");
   if (version > kSchemaVersion)
     throw UserError(path + ": schema version " + std::to_string(version) +
                     " is newer than this attntune (supports " + std::to_string(kSchemaVersion) +

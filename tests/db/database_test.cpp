@@ -652,6 +652,21 @@ TEST_CASE("a file whose tables are newer than the version it claims is refused a
   CHECK(RawQuery(path, "PRAGMA user_version") == "3");  // left as it was
 }
 
+TEST_CASE("a negative schema version is refused as damaged, before any migration", "[db]") {
+  // The database fuzzer's finding (its long run): user_version -248 indexed the migration
+  // table below its start (UBSan: index out of bounds), opened for reading or writing.
+  TempDir dir;
+  std::string path = dir.File("n.db");
+  MakeFileDb(path, 1);
+  RawExec(path, "PRAGMA user_version = -248");
+  const std::string damaged =
+      path + ": schema version -248 is none attntune writes (the database is damaged)";
+  CHECK(ReadOnlyOpenError(path) == damaged);
+  CHECK(UserErrorText([&] { Database::OpenReadOnly(path, /*current=*/true); }) == damaged);
+  CHECK(OpenError(path) == damaged);
+  CHECK(RawQuery(path, "PRAGMA user_version") == "-248");  // left as it was
+}
+
 TEST_CASE("a table without the columns attntune wrote is refused as damaged", "[db]") {
   TempDir dir;
   std::string path = dir.File("c.db");
