@@ -32,12 +32,21 @@ def query(sql):
     return rows
 
 
+def has_schema():
+    """A run killed before its schema was committed leaves no file or an empty one (the
+    next run takes it as new)."""
+    return os.path.exists(db) and bool(
+        query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'trial'"))
+
+
 def count():
-    return query("SELECT count(*) FROM trial")[0][0] if os.path.exists(db) else 0
+    return query("SELECT count(*) FROM trial")[0][0] if has_schema() else 0
 
 
 def stored_twice():
     """Keys holding more than one reusable trial (what a re-run would have reused)."""
+    if not has_schema():
+        return []
     return query("SELECT device_id, problem_id, config_id, build_id, count(*) FROM trial "
                  "WHERE status IN ('ok', 'invalid', 'wrong_result') "
                  "GROUP BY device_id, problem_id, config_id, build_id HAVING count(*) > 1")
