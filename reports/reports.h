@@ -42,8 +42,6 @@ struct EntryQuality {
   bool meets_floor = false;  // the entry keeps `floor` (meaningful when floor is set)
 };
 
-/// One tuned entry: the fastest ok config of a (device, variant, phase, variant params,
-/// d, L).
 /// What a tuned entry is for beyond its lookup key (variant, phase, d, L): the problem's
 /// dtype, batch and heads. A config file answers one lookup per key, so it is rendered
 /// from the trials of one geometry (tuner/emit.h); entries of two never merge.
@@ -65,6 +63,8 @@ struct EntryGeometry {
 /// The geometry of a trial's problem.
 EntryGeometry GeometryOf(const ProblemRecord& problem);
 
+/// One tuned entry: the fastest ok config of a (device, geometry, variant, phase, variant
+/// params, d, L).
 struct BestEntry {
   std::string device_name;
   EntryGeometry geometry;
@@ -112,7 +112,7 @@ struct BestEntry {
 /// first), head_dim, seq_len, calibration, params).
 std::vector<BestEntry> BestEntries(const ReportInput& input);
 
-/// Of `best`, per (device, variant, phase, head_dim, seq_len, calibration set), the entry
+/// Of `best`, per (device, geometry, variant, phase, head_dim, seq_len, calibration set), the entry
 /// a lookup under its floor answers: the fastest entry that meets the floor its problem was
 /// tuned under, else (no floor, or none meets it) the fastest entry.
 std::vector<BestEntry> ChosenEntries(const std::vector<BestEntry>& best);
