@@ -112,9 +112,9 @@ struct BestEntry {
 /// first), head_dim, seq_len, calibration, params).
 std::vector<BestEntry> BestEntries(const ReportInput& input);
 
-/// Of `best`, per (device, geometry, variant, phase, head_dim, seq_len, calibration set), the entry
-/// a lookup under its floor answers: the fastest entry that meets the floor its problem was
-/// tuned under, else (no floor, or none meets it) the fastest entry.
+/// Of `best`, per (device, geometry, variant, phase, head_dim, seq_len, calibration set),
+/// the entry a lookup under its floor answers: the fastest entry that meets the floor its
+/// problem was tuned under, else (no floor, or none meets it) the fastest entry.
 std::vector<BestEntry> ChosenEntries(const std::vector<BestEntry>& best);
 
 /// attntune_config.h: self-contained C++17 (standard library only) with provenance,
