@@ -91,6 +91,17 @@ void CheckFinite(const char* name, const float* x, int64_t n) {
   }
 }
 
+// UserError unless a supplied LSH projection has the configuration's `bits` columns.
+void CheckProjBits(const Buffers& b, const Params& params) {
+  const auto bits = params.find("bits");
+  if (b.proj == nullptr || bits == params.end()) return;  // no bits: proj is not read
+  if (b.proj_bits != ParamInt(params, "bits")) {
+    throw UserError("tensors: 'proj' has " + std::to_string(b.proj_bits) +
+                    " columns (proj_bits), the configuration bits=" + bits->second +
+                    " (proj is [Hkv,d,bits])");
+  }
+}
+
 // The caller's host buffers as the kernels' tensors, without a copy; the optional ones
 // checked (finite; windows >= 0).
 Tensors HostView(const Problem& problem, const Buffers& b, const Params& params) {
@@ -115,11 +126,7 @@ Tensors HostView(const Problem& problem, const Buffers& b, const Params& params)
   }
   const auto bits = params.find("bits");
   if (b.proj != nullptr && bits != params.end()) {  // [Hkv,d,bits]; no bits: not read
-    if (b.proj_bits != ParamInt(params, "bits")) {
-      throw UserError("tensors: 'proj' has " + std::to_string(b.proj_bits) +
-                      " columns (proj_bits), the configuration bits=" + bits->second +
-                      " (proj is [Hkv,d,bits])");
-    }
+    CheckProjBits(b, params);
     const int64_t n = s.Hkv * s.d * b.proj_bits;
     CheckFinite("proj", b.proj, n);
     t.proj = view(b.proj, n);
@@ -161,6 +168,7 @@ void RunOnDevice(const Plan& plan, const Problem& problem, const Buffers& b,
     throw UserError("problem: " + problem.device.ToString() + ": only " +
                     std::to_string(probe.device_count) + " CUDA device(s) present");
   }
+  CheckProjBits(b, plan.params);
   DeviceTensors t;
   t.shape = problem.shape;
   t.dtype = problem.dtype;

@@ -192,12 +192,18 @@ EOF
 
 # 5. memcheck over one tile of every family, the bucketed and decode kernels and the
 # device selection (the full numerics run under memcheck takes too long).
-if want memcheck && command -v compute-sanitizer >/dev/null && fits 150 "memcheck"; then
+if want memcheck && command -v compute-sanitizer >/dev/null && fits 270 "memcheck"; then
   (cd "$build/tests/gpu" && timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 \
     ./gpu_windowed_test "The variant table*,Gathered decode*,Split-KV*,Device*" \
     >"$out/memcheck.log" 2>&1)
   log "compute-sanitizer memcheck rc=$?"
   tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
+  # The library on caller buffers: every family, the selection in a stream-ordered workspace.
+  (cd "$build/tests/gpu" && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    ./gpu_library_test "the library runs on caller device buffers*" \
+    >"$out/memcheck-library.log" 2>&1)
+  log "compute-sanitizer memcheck (library) rc=$?"
+  tail -n 3 "$out/memcheck-library.log" | tee -a "$out/summary.txt"
 fi
 
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse

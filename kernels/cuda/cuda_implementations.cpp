@@ -234,34 +234,65 @@ void EnsureSelectInputs(const std::string& variant, const Tensors& t, Params p, 
   r.inputs_key = key;
 }
 
+// What the selection reads on the device: fp32 q, k, v; the parameters' inputs (supplied
+// ks scores in fp64 or nullptr, dma's Delta and A, LSH's R transposed, mu or nullptr);
+// the workspace it fills and the stream it is enqueued on.
+struct SelectSources {
+  const float* q32 = nullptr;
+  const float* k32 = nullptr;
+  const float* v32 = nullptr;
+  const double* scores = nullptr;
+  const double* delta = nullptr;
+  const double* a = nullptr;
+  const float* rt = nullptr;
+  const float* mu = nullptr;
+  cp::SelectWorkspace* ws = nullptr;
+  void* stream = nullptr;
+};
+
+// The resident inputs' sources (after EnsureFp32 and EnsureSelectInputs), on the default
+// stream.
+SelectSources ResidentSources(const Tensors& t, Resident& r) {
+  SelectSources src;
+  src.q32 = Ptr<float>(r.q32);
+  src.k32 = Ptr<float>(r.k32);
+  src.v32 = Ptr<float>(r.v32);
+  src.scores = t.scores.empty() ? nullptr : Ptr<double>(r.scores);
+  src.delta = Ptr<double>(r.delta);
+  src.a = Ptr<double>(r.a);
+  src.rt = Ptr<float>(r.rt);
+  src.mu = t.mu.empty() ? nullptr : Ptr<float>(r.mu);
+  src.ws = &r.select;
+  return src;
+}
+
 // The prefix top-k selection with budget k of the variant's scores (ks's, supplied or
 // default, for ks and hax; dma's for dma and dma_decode), enqueued on the device.
-cp::TopKDevice EnqueuePrefixTopK(const std::string& variant, const Tensors& t, int64_t k,
-                                 bool bias, Resident& r) {
-  const Shape& s = t.shape;
+cp::TopKDevice EnqueuePrefixTopK(const std::string& variant, const Shape& s, int64_t k,
+                                 bool bias, const SelectSources& src) {
   cp::TopKDevice topk;
-  cp::AllocTopK(s.B * s.Hkv, s.Lk, k, bias, r.select, "topk", &topk);
+  cp::AllocTopK(s.B * s.Hkv, s.Lk, k, bias, *src.ws, "topk", &topk);
   if (variant == "dma" || variant == "dma_decode") {
-    ThrowIf(cp::EnqueueDmaScores(s, Ptr<float>(r.v32), Ptr<double>(r.delta), Ptr<double>(r.a),
-                                 cp::HostFusesDmaProducts(), &topk, nullptr));
-  } else if (!t.scores.empty()) {
-    ThrowIf(cp::EnqueueScoreKeys(Ptr<double>(r.scores), &topk, nullptr));
+    ThrowIf(cp::EnqueueDmaScores(s, src.v32, src.delta, src.a, cp::HostFusesDmaProducts(),
+                                 &topk, src.stream));
+  } else if (src.scores != nullptr) {
+    ThrowIf(cp::EnqueueScoreKeys(src.scores, &topk, src.stream));
   } else {
-    ThrowIf(cp::EnqueueKsScores(s, Ptr<float>(r.q32), Ptr<float>(r.k32), &topk, r.select, nullptr));
+    ThrowIf(cp::EnqueueKsScores(s, src.q32, src.k32, &topk, *src.ws, src.stream));
   }
-  ThrowIf(cp::EnqueueTopK(&topk, r.select, "topk", nullptr));
+  ThrowIf(cp::EnqueueTopK(&topk, *src.ws, "topk", src.stream));
   return topk;
 }
 
 // ks and dma: scores, evictions and the query blocks' key lists, on the device.
-void EnqueueTopKSelection(const std::string& variant, const Tensors& t, const Params& p,
-                          const cp::WindowedTile& tile, Resident& r,
+void EnqueueTopKSelection(const std::string& variant, const Shape& s, const Params& p,
+                          const cp::WindowedTile& tile, const SelectSources& src,
                           cp::WindowedDeviceArgs* args) {
   const bool dma = variant == "dma";
   const bool bias = dma && ParamInt(p, "bias") == 1;
-  const cp::TopKDevice topk = EnqueuePrefixTopK(variant, t, ParamInt(p, dma ? "w" : "k"), bias, r);
+  const cp::TopKDevice topk = EnqueuePrefixTopK(variant, s, ParamInt(p, dma ? "w" : "k"), bias, src);
   cp::ListsDevice lists;
-  ThrowIf(cp::EnqueueKeyLists(topk, t.shape.Lq, tile.br, &lists, r.select, "lists", nullptr));
+  ThrowIf(cp::EnqueueKeyLists(topk, s.Lq, tile.br, &lists, *src.ws, "lists", src.stream));
   args->list_offsets = lists.offsets;
   args->list_keys = lists.keys;
   args->evict = topk.evict;
@@ -271,25 +302,23 @@ void EnqueueTopKSelection(const std::string& variant, const Tensors& t, const Pa
 }
 
 // lsh and hax: bins (and hax's prefix top-k), the bucketed layout and its lists.
-void EnqueueBucketSelection(const std::string& variant, const Tensors& t, const Params& p,
-                            const cp::WindowedTile& tile, Resident& r,
+void EnqueueBucketSelection(const std::string& variant, const Shape& s, const Params& p,
+                            const cp::WindowedTile& tile, const SelectSources& src,
                             cp::WindowedDeviceArgs* args) {
-  const Shape& s = t.shape;
   const bool hax = variant == "hax";
   const int64_t bits = ParamInt(p, "bits");
   const bool argmax = p.at("rule") == "argmax";
-  int32_t* key_bin = r.select.Get<int32_t>("lsh.key_bin", s.B * s.Hkv * s.Lk);
-  int32_t* query_bin = r.select.Get<int32_t>("lsh.query_bin", s.B * s.Hq * s.Lq);
-  ThrowIf(cp::EnqueueLshBins(s, Ptr<float>(r.q32), Ptr<float>(r.k32),
-                             t.mu.empty() ? nullptr : Ptr<float>(r.mu), Ptr<float>(r.rt), bits,
-                             argmax, cp::HostFusesLshProducts(), key_bin, query_bin, nullptr));
+  int32_t* key_bin = src.ws->Get<int32_t>("lsh.key_bin", s.B * s.Hkv * s.Lk);
+  int32_t* query_bin = src.ws->Get<int32_t>("lsh.query_bin", s.B * s.Hq * s.Lq);
+  ThrowIf(cp::EnqueueLshBins(s, src.q32, src.k32, src.mu, src.rt, bits, argmax,
+                             cp::HostFusesLshProducts(), key_bin, query_bin, src.stream));
   cp::TopKDevice topk;
-  if (hax) topk = EnqueuePrefixTopK(variant, t, ParamInt(p, "k_ks"), false, r);
+  if (hax) topk = EnqueuePrefixTopK(variant, s, ParamInt(p, "k_ks"), false, src);
   cp::BucketDevice bucket;
   ThrowIf(cp::EnqueueBucketLayout(s, argmax ? bits : (int64_t{1} << bits), key_bin, query_bin,
                                   ParamInt(p, hax ? "k_lsh" : "k"), hax ? &topk : nullptr,
-                                  tile.br, hax ? ParamInt(p, "Chunk") : 0, &bucket, r.select,
-                                  nullptr));
+                                  tile.br, hax ? ParamInt(p, "Chunk") : 0, &bucket, *src.ws,
+                                  src.stream));
   args->list_offsets = bucket.key_offsets;
   args->list_keys = bucket.keys;
   args->evict = hax ? topk.evict : nullptr;
@@ -418,6 +447,97 @@ void RunDecodeOnCallerBuffers(const cp::WindowedProblem& problem, cp::Dtype dt,
   if (!error.empty()) throw std::runtime_error(error);
 }
 
+// A caller's small fp32 device tensor [n] (delta, a, proj) read back to the host; empty
+// when not supplied. The stream waits for it (the caller may still be writing it).
+TensorData<float> ReadBack(const float* device_ptr, int64_t n, cudaStream_t stream) {
+  if (device_ptr == nullptr) return {};
+  std::vector<float> host(static_cast<size_t>(n));
+  Check(cudaMemcpyAsync(host.data(), device_ptr, host.size() * 4, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync");
+  Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  return TensorData<float>(std::move(host));
+}
+
+// `host` copied into a workspace buffer on the stream (from pageable memory: returns once
+// staged, so `host` may go out of scope).
+template <class T>
+const T* Stage(const std::vector<T>& host, const std::string& name, cp::SelectWorkspace& ws,
+               cudaStream_t stream) {
+  T* device_ptr = ws.Get<T>(name, static_cast<int64_t>(host.size()));
+  if (!host.empty()) {
+    Check(cudaMemcpyAsync(device_ptr, host.data(), host.size() * sizeof(T),
+                          cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync");
+  }
+  return device_ptr;
+}
+
+// ks, dma, lsh, hax ("cuda") on the caller's device buffers, all on its stream: fp32
+// copies of what the selection reads of the caller's q, k, v (exact widenings, so the selection is the reference's on
+// the values the kernel reads), the selection and the attention kernel, in a workspace
+// ordered on the stream. The per-head inputs the variant draws from its seed (dma's Delta
+// and A, LSH's R) are computed on the host, from the caller's delta, a, proj when given
+// (read back first); supplied scores are widened on the device, mu read in place.
+void RunSelectedOnCallerBuffers(const std::string& variant, const DeviceTensors& t,
+                                const Params& p) {
+  DeviceGuard device(t.device);
+  const cp::WindowedTile& tile = TileNamed(p.at("Tile"));
+  const Shape& s = t.shape;
+  const cudaStream_t stream = static_cast<cudaStream_t>(t.stream);
+  const cp::Family family = FamilyOf(variant);
+  const bool dma = variant == "dma";
+  const bool lsh = family == cp::Family::kBucketed;
+  Tensors host;  // the shape and the small inputs the host computes from
+  host.shape = s;
+  if (dma) {
+    host.delta = ReadBack(t.delta, s.Hkv * s.d, stream);
+    host.a = ReadBack(t.a, s.Hkv, stream);
+  }
+  if (lsh) host.proj = ReadBack(t.proj, s.Hkv * s.d * ParamInt(p, "bits"), stream);
+
+  cp::SelectWorkspace ws(t.stream);
+  SelectSources src;
+  src.ws = &ws;
+  src.stream = t.stream;
+  const bool bf16 = t.dtype == Dtype::kBf16;
+  // What reads q and k: the LSH bins (lsh, hax) and ks's default scores.
+  if (lsh || (variant == "ks" && t.scores == nullptr)) {
+    float* q32 = ws.Get<float>("caller.q32", s.QElems());
+    float* k32 = ws.Get<float>("caller.k32", s.KvElems());
+    ThrowIf(cp::EnqueueWiden(t.q, bf16, s.QElems(), q32, t.stream));
+    ThrowIf(cp::EnqueueWiden(t.k, bf16, s.KvElems(), k32, t.stream));
+    src.q32 = q32;
+    src.k32 = k32;
+  }
+  if (dma) {  // dma's scores read v alone
+    float* v32 = ws.Get<float>("caller.v32", s.KvElems());
+    ThrowIf(cp::EnqueueWiden(t.v, bf16, s.KvElems(), v32, t.stream));
+    src.v32 = v32;
+    std::vector<double> delta, a;
+    DmaDeltaA(host, static_cast<uint64_t>(ParamInt(p, "seed")), &delta, &a);
+    src.delta = Stage(delta, "caller.delta", ws, stream);
+    src.a = Stage(a, "caller.a", ws, stream);
+  }
+  if ((variant == "ks" || variant == "hax") && t.scores != nullptr) {
+    double* scores = ws.Get<double>("caller.scores", s.B * s.Hkv * s.Lk);
+    ThrowIf(cp::EnqueueWidenScores(t.scores, s.B * s.Hkv * s.Lk, scores, t.stream));
+    src.scores = scores;
+  }
+  if (lsh) {
+    src.rt = Stage(cp::LshProjectionRows(host, ParamInt(p, "bits"),
+                                         static_cast<uint64_t>(ParamInt(p, "seed"))),
+                   "caller.rt", ws, stream);
+    src.mu = t.mu;
+  }
+  cp::WindowedDeviceArgs args = CallerArgs(t);
+  args.family = family;
+  if (family == cp::Family::kTopK) EnqueueTopKSelection(variant, s, p, tile, src, &args);
+  if (family == cp::Family::kBucketed) EnqueueBucketSelection(variant, s, p, tile, src, &args);
+  cp::WindowedProblem problem;
+  problem.shape = s;
+  ThrowIf(cp::LaunchWindowed(problem, tile, args));
+}
+
 // The checked run of every CUDA implementation: O poisoned on the device (0x7fff is a NaN
 // in fp16 and in bf16, so rows a kernel never writes fail the check), `launch` enqueued,
 // O copied back as fp32.
@@ -453,9 +573,12 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
   if (family != cp::Family::kWindowed) {
     EnsureFp32(t, r);
     EnsureSelectInputs(variant, t, p, r);
+    const SelectSources src = ResidentSources(t, r);
+    if (family == cp::Family::kTopK) EnqueueTopKSelection(variant, t.shape, p, tile, src, &args);
+    if (family == cp::Family::kBucketed) {
+      EnqueueBucketSelection(variant, t.shape, p, tile, src, &args);
+    }
   }
-  if (family == cp::Family::kTopK) EnqueueTopKSelection(variant, t, p, tile, r, &args);
-  if (family == cp::Family::kBucketed) EnqueueBucketSelection(variant, t, p, tile, r, &args);
   ThrowIf(cp::LaunchWindowed(problem, tile, args));
   return r;
 }
@@ -509,7 +632,8 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
     EnsureFp32(t, r);
     EnsureSelectInputs("dma_decode", t, p, r);
     const bool bias = ParamInt(p, "bias") == 1;
-    const cp::TopKDevice topk = EnqueuePrefixTopK("dma_decode", t, ParamInt(p, "w_kv"), bias, r);
+    const cp::TopKDevice topk =
+        EnqueuePrefixTopK("dma_decode", s, ParamInt(p, "w_kv"), bias, ResidentSources(t, r));
     cp::DecodeDevice sel;
     ThrowIf(cp::EnqueueDecodeSelection(s, Ptr<float>(r.q32), Ptr<float>(r.k32), topk,
                                        ParamInt(p, "w_q"), ParamInt(p, "r"), &sel, r.select,
@@ -679,9 +803,13 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
     std::lock_guard<std::mutex> lock(g_mutex);
     Launch(id, t, p);
   };
-  if (family == cp::Family::kWindowed) {  // the others select on the host from fp32 inputs
+  if (family == cp::Family::kWindowed) {
     impl.run_device = [id](const DeviceTensors& t, const Params& p) {
       RunWindowedOnCallerBuffers(id, t, p);
+    };
+  } else {
+    impl.run_device = [id](const DeviceTensors& t, const Params& p) {
+      RunSelectedOnCallerBuffers(id, t, p);
     };
   }
   // Inputs rounded once to the dtype and P rounded once before P V: fp16 keeps 11

@@ -4,6 +4,8 @@
 // work (the CPU tests run the same functions); sorts and scans are CUB's. Every kernel is
 // extern "C" attntune_select_<phase>, so that CUPTI's records name the selection's
 // phases plainly (SelectionPhaseOf).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -99,6 +101,19 @@ struct FillParams {
   int32_t* a;
   int64_t count;
   int32_t value;
+};
+
+struct WidenParams {
+  const uint16_t* in;  // fp16 or bf16 bits
+  float* out;
+  int64_t count;
+  bool bf16;
+};
+
+struct WidenScoreParams {
+  const float* in;
+  double* out;
+  int64_t count;
 };
 
 // ---- scores ----
@@ -296,6 +311,21 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_sort_gather(He
 extern "C" __global__ void __launch_bounds__(256) attntune_select_fill(FillParams p) {
   const int64_t x = GlobalThread();
   if (x < p.count) p.a[x] = p.value;
+}
+
+// A caller's fp16/bf16 q, k, v as fp32 (exact), the values the selection reads.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_widen(WidenParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.count) return;
+  const unsigned short bits = p.in[x];
+  p.out[x] = p.bf16 ? __bfloat162float(__ushort_as_bfloat16(bits))
+                    : __half2float(__ushort_as_half(bits));
+}
+
+extern "C" __global__ void __launch_bounds__(256) attntune_select_widen_scores(
+    WidenScoreParams p) {
+  const int64_t x = GlobalThread();
+  if (x < p.count) p.out[x] = static_cast<double>(p.in[x]);
 }
 
 // ks: per (chunk, hq, b) the sums of q over the chunk's rows, one thread per dim.
@@ -929,18 +959,30 @@ struct MaxOp {
 }  // namespace
 
 SelectWorkspace::~SelectWorkspace() {
-  for (auto& entry : buffers_) cudaFree(entry.second.ptr);
+  for (auto& entry : buffers_) Free(entry.second.ptr);
+}
+
+void SelectWorkspace::Free(void* ptr) const {
+  if (ptr == nullptr) return;
+  if (ordered_) {
+    cudaFreeAsync(ptr, Stream(stream_));
+  } else {
+    cudaFree(ptr);
+  }
 }
 
 void* SelectWorkspace::Get(const std::string& name, size_t bytes) {
   Buffer& buffer = buffers_[name];
   if (buffer.ptr != nullptr && buffer.bytes >= bytes) return buffer.ptr;
-  if (buffer.ptr != nullptr) cudaFree(buffer.ptr);
+  Free(buffer.ptr);
   buffer = Buffer();
   void* ptr = nullptr;
-  const cudaError_t error = cudaMalloc(&ptr, bytes);
+  const cudaError_t error =
+      ordered_ ? cudaMallocAsync(&ptr, bytes, Stream(stream_)) : cudaMalloc(&ptr, bytes);
   if (error != cudaSuccess) {
-    throw std::runtime_error(ErrorOf(error, ("cudaMalloc (selection buffer " + name + ")").c_str()));
+    const std::string what = std::string(ordered_ ? "cudaMallocAsync" : "cudaMalloc") +
+                             " (selection buffer " + name + ")";
+    throw std::runtime_error(ErrorOf(error, what.c_str()));
   }
   buffer.ptr = ptr;
   buffer.bytes = bytes;
@@ -1005,6 +1047,16 @@ std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopK
                 dim3(static_cast<unsigned>(32 * s.Group())), p, stream, smem);
   }
   return error;
+}
+
+std::string EnqueueWiden(const void* in, bool bf16, int64_t count, float* out, void* stream) {
+  return Run("attntune_select_widen", attntune_select_widen, dim3(Blocks(count, 256)),
+             dim3(256), WidenParams{static_cast<const uint16_t*>(in), out, count, bf16}, stream);
+}
+
+std::string EnqueueWidenScores(const float* in, int64_t count, double* out, void* stream) {
+  return Run("attntune_select_widen_scores", attntune_select_widen_scores,
+             dim3(Blocks(count, 256)), dim3(256), WidenScoreParams{in, out, count}, stream);
 }
 
 std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream) {

@@ -24,7 +24,11 @@ namespace cuda_plan {
 /// when a launch needs more (its contents are then lost). Freed when destroyed.
 class SelectWorkspace {
  public:
+  /// Buffers from cudaMalloc, kept until destroyed (attntune's own launches).
   SelectWorkspace() = default;
+  /// Buffers ordered on `stream` (a cudaStream_t: cudaMallocAsync, cudaFreeAsync), for
+  /// one call on a caller's stream: nothing shared with other calls, no synchronisation.
+  explicit SelectWorkspace(void* stream) : stream_(stream), ordered_(true) {}
   SelectWorkspace(const SelectWorkspace&) = delete;
   SelectWorkspace& operator=(const SelectWorkspace&) = delete;
   ~SelectWorkspace();
@@ -40,12 +44,21 @@ class SelectWorkspace {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
+  void Free(void* ptr) const;
   std::map<std::string, Buffer> buffers_;
+  void* stream_ = nullptr;
+  bool ordered_ = false;
 };
 
 /// Host <-> device copies (synchronous), for uploads of static inputs and for tests.
 std::string CopyToDevice(void* device, const void* host, size_t bytes);
 std::string CopyToHost(void* host, const void* device, size_t bytes);
+
+/// fp32 copies of `count` fp16 (or, with `bf16`, bf16) values on the device: exact, so
+/// a selection on them is the reference's selection on the values the kernels read.
+std::string EnqueueWiden(const void* in, bool bf16, int64_t count, float* out, void* stream);
+/// fp64 copies of `count` fp32 values on the device (a caller's supplied scores).
+std::string EnqueueWidenScores(const float* in, int64_t count, double* out, void* stream);
 
 /// A prefix top-k selection of `heads` heads of n keys each (keys of head h at h * n).
 struct TopKDevice {

@@ -57,7 +57,15 @@ struct Case {
   int64_t hq, hkv, lq, lk, d;
   bool bf16;
   bool device_windows;  // hybrid: a windows tensor on the device
+  bool supplied = false;  // ks, hax: scores; dma: delta and a; lsh: mu and proj (bits 3)
 };
+
+// fp32 values on the device (a supplied optional tensor).
+DeviceBuffer Upload(const std::vector<float>& host) {
+  DeviceBuffer out(host.size() * 4);
+  REQUIRE(cudaMemcpy(out.ptr, host.data(), host.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  return out;
+}
 
 }  // namespace
 
@@ -69,6 +77,16 @@ TEST_CASE("the library runs on caller device buffers and its stream", "[gpu]") {
       {"hybrid", "cuda", "w=32", "", 4, 2, 300, 300, 64, true, true},
       {"dense", "cuda_decode", "", "Split=8", 8, 2, 1, 1000, 128, false, false},
       {"swa", "cuda_decode", "w=100,sink=4", "Split=4", 4, 2, 1, 577, 64, true, false},
+      // The selected variants: fp32 copies of the caller's q, k, v and the selection on
+      // the device, all on the caller's stream; the reference selects on the same values.
+      {"ks", "cuda", "k=24", "", 6, 3, 300, 577, 64, false, false},
+      {"ks", "cuda", "k=16", "", 4, 2, 577, 577, 128, true, false, true},
+      {"dma", "cuda", "w=40,bias=1,seed=3", "", 4, 2, 577, 577, 128, false, false},
+      {"dma", "cuda", "w=50,bias=0", "", 6, 3, 300, 577, 64, true, false, true},
+      {"lsh", "cuda", "k=24,bits=3", "", 4, 2, 300, 300, 64, false, false},
+      {"lsh", "cuda", "k=16,bits=3,rule=argmax", "", 4, 2, 577, 577, 128, true, false, true},
+      {"hax", "cuda", "k_lsh=16,k_ks=16,bits=3", "Chunk=256", 4, 2, 577, 577, 128, false, false},
+      {"hax", "cuda", "k_lsh=8,k_ks=24,bits=4", "", 6, 3, 300, 577, 64, true, false, true},
   };
   cudaStream_t stream;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
@@ -103,12 +121,41 @@ TEST_CASE("the library runs on caller device buffers and its stream", "[gpu]") {
     problem.head_dim = c.d;
     problem.dtype = c.bf16 ? attntune::Dtype::kBf16 : attntune::Dtype::kF16;
     problem.device = attntune::Device::Cuda(0);
+    // Supplied optional tensors (fp32, on the device and for the reference).
+    std::vector<float> scores, delta, a, mu, proj;
+    const int64_t proj_bits = 3;
+    if (c.supplied) {
+      if (c.variant == "ks" || c.variant == "hax") {
+        for (int64_t e = 0; e < c.hkv * c.lk; ++e) scores.push_back(normal(rng));
+      }
+      if (c.variant == "dma") {
+        for (int64_t e = 0; e < c.hkv * c.d; ++e) delta.push_back(normal(rng) * 0.2f);
+        for (int64_t e = 0; e < c.hkv; ++e) a.push_back(0.5f + 0.1f * static_cast<float>(e));
+      }
+      if (c.variant == "lsh") {
+        for (int64_t e = 0; e < c.hkv * c.d; ++e) mu.push_back(normal(rng) * 0.1f);
+        for (int64_t e = 0; e < c.hkv * c.d * proj_bits; ++e) proj.push_back(normal(rng));
+      }
+    }
+    std::vector<DeviceBuffer> optional;
+    auto supply = [&](const std::vector<float>& host) -> const float* {
+      if (host.empty()) return nullptr;
+      optional.push_back(Upload(host));
+      return static_cast<const float*>(optional.back().ptr);
+    };
     attntune::Tensors t;
     t.q = device[0].ptr;
     t.k = device[1].ptr;
     t.v = device[2].ptr;
     t.o = o.ptr;
     if (c.device_windows) t.windows = static_cast<const int32_t*>(windows_device.ptr);
+    optional.reserve(5);  // the pointers handed out stay valid
+    t.scores = supply(scores);
+    t.delta = supply(delta);
+    t.a = supply(a);
+    t.mu = supply(mu);
+    t.proj = supply(proj);
+    if (!proj.empty()) t.proj_bits = proj_bits;
     attntune::Run(attntune::MakeConfig(c.variant, c.impl, c.params, c.tunables), problem, t, stream);
     REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
     std::vector<uint16_t> out_bits(static_cast<size_t>(sizes[0]));
@@ -121,6 +168,13 @@ TEST_CASE("the library runs on caller device buffers and its stream", "[gpu]") {
     in.k = host[1].data();
     in.v = host[2].data();
     if (c.device_windows) in.windows = windows.data();
+    auto host_of = [](const std::vector<float>& x) { return x.empty() ? nullptr : x.data(); };
+    in.scores = host_of(scores);
+    in.delta = host_of(delta);
+    in.a = host_of(a);
+    in.mu = host_of(mu);
+    in.proj = host_of(proj);
+    if (!proj.empty()) in.proj_bits = proj_bits;
     const double tolerance = c.bf16 ? 1.6e-2 : 2e-3;  // the implementations' own bounds
     CHECK(table::RelErrToReference(c.variant, c.params, shape, in, out.data()) < tolerance);
   }

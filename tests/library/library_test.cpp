@@ -305,8 +305,9 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
   p.dtype = attntune::Dtype::kF16;
   p.device = attntune::Device::Cuda(0);
   attntune::Tensors t;
-  // Host selection (ks, dma, lsh, hax, dma_decode): not on caller device buffers; the
-  // list is read from the table.
+  // dma_decode (every step at once) does not run on caller device buffers; the list is
+  // read from the table: the windowed variants, then the selected ones (selection on the
+  // device).
   // The libraries' entries follow attntune's own in each row: cudnn, then flashinfer.
   std::vector<std::string> libraries, hybrid_libraries;
 #ifdef ATTNTUNE_HAVE_CUDNN
@@ -327,7 +328,11 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
   std::vector<std::string> hybrid = {"cuda"};
   hybrid.insert(hybrid.end(), hybrid_libraries.begin(), hybrid_libraries.end());
   const std::string on_callers = row("dense", own_and_libraries) + ", " +
-                                 row("swa", own_and_libraries) + ", " + row("hybrid", hybrid);
+                                 row("swa", own_and_libraries) + ", " + row("hybrid", hybrid) +
+                                 ", lsh/cuda, ks/cuda, hax/cuda, dma/cuda";
+  CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("dma_decode", "cuda_decode", "w_kv=64,w_q=8,r=16"), p, t)) ==
+        "attntune: error: config: dma_decode/cuda_decode runs only on attntune's own device "
+        "buffers (tune, bench), not on the caller's (on the caller's: " + on_callers + ")");
   std::string swa_there;
   for (const std::string& id : own_and_libraries) swa_there += (swa_there.empty() ? "" : ", ") + id;
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "tiled", "w=16"), p, t)) ==
@@ -361,6 +366,17 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
     for (const int64_t d : {64, 128}) {  // the default tile is one of this head dim
       p.head_dim = d;
       const std::string reached = ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "cuda", "w=16"), p, t));
+      CHECK(reached.rfind("attntune: error: problem: cuda:0: ", 0) == 0);
+    }
+    // The selected variants plan for the caller's buffers too.
+    for (const char* selected : {"ks", "dma", "lsh", "hax"}) {
+      INFO(selected);
+      const std::string params = std::string(selected) == "ks"    ? "k=16"
+                                 : std::string(selected) == "dma" ? "w=16"
+                                 : std::string(selected) == "lsh" ? "k=16"
+                                                                  : "k_lsh=8,k_ks=8";
+      const std::string reached =
+          ErrorOf(attntune::TryRun(attntune::MakeConfig(selected, "cuda", params), p, t));
       CHECK(reached.rfind("attntune: error: problem: cuda:0: ", 0) == 0);
     }
   }
