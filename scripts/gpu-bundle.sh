@@ -16,7 +16,7 @@ for t in gpu_windowed_test gpu_library_test cupti_activity_test cupti_metrics_te
     cuda_select_test library_plan_test cudnn_test flashinfer_test; do
   if [ -x "$build/tests/gpu/$t" ]; then cp "$build/tests/gpu/$t" "$bundle/tests/gpu/"; fi
 done
-for b in cuda_windowed_bench cuda_decode_step; do
+for b in cuda_windowed_bench cuda_decode_step library_cuda_run; do
   if [ -x "$build/benchmarks/$b" ]; then cp "$build/benchmarks/$b" "$bundle/benchmarks/"; fi
 done
 # Libraries beyond glibc, libstdc++ and libgcc (which every image has, newer).

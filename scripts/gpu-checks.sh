@@ -125,6 +125,35 @@ for r in recs:
           r["median_ms"], r["select_ms"], share, r["pairs"], r.get("pair_ratio", 0), per_pair))
 EOF
 
+# The same configurations through the public API on caller buffers (what a program
+# linking libattntune pays: widening, selection, kernel, stream-ordered allocations;
+# CUDA events), beside bench's end-to-end medians.
+if want sparse && [ -x "$build/benchmarks/library_cuda_run" ] && fits 90 "library_cuda_run"; then
+  timeout 150 "$build/benchmarks/library_cuda_run" 16384 >"$out/library.jsonl" 2>"$out/library.err"
+  log "library_cuda_run 16384 rc=$?"
+  tail -3 "$out/library.err" | tee -a "$out/summary.txt"
+  python3 - "$out/sparse.jsonl" "$out/library.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+def key(variant, params):
+    if isinstance(params, dict):  # bench's record: the variant's budgets
+        params = ",".join("%s=%s" % kv for kv in params.items() if kv[0] in ("k", "w", "k_lsh", "k_ks"))
+    return variant, ",".join(sorted(x for x in params.split(",") if x))
+bench = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line) if line.strip() else {}
+    if r.get("status") == "ok":
+        bench[key(r["variant"], r.get("params") or {})] = r["median_ms"]
+print("variant params | library call ms (events) | bench end to end ms (CUPTI) | library / bench")
+for line in open(sys.argv[2]):
+    if not line.strip():
+        continue
+    r = json.loads(line)
+    b = bench.get(key(r["variant"], r["params"]))
+    print("%s %s | %.4f | %s | %s" % (r["variant"], r["params"], r["median_ms"],
+          "%.4f" % b if b else "-", "%.2f" % (r["median_ms"] / b) if b else "-"))
+EOF
+fi
+
 # 3. dma_decode: one step at t = 4096 and at t = 65536 (a server's step with its cache:
 # resident update, chosen keys, attention of that step), beside every step of the
 # sequence at once (benchmarks/cuda_decode_step, CUDA events); then bench's whole-sequence

@@ -8,11 +8,15 @@
 //   attntune::Tensors tensors;  // device pointers: q, k, v, o in fp16; windows int32
 //   attntune::Run(config, problem, tensors, stream);  // returns once enqueued
 //
-// On device buffers attntune runs the CUDA kernels that need nothing computed on the host:
-// the windowed kernels ("cuda": dense, swa, hybrid) and split-KV decode ("cuda_decode":
-// dense, swa). Other configurations are refused in one line naming these. The call makes
-// problem.device current for its duration and restores the caller's device; its scratch
-// (split-KV partials, hybrid windows from w and full) is allocated and freed on `stream`.
+// On device buffers attntune runs the windowed kernels ("cuda": dense, swa, hybrid),
+// split-KV decode ("cuda_decode": dense, swa), the attention libraries' entries built in
+// (cudnn, flashinfer) and ks, dma, lsh, hax ("cuda": their selection on the device, from
+// fp32 copies of the tensors it reads, then the attention kernel). dma_decode is refused
+// in one line naming what runs. The call makes problem.device current for its duration
+// and restores the caller's device; its scratch (split-KV partials, hybrid windows from w
+// and full, the selection's buffers) is allocated and freed on `stream`. ks, dma, lsh and
+// hax compute dma's Delta and A and LSH's projection on the host (from the caller's
+// delta, a, proj when given, read back first: the call then waits for the stream).
 #ifndef ATTNTUNE_ATTNTUNE_CUDA_H_
 #define ATTNTUNE_ATTNTUNE_CUDA_H_
 
