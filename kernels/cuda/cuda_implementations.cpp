@@ -448,7 +448,8 @@ void RunDecodeOnCallerBuffers(const cp::WindowedProblem& problem, cp::Dtype dt,
 }
 
 // A caller's small fp32 device tensor [n] (delta, a, proj) read back to the host; empty
-// when not supplied. The stream waits for it (the caller may still be writing it).
+// when not supplied. The copy is ordered on the caller's stream (its earlier work may be
+// writing the tensor) and the host waits for it.
 TensorData<float> ReadBack(const float* device_ptr, int64_t n, cudaStream_t stream) {
   if (device_ptr == nullptr) return {};
   std::vector<float> host(static_cast<size_t>(n));
