@@ -5,9 +5,11 @@
 #     awkward shapes, the device selection against the host's, timers) and the CUPTI
 #     tests on a real driver;
 #  2. the issue-19 benches: B=1, Hq=16, Hkv=8, d=128, L=16384, fp16, end to end
-#     (selection plus attention, both on the device, CUPTI kernel time), as bench --json
-#     records, one per line, in OUT/sparse.jsonl, and their summary (per attended pair
-#     against dense, the selection's share) in OUT/summary.txt;
+#     (selection plus attention, both on the device, CUPTI kernel time) for every
+#     compiled fp16 d=128 tile, as bench --json records, one per line, in
+#     OUT/sparse-tiles.jsonl (the default tile's also in OUT/sparse.jsonl), and their
+#     summary (per attended pair against dense, the selection's share; default tile and
+#     fastest tile) in OUT/summary.txt;
 #  3. dma_decode: one step at t = 4096 and t = 65536, and every step at once;
 #  4. PyTorch's scaled_dot_product_attention on the same problem, where torch has CUDA;
 #     the attention libraries' implementations (cuDNN's SDPA, `--impl cudnn`; FlashInfer,
@@ -23,7 +25,8 @@
 # e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu
 # grid (the libraries' grid: GRID_* below; not in the default run, which it would overrun).
 # Every log goes to OUT_DIR; RESULT_DIR, when
-# given, receives the few files worth keeping: summary.txt, sparse.jsonl, decode.jsonl,
+# given, receives the few files worth keeping: summary.txt, sparse.jsonl,
+# sparse-tiles.jsonl, decode.jsonl,
 # torch.jsonl, libs.jsonl, metrics.jsonl and all.tar.gz (every log).
 # libcudnn is loaded at run time (kernels/cuda/libraries/cudnn_loader.h): where it is not
 # on the loader's path, ATTNTUNE_CUDNN_LIBRARY is set to the one python3's nvidia-cudnn
@@ -96,33 +99,62 @@ want tests && for entry in cuda_plan_test:60 cuda_select_test:60 library_plan_te
 done
 grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" "$out/gpu_flashinfer.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
 
-# 2. The sparse benches at L=16384: end to end, with the selection's own time.
+# 2. The sparse benches at L=16384: end to end, with the selection's own time, for every
+# compiled fp16 d=128 tile (the tunable Tile, as a tune would search it). sparse.jsonl
+# holds the default tile's records (the first such row of instantiations.def, the one
+# DefaultTile picks), sparse-tiles.jsonl every tile's; the summary gives both, per
+# attended pair against dense at the same choice (default against default, fastest
+# against fastest).
 shape=B=1,Hq=16,Hkv=8,L=16384,d=128
+tiles=$(sed -n 's/^ATTNTUNE_WINDOWED_TILE(F16, f16, 128, \([0-9]*\), \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/br\1_bc\2_w\3_s\4/p' \
+  "$here/kernels/cuda/instantiations.def")
+default_tile=${tiles%%$'\n'*}
 : >"$out/sparse.jsonl"
+: >"$out/sparse-tiles.jsonl"
 want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   set -- $v
-  fits 60 "bench $v" || continue
-  timeout 120 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --shape $shape \
-    --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
-  rc=$?
-  log "bench L=16384 $v rc=$rc"
-  if [ $rc -eq 0 ]; then compact "$out/bench.json" >>"$out/sparse.jsonl"; else tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; fi
+  case $1 in dense) family=windowed ;; ks|dma) family=blocksparse ;; *) family=bucketed ;; esac
+  for tile in $tiles; do
+    fits 30 "bench $v $tile" || continue
+    params="${2:+$2,}Tile=attntune_${family}_f16_d128_$tile"
+    timeout 120 "$at" bench --device cuda:0 --variant "$1" --impl cuda --params "$params" \
+      --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
+    rc=$?
+    log "bench L=16384 $v $tile rc=$rc"
+    if [ $rc -ne 0 ]; then tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; continue; fi
+    compact "$out/bench.json" >>"$out/sparse-tiles.jsonl"
+    if [ "$tile" = "$default_tile" ]; then compact "$out/bench.json" >>"$out/sparse.jsonl"; fi
+  done
 done
-python3 - "$out/sparse.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+python3 - "$out/sparse.jsonl" "$out/sparse-tiles.jsonl" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
-recs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-dense = next((r for r in recs if r["variant"] == "dense"), None)
-print("variant params | median_ms (end to end) | select_ms | selection share | pairs | pair_ratio | per pair vs dense")
-for r in recs:
+def budgets(r):
+    return ",".join("%s=%s" % kv for kv in sorted(r["params"].items()) if kv[0] != "Tile")
+def table(title, recs):
+    print(title)
+    print("variant params | Tile | median_ms (end to end) | select_ms | selection share | pairs | pair_ratio | per pair vs dense")
+    dense = next((r for r in recs if r["variant"] == "dense"), None)
+    for r in recs:
+        if r.get("status") != "ok":
+            print(r["variant"], r.get("params"), r.get("status"), r.get("message"))
+            continue
+        per_pair = ""
+        if dense and dense.get("status") == "ok":
+            per_pair = "%.2f" % ((r["median_ms"] / r["pairs"]) / (dense["median_ms"] / dense["pairs"]))
+        share = r["select_ms"] / r["median_ms"] if r["median_ms"] > 0 else 0
+        print("%s %s | %s | %.4f | %.4f | %.2f | %d | %.4f | %s" % (r["variant"], budgets(r),
+              r["params"].get("Tile", ""), r["median_ms"], r["select_ms"], share, r["pairs"],
+              r.get("pair_ratio", 0), per_pair))
+load = lambda f: [json.loads(line) for line in open(f) if line.strip()]
+table("default tile:", load(sys.argv[1]))
+best = {}
+for r in load(sys.argv[2]):
     if r.get("status") != "ok":
-        print(r["variant"], r.get("params"), r.get("status"), r.get("message"))
         continue
-    per_pair = ""
-    if dense and dense.get("status") == "ok":
-        per_pair = "%.2f" % ((r["median_ms"] / r["pairs"]) / (dense["median_ms"] / dense["pairs"]))
-    share = r["select_ms"] / r["median_ms"] if r["median_ms"] > 0 else 0
-    print("%s %s | %.4f | %.4f | %.2f | %d | %.4f | %s" % (r["variant"], json.dumps(r["params"]),
-          r["median_ms"], r["select_ms"], share, r["pairs"], r.get("pair_ratio", 0), per_pair))
+    k = (r["variant"], budgets(r))
+    if k not in best or r["median_ms"] < best[k]["median_ms"]:
+        best[k] = r
+table("fastest tile of each (every compiled fp16 d=128 tile benched):", list(best.values()))
 EOF
 
 # The same configurations through the public API on caller buffers (what a program
@@ -201,7 +233,7 @@ want libs && for v in "dense cuda fp16" "dense cudnn fp16" "dense flashinfer fp1
   log "bench L=16384 $v rc=$rc"
   if [ $rc -eq 0 ]; then compact "$out/bench.json" >>"$out/libs.jsonl"; else tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; fi
 done
-python3 - "$out/libs.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+want libs && python3 - "$out/libs.jsonl" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
 recs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 own = {}
@@ -346,7 +378,7 @@ log "done in $(( $(date +%s) - start ))s"
 tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
 if [ -n "$results" ]; then
   mkdir -p "$results"
-  for f in summary.txt sparse.jsonl decode.jsonl torch.jsonl libs.jsonl metrics.jsonl \
+  for f in summary.txt sparse.jsonl sparse-tiles.jsonl decode.jsonl torch.jsonl libs.jsonl metrics.jsonl \
       libraries.jsonl torch-grid.jsonl all.tar.gz; do
     if [ -f "$out/$f" ]; then cp "$out/$f" "$results/"; fi
   done
