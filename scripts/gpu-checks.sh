@@ -117,7 +117,7 @@ want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "ha
   for tile in $tiles; do
     fits 30 "bench $v $tile" || continue
     params="${2:+$2,}Tile=attntune_${family}_f16_d128_$tile"
-    timeout 120 "$at" bench --device cuda:0 --variant "$1" --impl cuda --params "$params" \
+    timeout 120 "$at" bench --device cuda:0 --variant "$1" --impl cuda --params "$params" --max-seconds 1 \
       --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
     rc=$?
     log "bench L=16384 $v $tile rc=$rc"
