@@ -126,7 +126,7 @@ want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "ha
     if [ "$tile" = "$default_tile" ]; then compact "$out/bench.json" >>"$out/sparse.jsonl"; fi
   done
 done
-python3 - "$out/sparse.jsonl" "$out/sparse-tiles.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+want sparse && python3 - "$out/sparse.jsonl" "$out/sparse-tiles.jsonl" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
 def budgets(r):
     return ",".join("%s=%s" % kv for kv in sorted(r["params"].items()) if kv[0] != "Tile")
