@@ -72,6 +72,25 @@ struct DeviceWarp {
   }
 };
 
+/// The calling thread's warp of a block of kChunkWarps warps (select_core.h's Block).
+struct DeviceBlock {
+  static constexpr int kWarps = kChunkWarps;
+  static constexpr int kWarpSlots = 1;
+  using Warp = DeviceWarp;
+  __host__ __device__ int WarpSlot(int) const { return 0; }
+  template <class F>
+  __host__ __device__ void Warps(const F& f) const {
+#if defined(__CUDA_ARCH__)
+    f(static_cast<int>(threadIdx.x / 32), DeviceWarp{static_cast<int>(threadIdx.x % 32)});
+#endif
+  }
+  __host__ __device__ void Sync() const {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#endif
+  }
+};
+
 __device__ __forceinline__ int64_t GlobalThread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
@@ -445,25 +464,21 @@ extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_d
   if (p.bias_log2 != nullptr) p.bias_log2[j] = static_cast<float>(b * kLog2e);
 }
 
-// top-k: one block per (chunk, head). Warp 0 scans the chunk's state from the sorted
-// order; then every thread takes state members and chunk keys and finds their eviction
-// in the chunk (select_core.h).
-extern "C" __global__ void __launch_bounds__(256) attntune_select_topk_chunks(TopKParams p) {
+// top-k: one block of kChunkWarps warps per (chunk, head). The block scans the chunk's
+// state from the sorted order; then every thread takes state members and chunk keys and
+// finds their eviction in the chunk (select_core.h).
+extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
+    attntune_select_topk_chunks(TopKParams p) {
   extern __shared__ uint64_t chunk_key[];  // [chunk]
-  __shared__ int64_t n_state_shared;
+  __shared__ int32_t counts[kChunkWarps];
   const int64_t c = blockIdx.x, head = blockIdx.y;
   const int64_t a = c * p.chunk, b = min(p.n, a + p.chunk);
   const uint64_t* key = p.key + head * p.n;
   int32_t* evict = p.evict + head * p.n;
   int32_t* state = p.state + (head * p.chunks + c) * p.state_cap;
   for (int64_t x = threadIdx.x; x < b - a; x += blockDim.x) chunk_key[x] = key[a + x];
-  if (threadIdx.x < 32) {
-    const DeviceWarp w{static_cast<int>(threadIdx.x)};
-    const int64_t ns = ChunkState(w, p.order + head * p.n, p.n, a, p.k, state);
-    if (threadIdx.x == 0) n_state_shared = ns;
-  }
-  __syncthreads();
-  const int64_t ns = n_state_shared;
+  const int64_t ns = ChunkState(DeviceBlock(), p.order + head * p.n, p.n, a, p.k, state, counts);
+  __syncthreads();  // chunk_key, and the state where the scan ran no round (a = 0)
   for (int64_t x = threadIdx.x; x < ns + (b - a); x += blockDim.x) {
     int64_t j, e;
     if (x < ns) {
@@ -1097,8 +1112,8 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   if (error.empty() && k < n) {  // k >= n: every key is held to the end
     p.state = ws.Get<int32_t>(tag + ".state", heads * p.chunks * p.state_cap);
     error = Run("attntune_select_topk_chunks", attntune_select_topk_chunks,
-                dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(heads)), dim3(256),
-                p, stream, static_cast<size_t>(p.chunk) * sizeof(uint64_t));
+                dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(heads)),
+                dim3(32 * kChunkWarps), p, stream, static_cast<size_t>(p.chunk) * sizeof(uint64_t));
   }
   if (error.empty()) {
     error = Run("attntune_select_tile_max", attntune_select_tile_max,

@@ -9,7 +9,8 @@
 // for lane l; every lane evaluates f) and Each(f) (every lane runs f(l)). select.cu's
 // DeviceWarp maps them onto __ballot_sync and the calling lane; HostWarp runs the 32
 // lanes in order, which gives the same result because the lanes of one step write
-// disjoint places.
+// disjoint places. Block-level steps (ChunkState) take a `Block` of warps the same way
+// (HostBlock, select.cu's DeviceBlock).
 #pragma once
 
 #include <cmath>
@@ -277,35 +278,90 @@ ATTNTUNE_HD inline int64_t TopKChunk(int64_t k) {
 }
 
 constexpr int kScanAhead = 4;
+/// The warps of attntune_select_topk_chunks' block (256 threads), which ChunkState spreads
+/// its scan over.
+constexpr int kChunkWarps = 8;
+
+/// The warps of one block, running the same block-level step. Block-level steps take a
+/// `Block` with: kWarps; Warp, the type of its warps; kWarpSlots and WarpSlot(i), where
+/// warp-private arrays keep warp i's row (as a Warp's kSlots and Slot); Warps(f), in which
+/// each warp i runs f(i, warp); Sync(), a barrier. select.cu's DeviceBlock runs the
+/// calling thread's warp and maps Sync onto __syncthreads; HostBlock runs its warps one
+/// after the other to the end of f, so every write of one Warps call is done before the
+/// next call starts and Sync has nothing to wait for.
+template <int N>
+struct HostBlock {
+  static constexpr int kWarps = N;
+  static constexpr int kWarpSlots = N;
+  using Warp = HostWarp;
+  int WarpSlot(int i) const { return i; }
+  template <class F>
+  void Warps(const F& f) const {
+    for (int i = 0; i < kWarps; ++i) f(i, HostWarp());
+  }
+  void Sync() const {}
+};
+
 /// The state of chunk [a, ...): the top-min(k, a) keys of the prefix [0, a) in rank
-/// order (best first), scanned from `order` by one warp; returns its size.
-template <class Warp>
-ATTNTUNE_HD_INLINE int64_t ChunkState(const Warp& w, const int32_t* order, int64_t n, int64_t a,
-                               int64_t k, int32_t* state) {
+/// order (best first), read off `order` by the whole block: each round, warp i takes
+/// entries [32 kScanAhead i, 32 kScanAhead (i + 1)) of the round's next
+/// 32 kScanAhead kWarps, kScanAhead groups of 32 loaded before any ballot (several loads in
+/// flight per lane); the warps' counts of prefix keys go through `counts` (kWarps
+/// entries, shared by the block), and each warp writes its keys after those of the
+/// warps before it, so the state is in rank order. Entries past `need` are not written.
+/// Returns the state's size (every thread of the block the same).
+template <class Block>
+ATTNTUNE_HD_INLINE int64_t ChunkState(const Block& blk, const int32_t* order, int64_t n, int64_t a,
+                                      int64_t k, int32_t* state, int32_t* counts) {
+  using Warp = typename Block::Warp;
+  constexpr int64_t kGroup = 32 * kScanAhead;  // one warp's entries of a round
   const int64_t need = k < a ? k : a;
   int64_t got = 0;
-  // kScanAhead x 32 entries of the order loaded before any ballot (several loads in
-  // flight per lane), then taken in order; entries past `need` are not written.
-  for (int64_t r0 = 0; r0 < n && got < need; r0 += 32 * kScanAhead) {
-    int32_t o[Warp::kSlots][kScanAhead];
-    w.Each([&](int lane) {
+  for (int64_t r0 = 0; r0 < n && got < need; r0 += kGroup * Block::kWarps) {
+    int32_t o[Block::kWarpSlots][Warp::kSlots][kScanAhead];
+    uint32_t hits[Block::kWarpSlots][kScanAhead];
+    blk.Warps([&](int i, const Warp& w) {
+      const int64_t base = r0 + kGroup * i;
+      int32_t(*ow)[kScanAhead] = o[blk.WarpSlot(i)];
+      uint32_t* hw = hits[blk.WarpSlot(i)];
+      w.Each([&](int lane) {
+        ATTNTUNE_UNROLL
+        for (int u = 0; u < kScanAhead; ++u) {
+          const int64_t r = base + 32 * u + lane;
+          ow[w.Slot(lane)][u] = r < n ? order[r] : -1;
+        }
+      });
+      int count = 0;
       ATTNTUNE_UNROLL
       for (int u = 0; u < kScanAhead; ++u) {
-        const int64_t r = r0 + 32 * u + lane;
-        o[w.Slot(lane)][u] = r < n ? order[r] : -1;
+        hw[u] = w.Ballot([&](int lane) {
+          const int64_t r = base + 32 * u + lane;
+          return r < n && ow[w.Slot(lane)][u] < a;
+        });
+        count += PopCount32(hw[u]);
+      }
+      w.Each([&](int lane) {
+        if (lane == 0) counts[i] = count;
+      });
+    });
+    blk.Sync();
+    int64_t total = 0;
+    for (int i = 0; i < Block::kWarps; ++i) total += counts[i];
+    blk.Warps([&](int i, const Warp& w) {
+      int64_t slot = got;
+      for (int x = 0; x < i; ++x) slot += counts[x];
+      int32_t(*ow)[kScanAhead] = o[blk.WarpSlot(i)];
+      const uint32_t* hw = hits[blk.WarpSlot(i)];
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kScanAhead; ++u) {
+        EmitLanes(w, hw[u], slot, [&](int64_t s, int lane) {
+          if (s < need) state[s] = ow[w.Slot(lane)][u];
+        });
+        slot += PopCount32(hw[u]);
       }
     });
-    ATTNTUNE_UNROLL
-    for (int u = 0; u < kScanAhead; ++u) {
-      const uint32_t hits = w.Ballot([&](int lane) {
-        const int64_t r = r0 + 32 * u + lane;
-        return r < n && o[w.Slot(lane)][u] < a;
-      });
-      EmitLanes(w, hits, got, [&](int64_t slot, int lane) {
-        if (slot < need) state[slot] = o[w.Slot(lane)][u];
-      });
-      got += PopCount32(hits);
-    }
+    blk.Sync();  // the next round rewrites counts
+    got += total;
   }
   return got < need ? got : need;
 }

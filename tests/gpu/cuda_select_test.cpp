@@ -70,9 +70,10 @@ TEST_CASE("RankKey orders scores exactly as RanksBefore, ties and signed zeros i
 
 TEST_CASE("Device prefix top-k evictions equal PrefixTopKEvictions") {
   const char* patterns[] = {"gaussian", "few", "equal", "rising", "falling", "zeros"};
-  // n around the warp (32) and chunk (128) sizes; k below, at and past n, and large
-  // enough that the chunk widens (TopKChunk(1000) = 256, TopKChunk(3000) = 768).
-  for (int64_t n : {1, 2, 31, 33, 127, 128, 129, 300, 1000, 3001}) {
+  // n around the warp (32), chunk (128) and state scan round (1024: kChunkWarps warps of
+  // 128 entries) sizes; k below, at and past n, and large enough that the chunk widens
+  // (TopKChunk(1000) = 256, TopKChunk(3000) = 768).
+  for (int64_t n : {1, 2, 31, 33, 127, 128, 129, 300, 1000, 1024, 1025, 3001}) {
     for (int64_t k : {1, 2, 5, 64, 127, 128, 129, 1000, 3000}) {
       for (const char* pattern : patterns) {
         std::vector<double> x = Scores(pattern, n, 1);

@@ -75,8 +75,9 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t a = c * chunk, b = std::min(n, a + chunk);
       chunk_key.assign(key_h + a, key_h + b);
-      const int64_t ns =
-          cp::ChunkState(cp::HostWarp(), t.order.data() + head * n, n, a, k, state.data());
+      int32_t counts[cp::kChunkWarps];
+      const int64_t ns = cp::ChunkState(cp::HostBlock<cp::kChunkWarps>(), t.order.data() + head * n,
+                                        n, a, k, state.data(), counts);
       for (int64_t x = 0; x < ns + (b - a); ++x) {
         int64_t j, e;
         if (x < ns) {
