@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <set>
+#include <string>
 
 #include "core/error.h"
 #include "core/tensor_file.h"
@@ -144,6 +146,39 @@ Tensors HostView(const Problem& problem, const Buffers& b, const Params& params)
   return t;
 }
 
+// UserError when o shares memory with an input: the kernels write o while they still read
+// the inputs (the rows of other query blocks, every key and value), so the result would
+// depend on the order in which they run. Host and device pointers alike (one address
+// space on CUDA).
+void CheckOutputApart(const Problem& problem, const Buffers& b) {
+  const Shape& s = problem.shape;
+  const int64_t element = static_cast<int64_t>(ElementBytes(problem.dtype));
+  const int64_t bits = b.proj_bits > 0 ? b.proj_bits : 0;
+  const struct {
+    const char* name;
+    const void* data;
+    int64_t bytes;
+  } inputs[] = {{"q", b.q, s.QElems() * element},
+                {"k", b.k, s.KvElems() * element},
+                {"v", b.v, s.KvElems() * element},
+                {"scores", b.scores, s.B * s.Hkv * s.Lk * 4},
+                {"delta", b.delta, s.Hkv * s.d * 4},
+                {"a", b.a, s.Hkv * 4},
+                {"mu", b.mu, s.Hkv * s.d * 4},
+                {"proj", b.proj, s.Hkv * s.d * bits * 4},
+                {"windows", b.windows, s.Hkv * 4}};
+  const uintptr_t o = reinterpret_cast<uintptr_t>(b.o);
+  const uintptr_t o_end = o + static_cast<uintptr_t>(s.QElems() * element);
+  for (const auto& input : inputs) {
+    if (input.data == nullptr || input.bytes <= 0) continue;
+    const uintptr_t x = reinterpret_cast<uintptr_t>(input.data);
+    if (x < o_end && o < x + static_cast<uintptr_t>(input.bytes)) {
+      throw UserError(std::string("tensors: 'o' shares memory with '") + input.name +
+                      "' (the output must not overlap an input: give o a buffer of its own)");
+    }
+  }
+}
+
 // The Kokkos kernels run one at a time: the Serial backend's team scratch is one buffer
 // for the process.
 std::mutex& KokkosLaunchMutex() {
@@ -189,7 +224,7 @@ void RunOnDevice(const Plan& plan, const Problem& problem, const Buffers& b,
 
 }  // namespace
 
-Plan PlanRun(const Config& config, const Problem& problem) {
+Plan PlanRun(const Config& config, const Problem& problem, const std::set<std::string>* supplied) {
   ValidateProblem(problem);
   const std::string platform = PlatformOf(problem.device);
   const Variant& variant = FindVariant(config.variant, config.what);
@@ -235,19 +270,22 @@ Plan PlanRun(const Config& config, const Problem& problem) {
   plan.variant = &variant;
   plan.implementation = impl;
   // ResolveParams takes the tunables of this shape's kind (a CUDA tile of this d).
-  plan.params = ResolveParams(variant, impl, problem.shape, given, config.what);
+  plan.params = ResolveParams(variant, impl, problem.shape, given, config.what, supplied);
   return plan;
 }
 
 void Run(const Config& config, const Problem& problem, const Buffers& buffers,
          const RunOptions& options) {
-  const Plan plan = PlanRun(config, problem);
+  std::set<std::string> supplied;  // a tensor may supply parameters (hybrid's windows)
+  if (buffers.windows != nullptr) supplied.insert("windows");
+  const Plan plan = PlanRun(config, problem, supplied.empty() ? nullptr : &supplied);
   for (const auto& [name, pointer] : {std::pair<const char*, const void*>{"q", buffers.q},
                                       {"k", buffers.k}, {"v", buffers.v}, {"o", buffers.o}}) {
     if (pointer == nullptr) {
       throw UserError(std::string("tensors: '") + name + "' is NULL (q, k, v and o are required)");
     }
   }
+  CheckOutputApart(problem, buffers);
   if (problem.device.backend == "cpu") {
     RunOnHost(plan, problem, buffers, options);
   } else {

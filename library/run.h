@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
+#include <string>
 
 #include "core/shape.h"
 #include "core/types.h"
@@ -40,16 +42,20 @@ struct RunOptions {
 
 /// The implementation of `config` on `problem`'s device, its params resolved for the
 /// shape: UserError naming the config or the problem when it cannot run there. Pure
-/// planning: touches no buffer and no device.
+/// planning: touches no buffer and no device. `supplied`: the optional tensors the caller
+/// gives (a parameter one of them supplies, hybrid's w and full by `windows`, is not
+/// required then).
 struct Plan {
   const Variant* variant = nullptr;
   const Implementation* implementation = nullptr;
   Params params;  // complete and valid for the shape
 };
-Plan PlanRun(const Config& config, const Problem& problem);
+Plan PlanRun(const Config& config, const Problem& problem,
+             const std::set<std::string>* supplied = nullptr);
 
 /// Runs `config` on `problem` with `buffers` (o written; on CUDA enqueued on the stream).
-/// UserError for the caller's mistake, std::runtime_error for a device failure.
+/// UserError for the caller's mistake (o overlapping an input among them), std::runtime_error
+/// for a device failure.
 void Run(const Config& config, const Problem& problem, const Buffers& buffers,
          const RunOptions& options);
 

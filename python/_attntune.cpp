@@ -42,6 +42,20 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text + (shape.size() == 1 ? ",)" : ")");
 }
 
+// A DLPack dtype named as numpy names it ("float64", "int8"); one DLPack has no name for,
+// by its code.
+std::string DlpackDtypeName(uint8_t code, uint8_t bits) {
+  const char* kind = code == kDLInt       ? "int"
+                     : code == kDLUInt    ? "uint"
+                     : code == kDLFloat   ? "float"
+                     : code == kDLBfloat  ? "bfloat"
+                     : code == kDLComplex ? "complex"
+                     : code == 6          ? "bool"  // kDLBool, DLPack 0.8
+                                          : nullptr;
+  if (kind == nullptr) return "with DLPack code " + std::to_string(code);
+  return std::string(kind) + (code == 6 ? "" : std::to_string(bits));
+}
+
 // One tensor argument seen as a pointer: a numpy array through the buffer protocol, else
 // a DLPack capsule (kept until the tensor is released, its deleter then called).
 class TensorArg {
@@ -89,8 +103,15 @@ class TensorArg {
   }
 
   void FromDlpack(std::optional<uintptr_t> stream) {
-    py::object capsule = stream ? obj_.attr("__dlpack__")(py::arg("stream") = *stream)
-                                : obj_.attr("__dlpack__")();
+    py::object capsule;
+    try {
+      capsule = stream ? obj_.attr("__dlpack__")(py::arg("stream") = *stream)
+                       : obj_.attr("__dlpack__")();
+    } catch (py::error_already_set& e) {  // the tensor's own refusal, as one line
+      std::string why = e.what();
+      why = why.substr(0, why.find('\n'));
+      RaiseUser(name_ + ": its __dlpack__ refused (" + why + ")");
+    }
     PyObject* raw = capsule.ptr();
     if (!PyCapsule_IsValid(raw, "dltensor")) RaiseUser(name_ + ": __dlpack__ did not return a DLPack capsule");
     managed_ = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor"));
@@ -111,7 +132,7 @@ class TensorArg {
     else if (t.dtype.code == kDLFloat && t.dtype.bits == 16) dtype_ = "float16";
     else if (t.dtype.code == kDLBfloat && t.dtype.bits == 16) dtype_ = "bfloat16";
     else if (t.dtype.code == kDLInt && t.dtype.bits == 32) dtype_ = "int32";
-    else dtype_ = "code " + std::to_string(t.dtype.code) + " bits " + std::to_string(t.dtype.bits);
+    else dtype_ = DlpackDtypeName(t.dtype.code, t.dtype.bits);
     if (t.device.device_type == kDLCUDA) {
       cuda_ = true;
       device_index_ = t.device.device_id;

@@ -123,7 +123,7 @@ void GatherTile(const Tensors& t, GatherScratch& w, int64_t bc, int64_t b, int64
     const int64_t g = r / nr, i = rows[r % nr];
     float* __restrict o = out + OutIndex(s, b, hq0 + g, i, 0);
     const float* __restrict acc = w.acc.data() + r * dp;
-    if (w.l[r] > 0.0f) {
+    if (w.l[r] != 0.0f) {  // NaN (a non-finite input, unchecked) stays NaN
       const float inv = 1.0f / w.l[r];
       for (int64_t c = 0; c < d; ++c) o[c] = acc[c] * inv;
     } else {

@@ -208,7 +208,7 @@ inline bool SoftmaxRowVec(float* __restrict row, int64_t n, float& m, float& l,
                           float* __restrict acc, int64_t dp) {
   const float mnew = RowMax(row, n, m);
   if (mnew == -std::numeric_limits<float>::infinity()) {
-    std::fill(row, row + n, 0.0f);
+    NoKeyYet(row, n, l);
     return false;
   }
   PanelVec sum = {};
@@ -469,7 +469,7 @@ struct RowGroup {
     for (int64_t r = 0; r < nr; ++r) {
       float* __restrict o = obase + rows[r] * d;
       const float* __restrict a = acc.data() + r * dp;
-      if (l[r] > 0.0f) {
+      if (l[r] != 0.0f) {  // NaN (a non-finite input, unchecked) stays NaN
         const float inv = 1.0f / l[r];
         for (int64_t c = 0; c < d; ++c) o[c] = a[c] * inv;
       } else {

@@ -217,16 +217,27 @@ inline void AdvanceRunningMax(float mnew, float total, float& m, float& l,
   l += total;
 }
 
+// A tile after which a row's running max is still -inf: its scores are all masked (-inf)
+// or NaN (RowMax passes NaN over), the latter from a non-finite input that the caller
+// did not have checked. P = 0; NaN makes l NaN, so that the row's output is NaN, what
+// fp32 arithmetic gives, and never a row of zeros that looks valid.
+inline void NoKeyYet(float* __restrict row, int64_t n, float& l) {
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j) nan |= row[j] != row[j];
+  if (nan) l = std::numeric_limits<float>::quiet_NaN();
+  std::fill(row, row + n, 0.0f);
+}
+
 // One row's online-softmax step over a tile of scores row[0..n) (masked keys -inf, n a
 // multiple of kLanes): the scores become probabilities relative to the new running max
 // m, and acc[0..dp) and l are rescaled when m grows. A row that has seen no key yet (m
-// stays -inf) gets P = 0 and false is returned. The step of the windowed, gather and
-// panel tiles.
+// stays -inf) gets P = 0 and false is returned (NoKeyYet). The step of the windowed,
+// gather and panel tiles.
 inline bool OnlineSoftmaxRow(float* __restrict row, int64_t n, float& m, float& l,
                              float* __restrict acc, int64_t dp) {
   const float mnew = RowMax(row, n, m);
   if (mnew == -std::numeric_limits<float>::infinity()) {
-    std::fill(row, row + n, 0.0f);
+    NoKeyYet(row, n, l);
     return false;
   }
   const float total = ExpShiftSum(row, n, mnew);

@@ -181,7 +181,7 @@ class QueryBlock {
     for (int64_t r = 0; r < nr_; ++r) {
       float* __restrict o = out + OutIndex(s_, b_, hq_, i0_ + r, 0);
       const float* __restrict acc = acc_ + r * plan_.dp;
-      if (l_[r] > 0.0f) {
+      if (l_[r] != 0.0f) {  // NaN (a non-finite input, unchecked) stays NaN
         const float inv = 1.0f / l_[r];
         for (int64_t c = 0; c < s_.d; ++c) o[c] = acc[c] * inv;
       } else {

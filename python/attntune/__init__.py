@@ -28,11 +28,18 @@ def load_config(path, device="cpu", allow_other_device=False, allow_other_versio
     return ConfigFile(path, device, allow_other_device, allow_other_version, quiet)
 
 
-def _params_text(params):
+def _type_name(x):
+    return type(x).__name__
+
+
+def _params_text(params, what):
     if params is None:
         return ""
     if isinstance(params, str):
         return params
+    if not hasattr(params, "items"):
+        raise UserError(f"attntune: error: {what}: a dict or 'name=value,...' text is expected, "
+                        f"not {_type_name(params)}")
     return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
 
 
@@ -55,7 +62,11 @@ def _as_config(variant, config, implementation, params, tunables):
         tunables = config.get("tunables", tunables)
     if variant is None:
         raise UserError("attntune: error: variant: none given (e.g. variant=\"swa\")")
-    return Config(variant, implementation or "", _params_text(params), _params_text(tunables))
+    for what, value in (("variant", variant), ("implementation", implementation)):
+        if value is not None and not isinstance(value, str):
+            raise UserError(f"attntune: error: {what}: a str is expected, not {_type_name(value)}")
+    return Config(variant, implementation or "", _params_text(params, "params"),
+                  _params_text(tunables, "tunables"))
 
 
 def attention(q, k, v, variant=None, config=None, *, params=None, implementation=None,
@@ -71,6 +82,14 @@ def attention(q, k, v, variant=None, config=None, *, params=None, implementation
     CUDA stream handle (int) for tensors on a GPU. Returns out.
     """
     cfg = _as_config(variant, config, implementation, params, tunables)
+    for what, value in (("causal", causal), ("check_inputs", check_inputs)):
+        numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")
+        if not isinstance(value, bool) and not numpy_bool:
+            raise UserError(f"attntune: error: {what}: True or False is expected, not "
+                            f"{_type_name(value)}")
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
+        raise UserError("attntune: error: stream: a CUDA stream handle (int, e.g. "
+                        f"torch.cuda.current_stream().cuda_stream) is expected, not {_type_name(stream)}")
     if out is None:
         import numpy as np
         if not isinstance(q, np.ndarray):

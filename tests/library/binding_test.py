@@ -165,5 +165,40 @@ refusal(lambda: attntune.attention(bad, k, v, variant="dense"),
 refusal(lambda: attntune.attention(q, k, v, variant="dense", windows=np.zeros(3, np.int32)),
         f"attntune: error: windows: shape (3,) is not [Hkv] = ({k.shape[1]},)")
 
+# Arguments of the wrong Python type: the same one-line UserError, never pybind11's text.
+refusal(lambda: attntune.attention(q, k, v, variant=3),
+        "attntune: error: variant: a str is expected, not int")
+refusal(lambda: attntune.attention(q, k, v, variant="swa", params=5),
+        "attntune: error: params: a dict or 'name=value,...' text is expected, not int")
+refusal(lambda: attntune.attention(q, k, v, variant="swa", config={"params": [1]}),
+        "attntune: error: params: a dict or 'name=value,...' text is expected, not list")
+refusal(lambda: attntune.attention(q, k, v, variant="dense", causal="no"),
+        "attntune: error: causal: True or False is expected, not str")
+refusal(lambda: attntune.attention(q, k, v, variant="dense", stream="0"),
+        "attntune: error: stream: a CUDA stream handle (int, e.g. "
+        "torch.cuda.current_stream().cuda_stream) is expected, not str")
+refusal(lambda: attntune.attention(DLPackOnly(q.astype(np.float64)), k, v, variant="dense", out=np.empty_like(q)),
+        "attntune: error: q: dtype float64 is not float32, float16 or bfloat16")
+
+
+class RefusesDLPack(DLPackOnly):
+    def __dlpack__(self, stream=None):
+        raise BufferError("cannot export")
+
+
+refusal(lambda: attntune.attention(RefusesDLPack(q), k, v, variant="dense", out=np.empty_like(q)),
+        "attntune: error: q: its __dlpack__ refused (BufferError: cannot export)")
+# The output over an input: refused, the input untouched.
+in_place = q.copy()
+refusal(lambda: attntune.attention(in_place, k, v, variant="dense", out=in_place),
+        "attntune: error: tensors: 'o' shares memory with 'q' (the output must not overlap an "
+        "input: give o a buffer of its own)")
+expect(np.array_equal(in_place, q), "the refused call left q as it was")
+# hybrid's windows tensor stands for w and full.
+windows = np.array([0] + [3] * (k.shape[1] - 1), np.int32)
+by_tensor = attntune.attention(q, k, v, variant="hybrid", windows=windows)
+given = attntune.attention(q, k, v, variant="hybrid", params={"w": 3, "full": 1})
+expect(np.array_equal(by_tensor, given), "hybrid with a windows tensor needs no w")
+
 print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
 sys.exit(1 if failures else 0)

@@ -280,6 +280,87 @@ TEST_CASE("the caller's mistakes are refused with the CLI's one-line texts") {
   }
 }
 
+TEST_CASE("hybrid's windows tensor stands for w and full") {
+  const Case c = Cases()[6];  // hybrid w=8,full=0 with windows
+  std::vector<float> given(c.q.size(), NAN), by_tensor(c.q.size(), NAN);
+  attntune::Run(attntune::MakeConfig("hybrid", "tiled", c.params), c.Api(), c.Buffers(given.data()));
+  attntune::Run(attntune::MakeConfig("hybrid", "tiled"), c.Api(), c.Buffers(by_tensor.data()));
+  CHECK(std::memcmp(given.data(), by_tensor.data(), given.size() * sizeof(float)) == 0);
+  CHECK(table::RelErrToReference("hybrid", c.params, c.shape, c.Inputs(), by_tensor.data()) < 1e-5);
+  // Without the tensor, w is required (full has a default).
+  attntune::Tensors t = c.Buffers(by_tensor.data());
+  t.windows = nullptr;
+  CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("hybrid", "tiled"), c.Api(), t)) ==
+        "attntune: error: config: hybrid/tiled requires parameter w (e.g. w=128)");
+}
+
+TEST_CASE("an output that shares memory with an input is refused") {
+  const std::vector<Case> cases = Cases();
+  const Case& c = cases[12];  // hax with scores, mu and proj
+  const attntune::Config config = attntune::MakeConfig("hax", "union", c.params);
+  const size_t nq = c.q.size();
+  const std::vector<float> reference = table::RunOwned("hax", "union", c.AllParams(), c.shape, c.Inputs());
+  const attntune::Tensors base = c.Buffers(nullptr);
+  const struct {
+    const char* name;
+    const std::vector<float>& data;
+    void (*set)(attntune::Tensors*, const float*);
+  } inputs[] = {
+      {"q", c.q, [](attntune::Tensors* t, const float* x) { t->q = x; }},
+      {"k", c.k, [](attntune::Tensors* t, const float* x) { t->k = x; }},
+      {"v", c.v, [](attntune::Tensors* t, const float* x) { t->v = x; }},
+      {"scores", c.scores, [](attntune::Tensors* t, const float* x) { t->scores = x; }},
+      {"mu", c.mu, [](attntune::Tensors* t, const float* x) { t->mu = x; }},
+      {"proj", c.proj, [](attntune::Tensors* t, const float* x) { t->proj = x; }},
+  };
+  for (const auto& input : inputs) {
+    INFO(input.name);
+    // The input in the middle of a buffer with room for o on either side.
+    const size_t n = input.data.size();
+    std::vector<float> buffer(nq + n + nq, NAN);
+    std::copy(input.data.begin(), input.data.end(), buffer.begin() + static_cast<std::ptrdiff_t>(nq));
+    attntune::Tensors t = base;
+    input.set(&t, buffer.data() + nq);
+    // o on the input's first element only, exactly on it, on its last element only.
+    for (const size_t at : {size_t{1}, nq, nq + n - 1}) {
+      t.o = buffer.data() + at;
+      CHECK(ErrorOf(attntune::TryRun(config, c.Api(), t)) ==
+            std::string("attntune: error: tensors: 'o' shares memory with '") + input.name +
+                "' (the output must not overlap an input: give o a buffer of its own)");
+    }
+    // Right before the input and right after it: apart, and run as always.
+    for (const size_t at : {size_t{0}, nq + n}) {
+      t.o = buffer.data() + at;
+      REQUIRE(ErrorOf(attntune::TryRun(config, c.Api(), t)).empty());
+      CHECK(std::memcmp(t.o, reference.data(), nq * sizeof(float)) == 0);
+      std::fill(buffer.begin() + static_cast<std::ptrdiff_t>(at),
+                buffer.begin() + static_cast<std::ptrdiff_t>(at + nq), NAN);
+    }
+  }
+}
+
+TEST_CASE("unchecked non-finite inputs give NaN rows, never zeros") {
+  // check_inputs off: the caller promised finite inputs; one that was not gives what fp32
+  // arithmetic gives (NaN where it reached), not a row of zeros that looks valid.
+  const std::vector<Case> cases = Cases();
+  attntune::RunOptions unchecked;
+  unchecked.check_inputs = false;
+  for (const size_t n : {0, 2, 3, 5, 7, 9, 11, 13, 15}) {
+    const Case& c = cases[n];
+    INFO(c.variant << "/" << c.impl << " " << c.AllParams());
+    std::vector<float> q = c.q;
+    const int64_t row = 20, d = c.shape.d;  // head 0, query row 20
+    q[static_cast<size_t>(row * d + 3)] = std::numeric_limits<float>::quiet_NaN();
+    attntune::Tensors t = c.Buffers(nullptr);
+    t.q = q.data();
+    std::vector<float> o(q.size(), 0.5f);
+    t.o = o.data();
+    attntune::Run(attntune::MakeConfig(c.variant, c.impl, c.params, c.tunables), c.Api(), t, unchecked);
+    for (int64_t e = 0; e < d; ++e) CHECK(std::isnan(o[static_cast<size_t>(row * d + e)]));
+    CHECK(std::isfinite(o[static_cast<size_t>((row - 1) * d)]));
+  }
+}
+
 TEST_CASE("structs of another API version are refused") {
   attntune_problem p = attntune_problem_init();
   p.api_version = ATTNTUNE_API_VERSION + 1;
@@ -359,9 +440,10 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
     CHECK(std::string(e.what()).rfind("attntune: error: cuda:0: ", 0) == 0);
   }
   if (!have_gpu) {
-    std::vector<uint16_t> dummy(2 * 128 * 64);  // never read: the run stops at the probe
+    // Never read: the run stops at the probe (o apart from the inputs, as a run checks).
+    std::vector<uint16_t> dummy(2 * 128 * 128), dummy_o(2 * 128 * 128);  // up to d = 128
     t.q = t.k = t.v = dummy.data();
-    t.o = dummy.data();
+    t.o = dummy_o.data();
     p.dtype = attntune::Dtype::kBf16;
     for (const int64_t d : {64, 128}) {  // the default tile is one of this head dim
       p.head_dim = d;
