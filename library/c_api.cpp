@@ -159,6 +159,10 @@ attntune_status attntune_config_from_entry(const attntune_entry* entry,
     Require(out, "out");
     *out = nullptr;
     Require(entry, "entry");
+    Require(entry->tool_version, "entry: tool_version");
+    Require(entry->device, "entry: device");
+    Require(entry->variant, "entry: variant");
+    Require(entry->phase, "entry: phase");
     const ConfigChecks checks = ToChecks(options);
     EntryFields fields;
     fields.schema = entry->schema;

@@ -91,6 +91,14 @@ TEST_CASE("FromEntry maps a generated entry onto a configuration") {
   CHECK(attntune::TryFromEntry(missing, &none).message ==
         "attntune: error: attntune_config.h: the lookup found no tuned entry (nullptr); tune "
         "this variant and head dimension, or pass a configuration by hand");
+  // Through the C ABI, an entry whose identifying strings are NULL is refused by name.
+  attntune_entry blank{};
+  blank.schema = 1;
+  attntune_configuration* made = nullptr;
+  attntune_error error{};
+  CHECK(attntune_config_from_entry(&blank, nullptr, &made, &error) == ATTNTUNE_USER_ERROR);
+  CHECK(std::string(error.message) == "attntune: error: entry: tool_version: NULL (a value is required)");
+  CHECK(made == nullptr);
   // An entry without the header's versions does not compile (static_assert).
   CHECK(!attntune::detail::IsVersionedEntry<UnversionedEntry>::value);
   CHECK(attntune::detail::IsVersionedEntry<Entry>::value);
