@@ -15,6 +15,7 @@
 Each step's time is printed."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ BUILD = os.environ["ATTNTUNE_BUILD_DIR"]
 SOURCE = os.environ["ATTNTUNE_SOURCE_DIR"]
 CMAKE = os.environ.get("CMAKE_COMMAND", "cmake")
 CC = os.environ.get("ATTNTUNE_C_COMPILER", "cc")
+SANITIZE = os.environ.get("ATTNTUNE_SANITIZE") == "ON"  # a -DATTNTUNE_SANITIZE=ON build
 tmp = tempfile.mkdtemp(prefix="attntune_install_")
 times = []
 
@@ -88,6 +90,18 @@ def without_debug_info(path, data):
             return f.read()
 
 
+def names_build_tree(data, build):
+    """Whether `data` names the build tree. In a sanitizer build a name that is a whole
+    source file's path (a file generated into the build tree) is passed over: AddressSanitizer's
+    descriptor of a file's globals holds its path as the compiler was given it (GCC 12 does
+    not remap it with -ffile-prefix-map), which only the sanitizer's reports read."""
+    for m in re.finditer(re.escape(build.encode()) + rb"[^\x00]*", data):
+        if SANITIZE and re.fullmatch(rb"[^\x00]*\.(cpp|cc|c)", m.group(0)):
+            continue
+        return True
+    return False
+
+
 def no_build_tree(paths, what):
     """Fails when any file under `paths` names the build tree of this attntune (outside
     debug information)."""
@@ -100,7 +114,7 @@ def no_build_tree(paths, what):
                 try:
                     with open(path, "rb") as f:
                         data = f.read()
-                    if build.encode() in data and build.encode() in without_debug_info(path, data):
+                    if build.encode() in data and names_build_tree(without_debug_info(path, data), build):
                         hits.append(path)
                 except OSError:
                     pass
@@ -200,7 +214,7 @@ if have_skbuild:
          [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--quiet",
           "--disable-pip-version-check", "--target", site, *settings, SOURCE])
     env = dict(os.environ, PYTHONPATH=site, PYTHONDONTWRITEBYTECODE="1")
-    if os.environ.get("ATTNTUNE_SANITIZE") == "ON":
+    if SANITIZE:
         # A sanitizer build's library needs the runtime first in the process, which the
         # Python interpreter does not link: preloaded, with libstdc++ (whose __cxa_throw
         # the runtime looks up when it starts); the interpreter's own allocations at exit
