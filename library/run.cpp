@@ -153,7 +153,9 @@ Tensors HostView(const Problem& problem, const Buffers& b, const Params& params)
 void CheckOutputApart(const Problem& problem, const Buffers& b) {
   const Shape& s = problem.shape;
   const int64_t element = static_cast<int64_t>(ElementBytes(problem.dtype));
-  const int64_t bits = b.proj_bits > 0 ? b.proj_bits : 0;
+  // proj's columns as the caller says, bounded so that its size cannot overflow (a count
+  // past the configuration's bits, at most 16, is refused when proj is read).
+  const int64_t bits = std::clamp<int64_t>(b.proj_bits, 0, 64);
   const struct {
     const char* name;
     const void* data;

@@ -42,8 +42,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text + (shape.size() == 1 ? ",)" : ")");
 }
 
-// A DLPack dtype named as numpy names it ("float64", "int8"); one DLPack has no name for,
-// by its code.
+// A DLPack dtype named as numpy names it ("float64", "int8"); a code DLPack names no
+// type for, by its number.
 std::string DlpackDtypeName(uint8_t code, uint8_t bits) {
   const char* kind = code == kDLInt       ? "int"
                      : code == kDLUInt    ? "uint"
