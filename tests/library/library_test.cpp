@@ -301,6 +301,14 @@ TEST_CASE("an output that shares memory with an input is refused") {
   const size_t nq = c.q.size();
   const std::vector<float> reference = table::RunOwned("hax", "union", c.AllParams(), c.shape, c.Inputs());
   const attntune::Tensors base = c.Buffers(nullptr);
+  // A hostile proj_bits does not overflow the check: refused when proj is read.
+  std::vector<float> apart(nq);
+  attntune::Tensors hostile = base;
+  hostile.o = apart.data();
+  hostile.proj_bits = std::numeric_limits<int64_t>::max();
+  CHECK(ErrorOf(attntune::TryRun(config, c.Api(), hostile)) ==
+        "attntune: error: tensors: 'proj' has 9223372036854775807 columns (proj_bits), the "
+        "configuration bits=4 (proj is [Hkv,d,bits])");
   const struct {
     const char* name;
     const std::vector<float>& data;
