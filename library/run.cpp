@@ -1,6 +1,7 @@
 #include "library/run.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -104,6 +105,27 @@ void CheckProjBits(const Buffers& b, const Params& params) {
   }
 }
 
+// The optional tensors of DESIGN.md s1 a caller may give, each with its name and element
+// count for `s` (4-byte elements: fp32, windows int32). proj's columns are the caller's
+// proj_bits, bounded so that the count cannot overflow (a count other than the
+// configuration's bits, at most 16, is refused where proj is read). One table for the
+// views, the overlap check and the parameters a tensor supplies.
+struct OptionalInput {
+  const char* name;
+  const void* data;
+  int64_t elems;
+};
+constexpr size_t kOptionalFloats = 4;  // scores, delta, a, mu: read as they are
+std::array<OptionalInput, 6> OptionalInputs(const Shape& s, const Buffers& b) {
+  const int64_t bits = std::clamp<int64_t>(b.proj_bits, 0, 64);
+  return {{{"scores", b.scores, s.B * s.Hkv * s.Lk},
+           {"delta", b.delta, s.Hkv * s.d},
+           {"a", b.a, s.Hkv},
+           {"mu", b.mu, s.Hkv * s.d},
+           {"proj", b.proj, s.Hkv * s.d * bits},
+           {"windows", b.windows, s.Hkv}}};
+}
+
 // The caller's host buffers as the kernels' tensors, without a copy; the optional ones
 // checked (finite; windows >= 0).
 Tensors HostView(const Problem& problem, const Buffers& b, const Params& params) {
@@ -116,15 +138,13 @@ Tensors HostView(const Problem& problem, const Buffers& b, const Params& params)
   t.q = view(static_cast<const float*>(b.q), s.QElems());
   t.k = view(static_cast<const float*>(b.k), s.KvElems());
   t.v = view(static_cast<const float*>(b.v), s.KvElems());
-  const std::pair<const char*, std::pair<const float*, TensorData<float>*>> optional[] = {
-      {"scores", {b.scores, &t.scores}}, {"delta", {b.delta, &t.delta}}, {"a", {b.a, &t.a}},
-      {"mu", {b.mu, &t.mu}}};
-  const int64_t sizes[] = {s.B * s.Hkv * s.Lk, s.Hkv * s.d, s.Hkv, s.Hkv * s.d};
-  for (size_t n = 0; n < 4; ++n) {
-    const float* x = optional[n].second.first;
+  const std::array<OptionalInput, 6> optional = OptionalInputs(s, b);
+  TensorData<float>* const floats[kOptionalFloats] = {&t.scores, &t.delta, &t.a, &t.mu};
+  for (size_t n = 0; n < kOptionalFloats; ++n) {
+    const float* x = static_cast<const float*>(optional[n].data);
     if (x == nullptr) continue;
-    CheckFinite(optional[n].first, x, sizes[n]);
-    *optional[n].second.second = view(x, sizes[n]);
+    CheckFinite(optional[n].name, x, optional[n].elems);
+    *floats[n] = view(x, optional[n].elems);
   }
   const auto bits = params.find("bits");
   if (b.proj != nullptr && bits != params.end()) {  // [Hkv,d,bits]; no bits: not read
@@ -153,32 +173,20 @@ Tensors HostView(const Problem& problem, const Buffers& b, const Params& params)
 void CheckOutputApart(const Problem& problem, const Buffers& b) {
   const Shape& s = problem.shape;
   const int64_t element = static_cast<int64_t>(ElementBytes(problem.dtype));
-  // proj's columns as the caller says, bounded so that its size cannot overflow (a count
-  // past the configuration's bits, at most 16, is refused when proj is read).
-  const int64_t bits = std::clamp<int64_t>(b.proj_bits, 0, 64);
-  const struct {
-    const char* name;
-    const void* data;
-    int64_t bytes;
-  } inputs[] = {{"q", b.q, s.QElems() * element},
-                {"k", b.k, s.KvElems() * element},
-                {"v", b.v, s.KvElems() * element},
-                {"scores", b.scores, s.B * s.Hkv * s.Lk * 4},
-                {"delta", b.delta, s.Hkv * s.d * 4},
-                {"a", b.a, s.Hkv * 4},
-                {"mu", b.mu, s.Hkv * s.d * 4},
-                {"proj", b.proj, s.Hkv * s.d * bits * 4},
-                {"windows", b.windows, s.Hkv * 4}};
   const uintptr_t o = reinterpret_cast<uintptr_t>(b.o);
   const uintptr_t o_end = o + static_cast<uintptr_t>(s.QElems() * element);
-  for (const auto& input : inputs) {
-    if (input.data == nullptr || input.bytes <= 0) continue;
-    const uintptr_t x = reinterpret_cast<uintptr_t>(input.data);
-    if (x < o_end && o < x + static_cast<uintptr_t>(input.bytes)) {
-      throw UserError(std::string("tensors: 'o' shares memory with '") + input.name +
+  auto apart = [&](const char* name, const void* data, int64_t bytes) {
+    if (data == nullptr || bytes <= 0) return;
+    const uintptr_t x = reinterpret_cast<uintptr_t>(data);
+    if (x < o_end && o < x + static_cast<uintptr_t>(bytes)) {
+      throw UserError(std::string("tensors: 'o' shares memory with '") + name +
                       "' (the output must not overlap an input: give o a buffer of its own)");
     }
-  }
+  };
+  apart("q", b.q, s.QElems() * element);
+  apart("k", b.k, s.KvElems() * element);
+  apart("v", b.v, s.KvElems() * element);
+  for (const OptionalInput& x : OptionalInputs(s, b)) apart(x.name, x.data, x.elems * 4);
 }
 
 // The Kokkos kernels run one at a time: the Serial backend's team scratch is one buffer
@@ -279,7 +287,9 @@ Plan PlanRun(const Config& config, const Problem& problem, const std::set<std::s
 void Run(const Config& config, const Problem& problem, const Buffers& buffers,
          const RunOptions& options) {
   std::set<std::string> supplied;  // a tensor may supply parameters (hybrid's windows)
-  if (buffers.windows != nullptr) supplied.insert("windows");
+  for (const OptionalInput& x : OptionalInputs(problem.shape, buffers)) {
+    if (x.data != nullptr) supplied.insert(x.name);
+  }
   const Plan plan = PlanRun(config, problem, supplied.empty() ? nullptr : &supplied);
   for (const auto& [name, pointer] : {std::pair<const char*, const void*>{"q", buffers.q},
                                       {"k", buffers.k}, {"v", buffers.v}, {"o", buffers.o}}) {
