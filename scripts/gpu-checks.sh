@@ -21,7 +21,9 @@
 #     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
 #     (ncu at L=16384).
 #   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
-# (scripts/gpu-bundle.sh packs a bundle.) STEPS (default: all) names the steps to run,
+# (scripts/gpu-bundle.sh packs a bundle.) SPARSE_TILES=default benches the default tile
+# alone; LIBRARY_RUN=off leaves out library_cuda_run; MEMCHECK_TESTS narrows memcheck's
+# gpu_windowed_test cases (a Catch2 filter). STEPS (default: all) names the steps to run,
 # e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu
 # grid (the libraries' grid: GRID_* below; not in the default run, which it would overrun).
 # Every log goes to OUT_DIR; RESULT_DIR, when
@@ -56,8 +58,10 @@ fi
 deadline=${DEADLINE:-570}
 start=$(date +%s)
 at="$build/attntune"
-log() { echo "== $*" | tee -a "$out/summary.txt"; }
+log() { echo "== [$(( $(date +%s) - start ))s] $*" | tee -a "$out/summary.txt"; }
 left() { echo $((deadline - ($(date +%s) - start))); }
+# cap SECONDS: SECONDS, or what is left of the deadline less 5 s if that is less.
+cap() { local l=$(( $(left) - 5 )); echo $(( $1 < l ? $1 : l )); }
 # want STEP: whether STEPS names it (or is empty).
 want() {
   if [ -z "${STEPS:-}" ]; then [ "$1" != grid ]; else [[ " $STEPS " == *" $1 "* ]]; fi
@@ -109,6 +113,7 @@ shape=B=1,Hq=16,Hkv=8,L=16384,d=128
 tiles=$(sed -n 's/^ATTNTUNE_WINDOWED_TILE(F16, f16, 128, \([0-9]*\), \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/br\1_bc\2_w\3_s\4/p' \
   "$here/kernels/cuda/instantiations.def")
 default_tile=${tiles%%$'\n'*}
+if [ "${SPARSE_TILES:-all}" = default ]; then tiles=$default_tile; fi
 : >"$out/sparse.jsonl"
 : >"$out/sparse-tiles.jsonl"
 want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
@@ -160,7 +165,7 @@ EOF
 # The same configurations through the public API on caller buffers (what a program
 # linking libattntune pays: widening, selection, kernel, stream-ordered allocations;
 # CUDA events), beside bench's end-to-end medians.
-if want sparse && [ -x "$build/benchmarks/library_cuda_run" ] && fits 90 "library_cuda_run"; then
+if want sparse && [ "${LIBRARY_RUN:-on}" = on ] && [ -x "$build/benchmarks/library_cuda_run" ] && fits 90 "library_cuda_run"; then
   timeout 150 "$build/benchmarks/library_cuda_run" 16384 >"$out/library.jsonl" 2>"$out/library.err"
   log "library_cuda_run 16384 rc=$?"
   tail -3 "$out/library.err" | tee -a "$out/summary.txt"
@@ -253,18 +258,27 @@ EOF
 
 # 5. memcheck over one tile of every family, the bucketed and decode kernels and the
 # device selection (the full numerics run under memcheck takes too long).
-if want memcheck && command -v compute-sanitizer >/dev/null && fits 270 "memcheck"; then
-  (cd "$build/tests/gpu" && timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    ./gpu_windowed_test "The variant table*,Gathered decode*,Split-KV*,Device*" \
+if want memcheck && command -v compute-sanitizer >/dev/null && fits 120 "memcheck"; then
+  (cd "$build/tests/gpu" && timeout "$(cap 200)" compute-sanitizer --tool memcheck --error-exitcode 3 \
+    ./gpu_windowed_test "${MEMCHECK_TESTS:-The variant table*,Gathered decode*,Split-KV*,Device*}" \
     >"$out/memcheck.log" 2>&1)
   log "compute-sanitizer memcheck rc=$?"
   tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
   # The library on caller buffers: every family, the selection in a stream-ordered workspace.
-  (cd "$build/tests/gpu" && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    ./gpu_library_test "the library runs on caller device buffers*" \
-    >"$out/memcheck-library.log" 2>&1)
-  log "compute-sanitizer memcheck (library) rc=$?"
-  tail -n 3 "$out/memcheck-library.log" | tee -a "$out/summary.txt"
+  if fits 40 "memcheck (library)"; then
+    (cd "$build/tests/gpu" && timeout "$(cap 90)" compute-sanitizer --tool memcheck --error-exitcode 3 \
+      ./gpu_library_test "the library runs on caller device buffers*" \
+      >"$out/memcheck-library.log" 2>&1)
+    log "compute-sanitizer memcheck (library) rc=$?"
+    tail -n 3 "$out/memcheck-library.log" | tee -a "$out/summary.txt"
+  fi
+  # Shared-memory hazards of the prefix top-k (its block-wide scan of the sorted order).
+  if fits 40 "racecheck (prefix top-k)"; then
+    (cd "$build/tests/gpu" && timeout "$(cap 60)" compute-sanitizer --tool racecheck --error-exitcode 3 \
+      ./gpu_windowed_test "Device prefix top-k*" >"$out/racecheck.log" 2>&1)
+    log "compute-sanitizer racecheck (prefix top-k) rc=$?"
+    tail -n 3 "$out/racecheck.log" | tee -a "$out/summary.txt"
+  fi
 fi
 
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse
