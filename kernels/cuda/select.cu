@@ -186,8 +186,9 @@ struct ListParams {
   const int32_t* evict;
   const int32_t* tile_max;
   const float* bias;
-  int32_t* counts;  // [lists + 1]
-  const int32_t* offsets;
+  int32_t* counts;               // [lists * kListSegments + 1], per (list, segment)
+  const int32_t* seg_offsets;    // their exclusive sum
+  int32_t* offsets;              // [lists + 1]: each list's first segment's offset
   int32_t* keys;
   int32_t* key_evict;
   float* key_bias;
@@ -493,7 +494,7 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
   }
 }
 
-// The largest eviction of each tile of 32 keys (ListWalk skips tiles held by no row).
+// The largest eviction of each tile of 32 keys (ListWalkTiles skips tiles held by no row).
 extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKParams p) {
   const int64_t x = GlobalThread();
   if (x >= p.heads * p.tiles) return;
@@ -504,39 +505,47 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKP
   p.tile_max[x] = m;
 }
 
-// Key lists: one warp per list (head, query block), counted, then filled.
+// Key lists: one warp per segment of a list (head, query block; ListSegmentTiles),
+// counted, then filled.
 extern "C" __global__ void __launch_bounds__(128) attntune_select_list_count(ListParams p) {
-  const int64_t list = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  const int64_t seg = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
-  if (list == 0 && w.lane == 0) p.counts[p.lists] = 0;
-  if (list >= p.lists) return;
+  if (seg == 0 && w.lane == 0) p.counts[p.lists * kListSegments] = 0;
+  if (seg >= p.lists * kListSegments) return;
+  const int64_t list = seg / kListSegments;
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
-  int64_t p0, p1;
+  int64_t p0, p1, t_begin, t_end;
   BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
-  const int64_t count = ListWalk(w, p.evict + head * p.n, p.tile_max + head * p.tiles, nullptr,
-                                 p.n, p0, p1, [](int64_t, int64_t, int32_t, float) {});
-  if (w.lane == 0) p.counts[list] = static_cast<int32_t>(count);
+  ListSegmentTiles(p.n, p1, seg % kListSegments, &t_begin, &t_end);
+  const int64_t count =
+      ListWalkTiles(w, p.evict + head * p.n, p.tile_max + head * p.tiles, nullptr, p.n, p0, p1,
+                    t_begin, t_end, [](int64_t, int64_t, int32_t, float) {});
+  if (w.lane == 0) p.counts[seg] = static_cast<int32_t>(count);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(ListParams p) {
-  const int64_t list = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  if (list >= p.lists) return;
+  const int64_t seg = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
+  if (w.lane == 0 && seg == 0) p.offsets[p.lists] = p.seg_offsets[p.lists * kListSegments];
+  if (seg >= p.lists * kListSegments) return;
+  const int64_t list = seg / kListSegments, segment = seg % kListSegments;
+  if (w.lane == 0 && segment == 0) p.offsets[list] = p.seg_offsets[seg];
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
-  int64_t p0, p1;
+  int64_t p0, p1, t_begin, t_end;
   BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
+  ListSegmentTiles(p.n, p1, segment, &t_begin, &t_end);
   const int32_t* evict = p.evict + head * p.n;
   const float* bias = p.bias != nullptr ? p.bias + head * p.n : nullptr;
-  const int64_t base = p.offsets[list];
+  const int64_t base = p.seg_offsets[seg];
   // Each key's eviction and bias come from the walk's loads (no second, dependent read).
-  ListWalk(w, evict, p.tile_max + head * p.tiles, bias, p.n, p0, p1,
-           [&](int64_t slot, int64_t j, int32_t e, float b) {
-             const int64_t x = base + slot;
-             if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
-             p.keys[x] = static_cast<int32_t>(j);
-             p.key_evict[x] = e;
-             if (bias != nullptr) p.key_bias[x] = b;
-           });
+  ListWalkTiles(w, evict, p.tile_max + head * p.tiles, bias, p.n, p0, p1, t_begin, t_end,
+                [&](int64_t slot, int64_t j, int32_t e, float b) {
+                  const int64_t x = base + slot;
+                  if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
+                  p.keys[x] = static_cast<int32_t>(j);
+                  p.key_evict[x] = e;
+                  if (bias != nullptr) p.key_bias[x] = b;
+                });
 }
 
 // LSH bins: a half-warp per row (keys, then queries), each lane one of the host's 16
@@ -1143,16 +1152,21 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDev
   }
   p.capacity = per_head * topk.heads;
   if (p.capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
-  p.counts = ws.Get<int32_t>(tag + ".counts", p.lists + 1);
+  const int64_t segments = p.lists * kListSegments;
+  p.counts = ws.Get<int32_t>(tag + ".counts", segments + 1);
+  int32_t* seg_offsets = ws.Get<int32_t>(tag + ".seg_offsets", segments + 1);
+  p.seg_offsets = seg_offsets;
   int32_t* offsets = ws.Get<int32_t>(tag + ".offsets", p.lists + 1);
   p.offsets = offsets;
   p.keys = ws.Get<int32_t>(tag + ".keys", p.capacity);
   p.key_evict = ws.Get<int32_t>(tag + ".key_evict", p.capacity);
   p.key_bias = topk.bias_log2 != nullptr ? ws.Get<float>(tag + ".key_bias", p.capacity) : nullptr;
-  const dim3 grid(Blocks(p.lists, 4));
+  const dim3 grid(Blocks(segments, 4));
   std::string error =
       Run("attntune_select_list_count", attntune_select_list_count, grid, dim3(128), p, stream);
-  if (error.empty()) error = ExclusiveSum(ws, tag + ".scan", p.counts, offsets, p.lists + 1, stream);
+  if (error.empty()) {
+    error = ExclusiveSum(ws, tag + ".scan", p.counts, seg_offsets, segments + 1, stream);
+  }
   if (error.empty()) {
     error = Run("attntune_select_list_fill", attntune_select_list_fill, grid, dim3(128), p, stream);
   }

@@ -391,6 +391,9 @@ ATTNTUNE_HD inline int64_t EvictedInChunk(const uint64_t* chunk_key, int64_t a, 
                                           uint64_t key_j, int64_t j, int64_t before,
                                           int64_t from, int64_t k) {
   if (before >= k) return j;  // ranked out at its own position: never enters
+  // Each position of the scan adds at most one: with fewer left than k - before, the
+  // count cannot reach k in this chunk (at a large k, most of the state's members).
+  if (b - from < k - before) return -1;
   int64_t count = before;
   for (int64_t p = from; p < b; ++p) {
     if (chunk_key[p - a] < key_j && ++count >= k) return p;
@@ -415,21 +418,23 @@ ATTNTUNE_HD inline int64_t ChunkKeyBefore(const uint64_t* key, const int32_t* st
 /// positions [p0, p1] (j <= p1 is the caller's bound): it enters and is still held at p0.
 ATTNTUNE_HD inline bool Listed(int64_t j, int64_t e, int64_t p0) { return e > j && e > p0; }
 
-/// The list of a query block with rows at positions [p0, p1] over one head's evict[0,
-/// n), walked by one warp in ascending j: tile_max[t] = the largest eviction position of
-/// keys [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
+/// The part of the list of a query block with rows at positions [p0, p1] over one head's
+/// evict[0, n) that lies in tiles [t_begin, t_end) (keys [32 t_begin, 32 t_end)), walked
+/// by one warp in ascending j: tile_max[t] = the largest eviction position of keys
+/// [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
 /// emit(slot, j, evict[j], bias[j]) for the listed keys (slots 0, 1, ... in ascending j;
 /// bias nullptr: 0); returns their count.
 constexpr int kListAhead = 4;
 template <class Warp, class Emit>
-ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const int32_t* tile_max,
-                             const float* bias, int64_t n, int64_t p0, int64_t p1,
-                             const Emit& emit) {
+ATTNTUNE_HD_INLINE int64_t ListWalkTiles(const Warp& w, const int32_t* evict,
+                                         const int32_t* tile_max, const float* bias, int64_t n,
+                                         int64_t p0, int64_t p1, int64_t t_begin, int64_t t_end,
+                                         const Emit& emit) {
   const int64_t last = p1 < n - 1 ? p1 : n - 1;
   if (last < 0) return 0;
-  const int64_t tiles = last / 32 + 1;
+  const int64_t tiles = t_end < last / 32 + 1 ? t_end : last / 32 + 1;
   int64_t count = 0;
-  for (int64_t t0 = 0; t0 < tiles; t0 += 32) {
+  for (int64_t t0 = t_begin; t0 < tiles; t0 += 32) {
     uint32_t live = w.Ballot([&](int lane) {
       const int64_t t = t0 + lane;
       return t < tiles && tile_max[t] > p0;
@@ -471,6 +476,21 @@ ATTNTUNE_HD_INLINE int64_t ListWalk(const Warp& w, const int32_t* evict, const i
     }
   }
   return count;
+}
+
+/// A list's tiles are walked in kListSegments parts, one warp each, so that the longest
+/// list (the last query block's, every tile of the prefix) is not one warp's chain of
+/// dependent loads: segment s of a list whose keys end at p1 holds tiles
+/// [tiles s / S, tiles (s + 1) / S) of its tiles [0, tiles); the segments' counts are
+/// scanned together, so each writes its keys after those of the segments before it and
+/// the list stays in ascending j.
+constexpr int kListSegments = 8;
+ATTNTUNE_HD inline void ListSegmentTiles(int64_t n, int64_t p1, int64_t segment,
+                                         int64_t* t_begin, int64_t* t_end) {
+  const int64_t last = p1 < n - 1 ? p1 : n - 1;
+  const int64_t tiles = last < 0 ? 0 : last / 32 + 1;
+  *t_begin = tiles * segment / kListSegments;
+  *t_end = tiles * (segment + 1) / kListSegments;
 }
 
 /// The positions [p0, p1] of query block qb of br rows (causal, Lq <= Lk).

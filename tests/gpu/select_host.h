@@ -112,23 +112,30 @@ struct Lists {
   std::vector<float> key_bias;
 };
 
-/// EnqueueKeyLists: counts, offsets, fill.
+/// EnqueueKeyLists: counts of every list's segments, their offsets, fill by segment; a
+/// list's offset is its first segment's.
 inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
   Lists out;
   out.query_blocks = (lq + br - 1) / br;
-  const int64_t tiles = (t.n + 31) / 32;
+  const int64_t tiles = (t.n + 31) / 32, lists = t.heads * out.query_blocks;
   std::vector<int32_t> counts;
   for (int64_t head = 0; head < t.heads; ++head) {
     for (int64_t qb = 0; qb < out.query_blocks; ++qb) {
       int64_t p0, p1;
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
       out.capacity += cp::ListBound(p0, p1, t.k);
-      counts.push_back(static_cast<int32_t>(
-          cp::ListWalk(cp::HostWarp(), t.evict.data() + head * t.n, t.tile_max.data() + head * tiles,
-                       nullptr, t.n, p0, p1, [](int64_t, int64_t, int32_t, float) {})));
+      for (int64_t s = 0; s < cp::kListSegments; ++s) {
+        int64_t t_begin, t_end;
+        cp::ListSegmentTiles(t.n, p1, s, &t_begin, &t_end);
+        counts.push_back(static_cast<int32_t>(cp::ListWalkTiles(
+            cp::HostWarp(), t.evict.data() + head * t.n, t.tile_max.data() + head * tiles,
+            nullptr, t.n, p0, p1, t_begin, t_end, [](int64_t, int64_t, int32_t, float) {})));
+      }
     }
   }
-  out.offsets = ExclusiveSum(counts);
+  const std::vector<int32_t> seg_offsets = ExclusiveSum(counts);
+  for (int64_t list = 0; list <= lists; ++list)
+    out.offsets.push_back(seg_offsets[static_cast<size_t>(list * cp::kListSegments)]);
   out.keys.assign(static_cast<size_t>(out.offsets.back()), -1);
   out.key_evict.assign(out.keys.size(), -1);
   if (!t.bias.empty()) out.key_bias.assign(out.keys.size(), 0.f);
@@ -137,14 +144,19 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
     for (int64_t qb = 0; qb < out.query_blocks; ++qb) {
       int64_t p0, p1;
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
-      const int64_t base = out.offsets[head * out.query_blocks + qb];
       const float* bias = t.bias.empty() ? nullptr : t.bias.data() + head * t.n;
-      cp::ListWalk(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, bias, t.n, p0, p1,
-                   [&](int64_t slot, int64_t j, int32_t e, float b) {
-                     out.keys[base + slot] = static_cast<int32_t>(j);
-                     out.key_evict[base + slot] = e;
-                     if (bias != nullptr) out.key_bias[base + slot] = b;
-                   });
+      for (int64_t s = 0; s < cp::kListSegments; ++s) {
+        const int64_t seg = (head * out.query_blocks + qb) * cp::kListSegments + s;
+        const int64_t base = seg_offsets[static_cast<size_t>(seg)];
+        int64_t t_begin, t_end;
+        cp::ListSegmentTiles(t.n, p1, s, &t_begin, &t_end);
+        cp::ListWalkTiles(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, bias, t.n, p0,
+                          p1, t_begin, t_end, [&](int64_t slot, int64_t j, int32_t e, float b) {
+                            out.keys[base + slot] = static_cast<int32_t>(j);
+                            out.key_evict[base + slot] = e;
+                            if (bias != nullptr) out.key_bias[base + slot] = b;
+                          });
+      }
     }
   }
   return out;
