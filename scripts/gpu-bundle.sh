@@ -6,17 +6,20 @@
 # device tool carries at most 64 MB).
 #   scripts/gpu-bundle.sh BUILD_DIR [BUNDLE_DIR]      (BUNDLE_DIR defaults to build-gpu)
 # then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
+# LEAN=1 packs the attntune binary and its libraries alone (~10 MB packed for sm_90): the
+# base of an A/B comparison, carried beside a full bundle (gpu-checks.sh's BASE).
 set -eu
+shopt -s nullglob
 build=${1:?build dir}
 bundle=${2:-build-gpu}
 rm -rf "$bundle"
 mkdir -p "$bundle/tests/gpu" "$bundle/benchmarks" "$bundle/lib"
 cp "$build/attntune" "$bundle/"
-for t in gpu_windowed_test gpu_library_test cupti_activity_test cupti_metrics_test cuda_plan_test \
+[ "${LEAN:-0}" = 1 ] || for t in gpu_windowed_test gpu_library_test cupti_activity_test cupti_metrics_test cuda_plan_test \
     cuda_select_test library_plan_test cudnn_test flashinfer_test; do
   if [ -x "$build/tests/gpu/$t" ]; then cp "$build/tests/gpu/$t" "$bundle/tests/gpu/"; fi
 done
-for b in cuda_windowed_bench cuda_decode_step library_cuda_run; do
+[ "${LEAN:-0}" = 1 ] || for b in cuda_windowed_bench cuda_decode_step library_cuda_run; do
   if [ -x "$build/benchmarks/$b" ]; then cp "$build/benchmarks/$b" "$bundle/benchmarks/"; fi
 done
 # Libraries beyond glibc, libstdc++ and libgcc (which every image has, newer).

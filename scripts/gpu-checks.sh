@@ -26,8 +26,11 @@
 # gpu_windowed_test cases (a Catch2 filter). STEPS (default: all) names the steps to run,
 # e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu
 # grid (the libraries' grid: GRID_* below; not in the default run, which it would overrun).
-# Every log goes to OUT_DIR; RESULT_DIR, when
-# given, receives the few files worth keeping: summary.txt, sparse.jsonl,
+# BASE=BUNDLE_DIR (another build's bundle, e.g. LEAN=1 scripts/gpu-bundle.sh of the
+# commit before a change) benches the sparse step's default-tile configurations on that
+# build too, each right after this one's, into sparse-ab.jsonl ("build": "base" or "new")
+# and an A/B table in summary.txt. Every log goes to OUT_DIR; RESULT_DIR, when
+# given, receives the few files worth keeping: summary.txt, sparse.jsonl, sparse-ab.jsonl,
 # sparse-tiles.jsonl, decode.jsonl,
 # torch.jsonl, libs.jsonl, metrics.jsonl and all.tar.gz (every log).
 # libcudnn is loaded at run time (kernels/cuda/libraries/cudnn_loader.h): where it is not
@@ -39,6 +42,18 @@ if [ -f "$build/bundle.tar.xz" ] && [ ! -x "$build/attntune" ]; then  # gpu-bund
   mkdir -p /tmp/attntune-bundle
   tar -C /tmp/attntune-bundle -xJf "$build/bundle.tar.xz" || exit 1
   build=/tmp/attntune-bundle
+fi
+# BASE: another build's bundle (LEAN=1 gpu-bundle.sh is enough), whose attntune the
+# sparse step benches beside this one's, configuration by configuration.
+base_at=""
+if [ -n "${BASE:-}" ]; then
+  base=$(cd "$BASE" && pwd)
+  if [ -f "$base/bundle.tar.xz" ] && [ ! -x "$base/attntune" ]; then
+    mkdir -p /tmp/attntune-base
+    tar -C /tmp/attntune-base -xJf "$base/bundle.tar.xz" || exit 1
+    base=/tmp/attntune-base
+  fi
+  base_at=$base/attntune
 fi
 out=${2:?output dir}
 results=${3:-}
@@ -73,6 +88,10 @@ fits() {
 }
 # One JSON object per line from bench --json's indented output.
 compact() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$1"; }
+# The same, with "build": NAME added (the A/B records).
+build_tag() {
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["build"]=sys.argv[2]; print(json.dumps(r))' "$1" "$2"
+}
 
 log "date $(date -u +%FT%TZ) deadline ${deadline}s"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem \
@@ -116,6 +135,7 @@ default_tile=${tiles%%$'\n'*}
 if [ "${SPARSE_TILES:-all}" = default ]; then tiles=$default_tile; fi
 : >"$out/sparse.jsonl"
 : >"$out/sparse-tiles.jsonl"
+rm -f "$out/sparse-ab.jsonl"
 want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   set -- $v
   case $1 in dense) family=windowed ;; ks|dma) family=blocksparse ;; *) family=bucketed ;; esac
@@ -129,8 +149,43 @@ want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "ha
     if [ $rc -ne 0 ]; then tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; continue; fi
     compact "$out/bench.json" >>"$out/sparse-tiles.jsonl"
     if [ "$tile" = "$default_tile" ]; then compact "$out/bench.json" >>"$out/sparse.jsonl"; fi
+    # The same configuration on the base build, right after (its own libraries first).
+    if [ -n "$base_at" ] && [ "$tile" = "$default_tile" ] && fits 30 "base bench $v"; then
+      build_tag "$out/bench.json" new >>"$out/sparse-ab.jsonl"
+      LD_LIBRARY_PATH="$(dirname "$base_at")/lib:$LD_LIBRARY_PATH" timeout 120 "$base_at" bench \
+        --device cuda:0 --variant "$1" --impl cuda --params "$params" --max-seconds 1 \
+        --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
+      rc=$?
+      log "base bench L=16384 $v $tile rc=$rc"
+      if [ $rc -eq 0 ]; then build_tag "$out/bench.json" base >>"$out/sparse-ab.jsonl"; fi
+    fi
   done
 done
+if [ -s "$out/sparse-ab.jsonl" ]; then
+  python3 - "$out/sparse-ab.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+import json, sys
+recs = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    key = (r["variant"], json.dumps(r["params"], sort_keys=True))
+    recs.setdefault(key, {})[r["build"]] = r
+def kernels(r):
+    out = {}
+    for k in r.get("kernels", []):
+        out[k["name"]] = out.get(k["name"], 0.0) + k["ms"]
+    return out
+print("A/B (new, then base, same card): variant params | end to end ms base -> new | select_ms base -> new | kernels that moved by 2 us or more")
+for (variant, params), by in recs.items():
+    if "base" not in by or "new" not in by:
+        continue
+    b, n = by["base"], by["new"]
+    kb, kn = kernels(b), kernels(n)
+    moved = ["%s %.4f -> %.4f" % (name.split("::")[-1], kb.get(name, 0.0), kn.get(name, 0.0))
+             for name in sorted(set(kb) | set(kn)) if abs(kb.get(name, 0.0) - kn.get(name, 0.0)) >= 0.002]
+    print("%s %s | %.4f -> %.4f | %.4f -> %.4f | %s" % (variant, params, b["median_ms"], n["median_ms"],
+          b["select_ms"], n["select_ms"], "; ".join(moved)))
+EOF
+fi
 want sparse && python3 - "$out/sparse.jsonl" "$out/sparse-tiles.jsonl" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
 def budgets(r):
@@ -392,8 +447,8 @@ log "done in $(( $(date +%s) - start ))s"
 tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
 if [ -n "$results" ]; then
   mkdir -p "$results"
-  for f in summary.txt sparse.jsonl sparse-tiles.jsonl decode.jsonl torch.jsonl libs.jsonl metrics.jsonl \
-      libraries.jsonl torch-grid.jsonl all.tar.gz; do
-    if [ -f "$out/$f" ]; then cp "$out/$f" "$results/"; fi
+  for f in summary.txt sparse.jsonl sparse-ab.jsonl sparse-tiles.jsonl decode.jsonl torch.jsonl libs.jsonl \
+      metrics.jsonl libraries.jsonl torch-grid.jsonl all.tar.gz; do
+    if [ -s "$out/$f" ]; then cp "$out/$f" "$results/"; fi  # the device tool returns 8 files
   done
 fi
