@@ -362,12 +362,14 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_sums(
 }
 
 // ks: the chunk sums' exclusive prefix per (hq, b), one thread per dim, in place.
-extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_prefix(KsParams p) {
-  const int64_t hq = blockIdx.x, b = blockIdx.y;
+// One warp per (32 dims, query head): each lane one dim's running sum over the chunks in
+// order, 32 chunks' sums loaded before any is written (32 loads in flight, not one).
+extern "C" __global__ void __launch_bounds__(32) attntune_select_ks_chunk_prefix(KsParams p) {
+  const int64_t hq = blockIdx.y, b = blockIdx.z;
   double* sums = p.sums + (b * p.hq + hq) * p.chunks * p.d;
-  // Eight chunks' sums loaded before any is written: eight loads in flight, not one.
-  constexpr int kAhead = 8;
-  for (int64_t e = threadIdx.x; e < p.d; e += blockDim.x) {
+  constexpr int kAhead = 32;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  if (e < p.d) {
     double run = 0.0;
     for (int64_t c0 = 0; c0 < p.chunks; c0 += kAhead) {
       double t[kAhead];
@@ -1060,8 +1062,9 @@ std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopK
                           dim3(128), p, stream);
   if (error.empty()) {
     error = Run("attntune_select_ks_chunk_prefix", attntune_select_ks_chunk_prefix,
-                dim3(static_cast<unsigned>(s.Hq), static_cast<unsigned>(s.B)), dim3(128), p,
-                stream);
+                dim3(static_cast<unsigned>((s.d + 31) / 32), static_cast<unsigned>(s.Hq),
+                     static_cast<unsigned>(s.B)),
+                dim3(32), p, stream);
   }
   if (error.empty()) {
     const size_t smem = sizeof(double) * static_cast<size_t>(s.Group() * (kKsChunk + s.d));
