@@ -313,27 +313,24 @@ EOF
 
 # 5. memcheck over one tile of every family, the bucketed and decode kernels and the
 # device selection (the full numerics run under memcheck takes too long).
+# sanitize WHAT TOOL CAP LOG BIN FILTER: compute-sanitizer's TOOL over the BIN test cases
+# FILTER, for at most CAP seconds (and the deadline), its log in OUT/LOG.
+sanitize() {
+  local what=$1 tool=$2 limit=$3 logf=$4 bin=$5 filter=$6
+  (cd "$build/tests/gpu" && timeout "$(cap "$limit")" compute-sanitizer --tool "$tool" \
+    --error-exitcode 3 "./$bin" "$filter" >"$out/$logf" 2>&1)
+  log "compute-sanitizer $what rc=$?"
+  tail -n 4 "$out/$logf" | tee -a "$out/summary.txt"
+}
 if want memcheck && command -v compute-sanitizer >/dev/null && fits 120 "memcheck"; then
-  (cd "$build/tests/gpu" && timeout "$(cap 200)" compute-sanitizer --tool memcheck --error-exitcode 3 \
-    ./gpu_windowed_test "${MEMCHECK_TESTS:-The variant table*,Gathered decode*,Split-KV*,Device*}" \
-    >"$out/memcheck.log" 2>&1)
-  log "compute-sanitizer memcheck rc=$?"
-  tail -n 5 "$out/memcheck.log" | tee -a "$out/summary.txt"
+  sanitize memcheck memcheck 200 memcheck.log gpu_windowed_test \
+    "${MEMCHECK_TESTS:-The variant table*,Gathered decode*,Split-KV*,Device*}"
   # The library on caller buffers: every family, the selection in a stream-ordered workspace.
-  if fits 40 "memcheck (library)"; then
-    (cd "$build/tests/gpu" && timeout "$(cap 90)" compute-sanitizer --tool memcheck --error-exitcode 3 \
-      ./gpu_library_test "the library runs on caller device buffers*" \
-      >"$out/memcheck-library.log" 2>&1)
-    log "compute-sanitizer memcheck (library) rc=$?"
-    tail -n 3 "$out/memcheck-library.log" | tee -a "$out/summary.txt"
-  fi
+  fits 40 "memcheck (library)" && sanitize "memcheck (library)" memcheck 90 memcheck-library.log \
+    gpu_library_test "the library runs on caller device buffers*"
   # Shared-memory hazards of the prefix top-k (its block-wide scan of the sorted order).
-  if fits 40 "racecheck (prefix top-k)"; then
-    (cd "$build/tests/gpu" && timeout "$(cap 60)" compute-sanitizer --tool racecheck --error-exitcode 3 \
-      ./gpu_windowed_test "Device prefix top-k*" >"$out/racecheck.log" 2>&1)
-    log "compute-sanitizer racecheck (prefix top-k) rc=$?"
-    tail -n 3 "$out/racecheck.log" | tee -a "$out/summary.txt"
-  fi
+  fits 40 "racecheck (prefix top-k)" && sanitize "racecheck (prefix top-k)" racecheck 60 \
+    racecheck.log gpu_windowed_test "Device prefix top-k*"
 fi
 
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse
