@@ -6,7 +6,7 @@
 # device tool carries at most 64 MB).
 #   scripts/gpu-bundle.sh BUILD_DIR [BUNDLE_DIR]      (BUNDLE_DIR defaults to build-gpu)
 # then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
-# LEAN=1 packs the attntune binary and its libraries alone (~10 MB packed for sm_90): the
+# LEAN=1 packs the attntune binary and its libraries alone (8.2 MB packed for sm_90): the
 # base of an A/B comparison, carried beside a full bundle (gpu-checks.sh's BASE).
 set -eu
 shopt -s nullglob
