@@ -47,7 +47,7 @@ fi
 # sparse step benches beside this one's, configuration by configuration.
 base_at=""
 if [ -n "${BASE:-}" ]; then
-  base=$(cd "$BASE" && pwd) || { echo "gpu-checks.sh: BASE=$BASE: no such directory" >&2; exit 2; }
+  base=$(cd "$BASE" 2>/dev/null && pwd) || { echo "gpu-checks.sh: BASE=$BASE: no such directory" >&2; exit 2; }
   if [ -f "$base/bundle.tar.xz" ] && [ ! -x "$base/attntune" ]; then
     mkdir -p /tmp/attntune-base
     tar -C /tmp/attntune-base -xJf "$base/bundle.tar.xz" || exit 1
