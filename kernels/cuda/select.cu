@@ -1012,6 +1012,11 @@ void* SelectWorkspace::Get(const std::string& name, size_t bytes) {
   }
   buffer.ptr = ptr;
   buffer.bytes = bytes;
+  if (poison_) {
+    const cudaError_t set = ordered_ ? cudaMemsetAsync(ptr, 0xFF, bytes, Stream(stream_))
+                                     : cudaMemset(ptr, 0xFF, bytes);
+    if (set != cudaSuccess) throw std::runtime_error(ErrorOf(set, "cudaMemset (poison)"));
+  }
   return ptr;
 }
 

@@ -34,6 +34,10 @@ class SelectWorkspace {
   ~SelectWorkspace();
   /// At least `bytes` of device memory under `name`; throws std::runtime_error on failure.
   void* Get(const std::string& name, size_t bytes);
+  /// Every buffer allocated from now on is filled with 0xFF bytes (-1 as int32, NaN as
+  /// float) before it is handed out, so that a kernel that leaves part of its output
+  /// unwritten is seen by the tests.
+  void PoisonNewBuffers() { poison_ = true; }
   template <class T>
   T* Get(const std::string& name, int64_t count) {
     return static_cast<T*>(Get(name, static_cast<size_t>(count > 0 ? count : 1) * sizeof(T)));
@@ -48,6 +52,7 @@ class SelectWorkspace {
   std::map<std::string, Buffer> buffers_;
   void* stream_ = nullptr;
   bool ordered_ = false;
+  bool poison_ = false;
 };
 
 /// Host <-> device copies (synchronous), for uploads of static inputs and for tests.

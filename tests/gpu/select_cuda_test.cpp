@@ -87,6 +87,7 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
       x[j] = c.tied ? static_cast<double>((j * 7) % 5) : std::sin(static_cast<double>(j) * 1.7);
     }
     cp::SelectWorkspace ws;
+    ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
     cp::TopKDevice topk;
     cp::AllocTopK(4, c.lk, c.k, true, ws, "topk", &topk);
     REQUIRE(cp::EnqueueScoreKeys(Upload(ws, "x", x), &topk, nullptr) == "");
@@ -111,6 +112,7 @@ TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
     const int64_t heads = shape.B * shape.Hkv;
     INFO(text);
     cp::SelectWorkspace ws;
+    ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
     const float* q = Upload(ws, "q", t.q.ToVector());
     const float* k = Upload(ws, "k", t.k.ToVector());
     const float* v = Upload(ws, "v", t.v.ToVector());
@@ -168,6 +170,7 @@ TEST_CASE("Device LSH bins and bucketed layout equal the host's", "[gpu]") {
     const int64_t heads = shape.B * shape.Hkv;
     INFO(c.variant << " " << c.shape << " bits=" << c.bits << " k=" << c.k);
     cp::SelectWorkspace ws;
+    ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
     const float* q = Upload(ws, "q", t.q.ToVector());
     const float* k = Upload(ws, "k", t.k.ToVector());
     const float* mu = c.mu ? Upload(ws, "mu", t.mu) : nullptr;
@@ -231,6 +234,7 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos", "[gpu]") {
     const int64_t heads = shape.B * shape.Hkv;
     INFO(c.shape << " w_kv=" << c.w_kv << " w_q=" << c.w_q << " r=" << c.r);
     cp::SelectWorkspace ws;
+    ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
     std::vector<double> delta, a;
     attntune::DmaDeltaA(t, 4, &delta, &a);
     cp::TopKDevice topk;
