@@ -140,13 +140,8 @@ template <int BC>
 struct VisitList<true, BC> {
   const int32_t* keys;
   int n;
-  int64_t none;  // Lk: marks the padding rows of the last tile
   __device__ int Count() const { return (n + BC - 1) / BC; }
   __device__ int64_t At(int k) const { return k; }
-  __device__ int64_t Key(int64_t at, int r) const {
-    const int64_t x = at * BC + r;
-    return x < n ? keys[x] : none;
-  }
 };
 
 template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES, Family F>
@@ -187,7 +182,48 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   uint16_t* og = p.o + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
   const int64_t window = p.windows != nullptr ? p.windows[hk] : p.window;
 
-  // Q tile -> shared -> A fragments in registers for the whole key loop.
+  VisitList<GATHERED, BC> spans;
+  // Gathered: the tile's keys and their companions (KernelParams' list_aux, list_aux2,
+  // list_bias) in shared memory, one 4-byte copy per key each. The companions are copied
+  // with the tile's K and V rows; the keys STAGES tiles ahead of them (KEY_RING slots), so
+  // that the addresses of a tile's K and V rows are read from shared memory, where a
+  // read of the key list in global memory would hold the warp for its latency each tile.
+  constexpr int META_STAGES = GATHERED ? STAGES : 1;
+  constexpr int META_BC = GATHERED ? BC : 1;
+  constexpr int KEY_RING = GATHERED ? 2 * STAGES : 1;
+  __shared__ int32_t key_s[KEY_RING][META_BC];
+  __shared__ int32_t aux_s[META_STAGES][META_BC];
+  __shared__ int32_t aux2_s[META_STAGES][META_BC];  // hax's evictions, or the bias bits
+  const int32_t* aux = nullptr;
+  const int32_t* aux2 = nullptr;
+  if constexpr (GATHERED) {
+    const int64_t list =
+        BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
+    const int64_t first = p.list_offsets[list];
+    spans.keys = p.list_keys + first;
+    spans.n = p.list_offsets[list + 1] - first;
+    aux = bp.list_aux + first;
+    if (BUCKETED && bp.list_aux2 != nullptr) aux2 = bp.list_aux2 + first;
+    if (!BUCKETED && bp.list_bias != nullptr) aux2 = reinterpret_cast<const int32_t*>(bp.list_bias + first);
+  } else {
+    spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
+  }
+  const int n = spans.Count();
+  // Gathered: the list keys of tile `tile` (padding past the list zero-filled) into its
+  // ring slot.
+  auto load_keys = [&](int tile) {
+    if constexpr (GATHERED) {
+      if (tile >= n) return;
+      for (int c = tid; c < BC; c += THREADS) {
+        const int64_t x = static_cast<int64_t>(tile) * BC + c;
+        const bool ok = x < spans.n;
+        CpAsync4(&key_s[tile % KEY_RING][c], ok ? spans.keys + x : spans.keys, ok);
+      }
+    }
+  };
+
+  // Q tile -> shared -> A fragments in registers for the whole key loop (gathered: with
+  // the keys of the first STAGES tiles).
   for (int c = tid; c < BR * CHUNKS; c += THREADS) {
     const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
     if constexpr (BUCKETED) {
@@ -199,6 +235,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       const bool ok = i < p.lq;
       CpAsync16(qs + r * LD + col, ok ? qg + i * D + col : qg, ok);
     }
+  }
+  if constexpr (GATHERED) {
+    for (int x = 0; x < STAGES; ++x) load_keys(x);
   }
   CpAsyncCommit();
   CpAsyncWait<0>();
@@ -214,37 +253,23 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     qa[kc][3] = *reinterpret_cast<const uint32_t*>(base + 8 * LD + 8);
   }
 
-  VisitList<GATHERED, BC> spans;
-  // Gathered: the tile's keys and their companions (KernelParams' list_aux, list_aux2,
-  // list_bias), copied with the tile's K and V rows, one 4-byte copy per key each.
-  constexpr int META_STAGES = GATHERED ? STAGES : 1;
-  constexpr int META_BC = GATHERED ? BC : 1;
-  __shared__ int32_t key_s[META_STAGES][META_BC];
-  __shared__ int32_t aux_s[META_STAGES][META_BC];
-  __shared__ int32_t aux2_s[META_STAGES][META_BC];  // hax's evictions, or the bias bits
-  const int32_t* aux = nullptr;
-  const int32_t* aux2 = nullptr;
-  if constexpr (GATHERED) {
-    const int64_t list =
-        BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
-    const int64_t first = p.list_offsets[list];
-    spans.keys = p.list_keys + first;
-    spans.n = p.list_offsets[list + 1] - first;
-    spans.none = p.lk;
-    aux = bp.list_aux + first;
-    if (BUCKETED && bp.list_aux2 != nullptr) aux2 = bp.list_aux2 + first;
-    if (!BUCKETED && bp.list_bias != nullptr) aux2 = reinterpret_cast<const int32_t*>(bp.list_bias + first);
-  } else {
-    spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
-  }
-  const int n = spans.Count();
+  // One commit group per tile: its K and V rows, its companions and the keys of the tile
+  // STAGES later. The group of tile x - STAGES has landed (and a barrier has passed) by
+  // the time tile x's rows are requested, so its keys are in key_s.
   auto load_kv = [&](int64_t kblock, int stage) {
     uint16_t* kd = ks + stage * BC * LD;
     uint16_t* vd = vs + stage * BC * LD;
     for (int c = tid; c < BC * CHUNKS; c += THREADS) {
       const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-      const int64_t j = spans.Key(kblock, r);
-      const bool ok = j < p.lk;
+      int64_t j;
+      bool ok;
+      if constexpr (GATHERED) {
+        ok = kblock * BC + r < spans.n;
+        j = ok ? key_s[kblock % KEY_RING][r] : 0;
+      } else {
+        j = spans.Key(kblock, r);
+        ok = j < p.lk;
+      }
       CpAsync16(kd + r * LD + col, ok ? kg + j * D + col : kg, ok);
       CpAsync16(vd + r * LD + col, ok ? vg + j * D + col : vg, ok);
     }
@@ -252,10 +277,10 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       for (int c = tid; c < BC; c += THREADS) {
         const int64_t x = kblock * BC + c;
         const bool ok = x < spans.n;
-        CpAsync4(&key_s[stage][c], ok ? spans.keys + x : spans.keys, ok);
         CpAsync4(&aux_s[stage][c], ok ? aux + x : aux, ok);
         if (aux2 != nullptr) CpAsync4(&aux2_s[stage][c], ok ? aux2 + x : aux2, ok);
       }
+      load_keys(static_cast<int>(kblock) + STAGES);
     }
   };
 
@@ -318,24 +343,22 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = nt * 8 + 2 * t + (e & 1);
-        // The windowed kernel's key, computed here as in the code that ran on the H100
-        // (the gathered families read theirs from shared memory; this load is dropped).
-        const int64_t j = spans.Key(kblock, c);
         if constexpr (BUCKETED) {
           const int r = e >> 1;
           const int stage = it % STAGES;
           const bool keep = kblock * BC + c < spans.n &&
-                            BucketAttendsKey(pos[r], key_s[stage][c], lo[r], hi[r],
+                            BucketAttendsKey(pos[r], key_s[it % KEY_RING][c], lo[r], hi[r],
                                              aux_s[stage][c], aux2 != nullptr, aux2_s[stage][c]);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
         } else if constexpr (GATHERED) {
           const int stage = it % STAGES;
           const int64_t at = pos[e >> 1];
-          const int64_t key = key_s[stage][c];
+          const int64_t key = key_s[it % KEY_RING][c];
           const bool keep = kblock * BC + c < spans.n && key <= at && at < aux_s[stage][c];
           const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 + bias : -INFINITY;
         } else {
+          const int64_t j = spans.Key(kblock, c);
           const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
           s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
         }
