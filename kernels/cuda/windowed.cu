@@ -3,7 +3,8 @@
 // The same body serves the top-k family (ks, dma: the block's gathered key list) and
 // the bucketed family (lsh, hax: one thread block per block of BucketLists, Q gathered
 // and O scattered through its row list).
-// S = Q K^T and O += P V use mma.sync m16n8k16 (fp16/bf16 in, fp32 accumulate); the
+// S = Q K^T and O += P V use mma.sync m16n8k16 (fp16/bf16 in, fp32 accumulate), their
+// K and V fragments read from shared memory by ldmatrix (V's transposed); the
 // online softmax runs in fp32 in the accumulator registers; K/V tiles stream through
 // shared memory with cp.async, STAGES tiles in flight. Only the key blocks that
 // KeyBlocks() lists (sink + window) are ever loaded.
@@ -117,6 +118,23 @@ __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool ok) 
   const int bytes = ok ? 4 : 0;
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
 }
+/// Four 8x8 b16 matrices from shared memory: lane l gives the address of row l % 8 of
+/// matrix l / 8 (16 contiguous bytes); register m of lane l receives matrix m's row l / 4,
+/// columns 2 (l % 4) and 2 (l % 4) + 1 (low half first), or with TRANS its column l / 4,
+/// rows 2 (l % 4) and 2 (l % 4) + 1: an mma B fragment from a row-major tile either way.
+template <bool TRANS>
+__device__ __forceinline__ void LdMatrix4(uint32_t r[4], const uint16_t* smem) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
@@ -150,6 +168,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   constexpr bool BUCKETED = F == Family::kBucketed;
   static_assert(BR == 16 * WARPS, "each warp owns 16 query rows");
   static_assert(D % 16 == 0 && BC % 16 == 0, "m16n8k16 needs multiples of 16");
+  static_assert(((D + 8) * 2) % 16 == 0, "ldmatrix reads 16-byte rows");
   constexpr int LD = D + 8;      // padded smem row, as SmemBytes() assumes
   constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
   constexpr int THREADS = WARPS * 32;
@@ -176,6 +195,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   const int nr = BUCKETED ? bp.row_offsets[qb + 1] - row_base : BR;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
+  const int lm = lane / 8, lr = lane % 8;  // the ldmatrix matrix and row this lane addresses
   const uint16_t* qg = p.q + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
   const uint16_t* kg = p.k + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
   const uint16_t* vg = p.v + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
@@ -327,13 +347,16 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     float s[BC / 8][4];
 #pragma unroll
     for (int nt = 0; nt < BC / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    // B[k][n] = K[key n][dim k]: one ldmatrix gives key tiles nt and nt + 1 (matrices:
+    // keys nt*8.. dims kc*16.., the same keys dims kc*16+8.., then tile nt + 1 alike).
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
 #pragma unroll
-      for (int nt = 0; nt < BC / 8; ++nt) {
-        const uint16_t* kr = kst + (nt * 8 + g) * LD + kc * 16 + 2 * t;
-        Math<DT>::Mma(s[nt], qa[kc], *reinterpret_cast<const uint32_t*>(kr),
-                      *reinterpret_cast<const uint32_t*>(kr + 8));
+      for (int nt = 0; nt < BC / 8; nt += 2) {
+        uint32_t kb[4];
+        LdMatrix4<false>(kb, kst + ((nt + lm / 2) * 8 + lr) * LD + kc * 16 + (lm % 2) * 8);
+        Math<DT>::Mma(s[nt], qa[kc], kb[0], kb[1]);
+        Math<DT>::Mma(s[nt + 1], qa[kc], kb[2], kb[3]);
       }
     }
 
@@ -399,13 +422,15 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
                               Math<DT>::Pack(s[2 * kk][2], s[2 * kk][3]),
                               Math<DT>::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                               Math<DT>::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      // B[k][n] = V[key k][dim n]: keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1), dim g, one
+      // transposing ldmatrix for dim tiles dt and dt + 1 (matrices: keys kk*16.. and
+      // kk*16+8.. of dims dt*8.., then of dims dt*8+8..).
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        // B[k][n] = V[key k][dim n]: keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1), dim g.
-        const uint16_t* vc = vst + (kk * 16 + 2 * t) * LD + dt * 8 + g;
-        const uint32_t b0 = vc[0] | (static_cast<uint32_t>(vc[LD]) << 16);
-        const uint32_t b1 = vc[8 * LD] | (static_cast<uint32_t>(vc[9 * LD]) << 16);
-        Math<DT>::Mma(o[dt], pa, b0, b1);
+      for (int dt = 0; dt < D / 8; dt += 2) {
+        uint32_t vb[4];
+        LdMatrix4<true>(vb, vst + (kk * 16 + (lm % 2) * 8 + lr) * LD + (dt + lm / 2) * 8);
+        Math<DT>::Mma(o[dt], pa, vb[0], vb[1]);
+        Math<DT>::Mma(o[dt + 1], pa, vb[2], vb[3]);
       }
     }
     __syncthreads();  // the next step's prefetch overwrites this stage
