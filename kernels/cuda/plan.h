@@ -234,6 +234,16 @@ ATTNTUNE_HD inline bool Attends(int64_t p, int64_t j, int64_t window, int64_t si
   return j > p - window || j < sink;
 }
 
+/// Whether every row at positions [p_lo, p_hi] attends every key of [j_lo, j_hi]
+/// (Attends), so that a tile of them needs no mask element by element.
+ATTNTUNE_HD inline bool AttendsAll(int64_t p_lo, int64_t p_hi, int64_t j_lo, int64_t j_hi,
+                                   int64_t window, int64_t sink) {
+  if (j_lo < 0 || j_hi > p_lo) return false;
+  if (window <= 0) return true;
+  const int64_t first_plain = j_lo > sink ? j_lo : sink;  // the first key that is no sink
+  return first_plain > j_hi || first_plain > p_hi - window;
+}
+
 /// Whether the prefix top-k set of a row at position p holds key j (ks, dma, hax's ks
 /// part): j <= p < evict[j], evict = the head's PrefixTopKEvictions (read only when j <= p).
 ATTNTUNE_HD inline bool InTopK(int64_t p, int64_t j, const int32_t* evict) {

@@ -361,31 +361,64 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
 
     float mx[2] = {m[0], m[1]};
+    // Whether every row of this warp (positions first .. first + 15) attends every key of
+    // the tile: then no element is masked (windowed: AttendsAll; top-k: every key of a
+    // whole tile entered by the warp's first row and held past its last).
+    bool full = false;
+    const int64_t first = pos[0] - g;
+    if constexpr (BUCKETED) {
+      full = false;
+    } else if constexpr (GATHERED) {
+      bool held = (kblock + 1) * BC <= spans.n;
+      for (int c = lane; c < BC; c += 32) {
+        held = held && key_s[it % KEY_RING][c] <= first && aux_s[it % STAGES][c] > first + 15;
+      }
+      full = __all_sync(0xffffffffu, held);
+    } else {
+      const int64_t j0 = spans.Key(kblock, 0);
+      full = j0 + BC <= p.lk && AttendsAll(first, first + 15, j0, j0 + BC - 1, window, p.sink);
+    }
+    if (full) {
 #pragma unroll
-    for (int nt = 0; nt < BC / 8; ++nt) {
+      for (int nt = 0; nt < BC / 8; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = nt * 8 + 2 * t + (e & 1);
-        if constexpr (BUCKETED) {
-          const int r = e >> 1;
-          const int stage = it % STAGES;
-          const bool keep = kblock * BC + c < spans.n &&
-                            BucketAttendsKey(pos[r], key_s[it % KEY_RING][c], lo[r], hi[r],
-                                             aux_s[stage][c], aux2 != nullptr, aux2_s[stage][c]);
-          s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
-        } else if constexpr (GATHERED) {
-          const int stage = it % STAGES;
-          const int64_t at = pos[e >> 1];
-          const int64_t key = key_s[it % KEY_RING][c];
-          const bool keep = kblock * BC + c < spans.n && key <= at && at < aux_s[stage][c];
-          const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
-          s[nt][e] = keep ? s[nt][e] * p.scale_log2 + bias : -INFINITY;
-        } else {
-          const int64_t j = spans.Key(kblock, c);
-          const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
-          s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+        for (int e = 0; e < 4; ++e) {
+          float bias = 0.f;
+          if constexpr (GATHERED && !BUCKETED) {
+            const int c = nt * 8 + 2 * t + (e & 1);
+            if (aux2 != nullptr) bias = __int_as_float(aux2_s[it % STAGES][c]);
+          }
+          s[nt][e] = s[nt][e] * p.scale_log2 + bias;
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
         }
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < BC / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = nt * 8 + 2 * t + (e & 1);
+          if constexpr (BUCKETED) {
+            const int r = e >> 1;
+            const int stage = it % STAGES;
+            const bool keep = kblock * BC + c < spans.n &&
+                              BucketAttendsKey(pos[r], key_s[it % KEY_RING][c], lo[r], hi[r],
+                                               aux_s[stage][c], aux2 != nullptr, aux2_s[stage][c]);
+            s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+          } else if constexpr (GATHERED) {
+            const int stage = it % STAGES;
+            const int64_t at = pos[e >> 1];
+            const int64_t key = key_s[it % KEY_RING][c];
+            const bool keep = kblock * BC + c < spans.n && key <= at && at < aux_s[stage][c];
+            const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
+            s[nt][e] = keep ? s[nt][e] * p.scale_log2 + bias : -INFINITY;
+          } else {
+            const int64_t j = spans.Key(kblock, c);
+            const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
+            s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+          }
+          mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+        }
       }
     }
     float base[2], alpha[2], rs[2] = {0.f, 0.f};

@@ -56,6 +56,35 @@ TEST_CASE("Attends follows DESIGN.md s1 for dense and swa with sinks") {
   CHECK_FALSE(cp::Attends(1, 1 + 1, 3, 4));  // a sink key is still causal
 }
 
+TEST_CASE("AttendsAll holds exactly when Attends holds for every row and key of the ranges") {
+  // Every range of rows and keys within [0, 24), windows 0 (dense) to 9, sinks 0 to 4.
+  int64_t both = 0, only_some = 0;
+  for (int64_t window = 0; window <= 9; ++window) {
+    for (int64_t sink = 0; sink <= 4; ++sink) {
+      for (int64_t p_lo = 0; p_lo < 24; ++p_lo) {
+        for (int64_t p_hi = p_lo; p_hi < 24; p_hi += 3) {
+          for (int64_t j_lo = -1; j_lo < 24; ++j_lo) {
+            for (int64_t j_hi = j_lo; j_hi < 24; j_hi += 2) {
+              bool all = true;
+              for (int64_t p = p_lo; p <= p_hi && all; ++p) {
+                for (int64_t j = j_lo; j <= j_hi && all; ++j) all = cp::Attends(p, j, window, sink);
+              }
+              const bool got = cp::AttendsAll(p_lo, p_hi, j_lo, j_hi, window, sink);
+              if (got != all) {
+                FAIL("AttendsAll(" << p_lo << ", " << p_hi << ", " << j_lo << ", " << j_hi << ", "
+                                   << window << ", " << sink << ") = " << got);
+              }
+              (all ? both : only_some) += 1;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(both > 1000);  // both answers occur often
+  CHECK(only_some > 1000);
+}
+
 TEST_CASE("Attends agrees with the variant table's key sets for dense, swa and hybrid") {
   const attntune::Shape shape = attntune::ParseShape("B=1,Hq=4,Hkv=2,Lq=61,Lk=90,d=16", "test");
   const attntune::Tensors tensors = attntune::GaussianTensors(shape, 5);
