@@ -19,7 +19,8 @@
 #  5. compute-sanitizer memcheck of the numerics of every family;
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
 #     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
-#     (ncu at L=16384).
+#     (ncu at L=16384), and the selection's kernels under ncu (dma w=1024, ks k=64:
+#     occupancy, issue rate, warp stalls).
 #   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
 # (scripts/gpu-bundle.sh packs a bundle.) SPARSE_TILES=default benches the default tile
 # alone; LIBRARY_RUN=off leaves out library_cuda_run; MEMCHECK_TESTS narrows memcheck's
@@ -374,6 +375,44 @@ if want ncu && command -v ncu >/dev/null; then
     log "ncu $v rc=$?"
     grep -E "attntune_|gpu__|dram__|sm__|l1tex__" "$out/ncu.txt" | head -8 | tee -a "$out/summary.txt"
   done
+  # The selection's kernels (the first 24 launches of attntune_select_*: one selection;
+  # CUB's kernels are not matched): duration, occupancy, issue rate and warp stalls, in
+  # selection-ncu.txt (all.tar.gz), one summary line per kernel.
+  for v in "dma w=1024" "ks k=64"; do
+    set -- $v
+    fits 60 "ncu selection $v" || continue
+    echo "== $v" >>"$out/selection-ncu.txt"
+    timeout 120 ncu --kernel-name regex:'attntune_select_' --launch-count 24 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
+      --section WarpStateStats "$at" bench --device cuda:0 --variant "$1" --params "$2" --shape $shape \
+      --unchecked --min-reps 1 --max-seconds 0.1 >>"$out/selection-ncu.txt" 2>&1
+    log "ncu selection $v rc=$?"
+  done
+  [ -s "$out/selection-ncu.txt" ] && python3 - "$out/selection-ncu.txt" <<'EOF' | tee -a "$out/summary.txt"
+import re, sys
+keys = ("Duration", "Compute (SM) Throughput", "Achieved Occupancy", "Eligible Warps Per Scheduler",
+        "Warp Cycles Per Issued Instruction")
+print("selection kernels under ncu: name | " + " | ".join(keys))
+row = None
+def flush():
+    if row:
+        print(" | ".join([row["name"]] + [row.get(k, "-") for k in keys]))
+for line in open(sys.argv[1]):
+    if line.startswith("== "):
+        flush()
+        row = None
+        print(line.strip())
+        continue
+    m = re.match(r"\s+(attntune_select_\w+)", line)
+    if m:
+        flush()
+        row = {"name": m.group(1)}
+        continue
+    m = re.match(r"\s+(.+?)\s{2,}\S*\s+([\d.,]+)\s*$", line)
+    if m and row is not None and m.group(1) in keys:
+        row[m.group(1)] = m.group(2)
+flush()
+EOF
 fi
 # 7. The libraries' grid (issue 20): per geometry, one tune of dense and swa (w = 1024,
 # 4096) at GRID_LENS with every implementation searched (attntune's, cuDNN's, FlashInfer's
