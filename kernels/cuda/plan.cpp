@@ -237,6 +237,8 @@ std::string CanImplement(const WindowedProblem& problem, const WindowedTile& til
   if (s.Hkv <= 0 || s.Hq % s.Hkv != 0) return "Hq must be a multiple of Hkv";
   if (s.Lq > s.Lk) return "Lq must not exceed Lk";
   if (problem.window < 0 || problem.sink < 0) return "window and sink must be >= 0";
+  // The kernel holds positions (up to Lk + Br) in 32 bits.
+  if (s.Lk > INT32_MAX - 1024) return "Lk must be below 2^31 - 1024";
   // grid.y and grid.z are limited to 65535 blocks.
   if (s.Hq > 65535 || s.B > 65535) return "Hq and B must be at most 65535";
   return "";

@@ -50,7 +50,7 @@ struct WindowedTile {
   int d = 128;     // head dimension, compiled in
   int br = 64;     // query rows per block
   int bc = 64;     // keys per tile
-  int warps = 4;   // br / 16
+  int warps = 4;   // br / 16 or br / 32: each warp owns one or two tiles of 16 query rows
   int stages = 2;  // K/V tiles in flight (cp.async); 1 = no prefetch
   bool operator==(const WindowedTile& o) const {
     return dtype == o.dtype && d == o.d && br == o.br && bc == o.bc && warps == o.warps &&
@@ -260,9 +260,10 @@ ATTNTUNE_HD inline bool BucketAttends(int64_t p, int64_t j, int64_t lo, int64_t 
 }
 
 /// BucketAttends with key j's eviction position given (the kernel reads it beside the
-/// key in the list): `ks` says whether there is a ks part (hax).
-ATTNTUNE_HD inline bool BucketAttendsKey(int64_t p, int64_t j, int64_t lo, int64_t hi,
-                                         int64_t spos_j, bool ks, int64_t evict_j) {
+/// key in the list): `ks` says whether there is a ks part (hax). I: the kernel's 32-bit
+/// positions, or int64_t.
+template <class I>
+ATTNTUNE_HD inline bool BucketAttendsKey(I p, I j, I lo, I hi, I spos_j, bool ks, I evict_j) {
   return (lo <= spos_j && spos_j < hi) || (ks && j <= p && p < evict_j);
 }
 

@@ -1,5 +1,6 @@
 // The windowed family (dense, swa, hybrid) on tensor cores: FlashAttention-2 style,
-// one thread block per (query block, query head, batch), each warp owning 16 query rows.
+// one thread block per (query block, query head, batch), each warp owning one or two
+// tiles of 16 query rows.
 // The same body serves the top-k family (ks, dma: the block's gathered key list) and
 // the bucketed family (lsh, hax: one thread block per block of BucketLists, Q gathered
 // and O scattered through its row list).
@@ -7,7 +8,8 @@
 // K and V fragments read from shared memory by ldmatrix (V's transposed); the
 // online softmax runs in fp32 in the accumulator registers; K/V tiles stream through
 // shared memory with cp.async, STAGES tiles in flight. Only the key blocks that
-// KeyBlocks() lists (sink + window) are ever loaded.
+// KeyBlocks() lists (sink + window) are ever loaded. A warp's tile whose keys all of its
+// rows attend skips the mask.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -153,6 +155,8 @@ struct VisitList<false, BC> {
   __device__ int64_t At(int k) const { return spans.At(k); }
   /// Key of row r of visited tile `at` (At()'s value); lk or more means none.
   __device__ int64_t Key(int64_t at, int r) const { return at * BC + r; }
+  /// Rows of tile `at` that are list entries (BC: the windowed kernel masks by key).
+  __device__ int Valid(int64_t) const { return BC; }
 };
 template <int BC>
 struct VisitList<true, BC> {
@@ -160,13 +164,22 @@ struct VisitList<true, BC> {
   int n;
   __device__ int Count() const { return (n + BC - 1) / BC; }
   __device__ int64_t At(int k) const { return k; }
+  /// Rows of tile `at` that are list entries (the rest pad the last tile).
+  __device__ int Valid(int64_t at) const { return static_cast<int>(n - at * BC); }
 };
 
 template <Dtype DT, int D, int BR, int BC, int WARPS, int STAGES, Family F>
 __device__ __forceinline__ void WindowedBody(const KernelParams& p, const BucketParams& bp) {
   constexpr bool GATHERED = F != Family::kWindowed;
   constexpr bool BUCKETED = F == Family::kBucketed;
-  static_assert(BR == 16 * WARPS, "each warp owns 16 query rows");
+  // Each warp owns MT tiles of 16 query rows (WROWS rows from warp * WROWS): every K and
+  // V fragment it reads from shared memory feeds MT mma. With one tile Q's A fragments
+  // stay in registers for the whole key loop; with two they are read from shared memory
+  // (ldmatrix) for each key tile, which leaves the registers to the accumulators.
+  constexpr int MT = BR / (16 * WARPS);
+  constexpr int WROWS = 16 * MT;
+  constexpr bool Q_IN_REGS = MT == 1;
+  static_assert((MT == 1 || MT == 2) && BR == WROWS * WARPS, "each warp owns 16 or 32 query rows");
   static_assert(D % 16 == 0 && BC % 16 == 0, "m16n8k16 needs multiples of 16");
   static_assert(((D + 8) * 2) % 16 == 0, "ldmatrix reads 16-byte rows");
   constexpr int LD = D + 8;      // padded smem row, as SmemBytes() assumes
@@ -179,9 +192,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
 
   // Windowed and top-k: query block qb of head h, row r at position qb * BR + r, Q and
   // O rows of head h. Bucketed: block qb of BucketLists, row r is rows[r] = g * Lq + i of
-  // KV head hk's query heads (Q and O rows counted from head hk * group), r < nr. (The
-  // windowed and top-k paths are written as before the bucketed family joined, so that
-  // they compile to the code that ran on the H100.)
+  // KV head hk's query heads (Q and O rows counted from head hk * group), r < nr.
   const int qb = blockIdx.x;
   if constexpr (BUCKETED) {
     if (bp.block_count != nullptr && qb >= *bp.block_count) return;  // the whole block
@@ -194,7 +205,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   const int32_t* rows = BUCKETED ? bp.rows + row_base : nullptr;
   const int nr = BUCKETED ? bp.row_offsets[qb + 1] - row_base : BR;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
+  const int g = lane / 4, t = lane % 4;    // mma fragment coordinates
   const int lm = lane / 8, lr = lane % 8;  // the ldmatrix matrix and row this lane addresses
   const uint16_t* qg = p.q + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
   const uint16_t* kg = p.k + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
@@ -242,8 +253,8 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
   };
 
-  // Q tile -> shared -> A fragments in registers for the whole key loop (gathered: with
-  // the keys of the first STAGES tiles).
+  // Q tile -> shared (gathered: with the keys of the first STAGES tiles); one row tile a
+  // warp: its A fragments -> registers for the whole key loop.
   for (int c = tid; c < BR * CHUNKS; c += THREADS) {
     const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
     if constexpr (BUCKETED) {
@@ -259,18 +270,29 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   if constexpr (GATHERED) {
     for (int x = 0; x < STAGES; ++x) load_keys(x);
   }
+  // Bucketed: the rows' lsh windows (shared memory rather than registers: a warp of two
+  // row tiles has none to spare).
+  __shared__ int32_t lo_s[BUCKETED ? BR : 1], hi_s[BUCKETED ? BR : 1];
+  if constexpr (BUCKETED) {
+    for (int c = tid; c < BR; c += THREADS) {
+      const bool ok = c < nr;
+      CpAsync4(&lo_s[c], ok ? bp.row_lo + row_base + c : bp.row_lo, ok);
+      CpAsync4(&hi_s[c], ok ? bp.row_hi + row_base + c : bp.row_hi, ok);
+    }
+  }
   CpAsyncCommit();
   CpAsyncWait<0>();
   __syncthreads();
-  uint32_t qa[D / 16][4];
-  const int row0 = warp * 16;
+  const int row0 = warp * WROWS;
+  // A fragment of row tile mi, dims kc*16..: matrices rows +0..7 dims +0..7, rows +8..15
+  // dims +0..7, rows +0..7 dims +8..15, rows +8..15 dims +8..15.
+  auto q_frag = [&](uint32_t a[4], int mi, int kc) {
+    LdMatrix4<false>(a, qs + (row0 + mi * 16 + (lm % 2) * 8 + lr) * LD + kc * 16 + (lm / 2) * 8);
+  };
+  uint32_t qa[Q_IN_REGS ? D / 16 : 1][4];
+  if constexpr (Q_IN_REGS) {
 #pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    const uint16_t* base = qs + (row0 + g) * LD + kc * 16 + 2 * t;
-    qa[kc][0] = *reinterpret_cast<const uint32_t*>(base);
-    qa[kc][1] = *reinterpret_cast<const uint32_t*>(base + 8 * LD);
-    qa[kc][2] = *reinterpret_cast<const uint32_t*>(base + 8);
-    qa[kc][3] = *reinterpret_cast<const uint32_t*>(base + 8 * LD + 8);
+    for (int kc = 0; kc < D / 16; ++kc) q_frag(qa[kc], 0, kc);
   }
 
   // One commit group per tile: its K and V rows, its companions and the keys of the tile
@@ -304,25 +326,29 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
   };
 
-  float o[D / 8][4];
+  // This thread's rows of row tile mi: row0 + mi*16 + g (r = 0) and + 8 (r = 1).
+  float o[MT][D / 8][4];
+  float m[MT][2];  // running max (base-2 logits)
+  float l[MT][2];  // this thread's share of the running sums
+  int32_t pos[MT][2];  // CanImplement: every position (rows past Lq too) is below 2^31
+  // Bucketed: the rows' positions (-1 past the block's last row: they attend nothing);
+  // their lsh windows are in lo_s and hi_s.
 #pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};  // running max (base-2 logits) of rows g, g+8
-  float l[2] = {0.f, 0.f};              // this thread's share of the running sums
-  int64_t pos[2] = {p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g,
-                    p.lk - p.lq + static_cast<int64_t>(qb) * BR + row0 + g + 8};
-  // Bucketed: this thread's rows row0 + g and row0 + g + 8 of the block, their positions
-  // (-1 past the block's last row: they attend nothing) and lsh windows.
-  int32_t lo[2] = {0, 0}, hi[2] = {0, 0};
-  if constexpr (BUCKETED) {
+  for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      o[mi][dt][0] = o[mi][dt][1] = o[mi][dt][2] = o[mi][dt][3] = 0.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int x = row0 + g + 8 * r;
-      pos[r] = -1;
-      if (x < nr) {
-        pos[r] = p.lk - p.lq + rows[x] % p.lq;
-        lo[r] = bp.row_lo[row_base + x];
-        hi[r] = bp.row_hi[row_base + x];
+      const int x = row0 + mi * 16 + g + 8 * r;
+      m[mi][r] = -INFINITY;
+      l[mi][r] = 0.f;
+      pos[mi][r] = static_cast<int32_t>(p.lk - p.lq + static_cast<int64_t>(qb) * BR + x);
+      if constexpr (BUCKETED) {
+        pos[mi][r] = -1;
+        if (x < nr) {
+          pos[mi][r] = static_cast<int32_t>(p.lk - p.lq + rows[x] % p.lq);
+        }
       }
     }
   }
@@ -344,117 +370,155 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     const uint16_t* vst = vs + (it % STAGES) * BC * LD;
     const int64_t kblock = spans.At(it);
 
-    float s[BC / 8][4];
+    float s[MT][BC / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < BC / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+      for (int nt = 0; nt < BC / 8; ++nt)
+        s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
+    }
     // B[k][n] = K[key n][dim k]: one ldmatrix gives key tiles nt and nt + 1 (matrices:
     // keys nt*8.. dims kc*16.., the same keys dims kc*16+8.., then tile nt + 1 alike).
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t qf[MT][4];
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi) {
+        if constexpr (Q_IN_REGS) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) qf[mi][x] = qa[kc][x];
+        } else {
+          q_frag(qf[mi], mi, kc);
+        }
+      }
 #pragma unroll
       for (int nt = 0; nt < BC / 8; nt += 2) {
         uint32_t kb[4];
         LdMatrix4<false>(kb, kst + ((nt + lm / 2) * 8 + lr) * LD + kc * 16 + (lm % 2) * 8);
-        Math<DT>::Mma(s[nt], qa[kc], kb[0], kb[1]);
-        Math<DT>::Mma(s[nt + 1], qa[kc], kb[2], kb[3]);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+          Math<DT>::Mma(s[mi][nt], qf[mi], kb[0], kb[1]);
+          Math<DT>::Mma(s[mi][nt + 1], qf[mi], kb[2], kb[3]);
+        }
       }
     }
 
-    float mx[2] = {m[0], m[1]};
-    // Whether every row of this warp (positions first .. first + 15) attends every key of
-    // the tile: then no element is masked (windowed: AttendsAll; top-k: every key of a
-    // whole tile entered by the warp's first row and held past its last).
+    float mx[MT][2];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) mx[mi][0] = m[mi][0], mx[mi][1] = m[mi][1];
+    // Whether every row of this warp (positions first .. first + WROWS - 1) attends every
+    // key of the tile: then no element is masked (windowed: AttendsAll; top-k: every key
+    // of a whole tile entered by the warp's first row and held past its last).
     bool full = false;
-    const int64_t first = pos[0] - g;
+    const int32_t first = pos[0][0] - g;
+    const int valid = spans.Valid(kblock);  // gathered: at least BC when the tile is whole
     if constexpr (BUCKETED) {
       full = false;
     } else if constexpr (GATHERED) {
-      bool held = (kblock + 1) * BC <= spans.n;
+      bool held = valid >= BC;
       for (int c = lane; c < BC; c += 32) {
-        held = held && key_s[it % KEY_RING][c] <= first && aux_s[it % STAGES][c] > first + 15;
+        held = held && key_s[it % KEY_RING][c] <= first &&
+               aux_s[it % STAGES][c] > first + WROWS - 1;
       }
       full = __all_sync(0xffffffffu, held);
     } else {
       const int64_t j0 = spans.Key(kblock, 0);
-      full = j0 + BC <= p.lk && AttendsAll(first, first + 15, j0, j0 + BC - 1, window, p.sink);
+      full = j0 + BC <= p.lk &&
+             AttendsAll(first, first + WROWS - 1, j0, j0 + BC - 1, window, p.sink);
     }
     if (full) {
 #pragma unroll
-      for (int nt = 0; nt < BC / 8; ++nt) {
+      for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float bias = 0.f;
-          if constexpr (GATHERED && !BUCKETED) {
-            const int c = nt * 8 + 2 * t + (e & 1);
-            if (aux2 != nullptr) bias = __int_as_float(aux2_s[it % STAGES][c]);
+        for (int nt = 0; nt < BC / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float bias = 0.f;
+            if constexpr (GATHERED && !BUCKETED) {
+              const int c = nt * 8 + 2 * t + (e & 1);
+              if (aux2 != nullptr) bias = __int_as_float(aux2_s[it % STAGES][c]);
+            }
+            s[mi][nt][e] = s[mi][nt][e] * p.scale_log2 + bias;
+            mx[mi][e >> 1] = fmaxf(mx[mi][e >> 1], s[mi][nt][e]);
           }
-          s[nt][e] = s[nt][e] * p.scale_log2 + bias;
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
         }
       }
     } else {
 #pragma unroll
-      for (int nt = 0; nt < BC / 8; ++nt) {
+      for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = nt * 8 + 2 * t + (e & 1);
-          if constexpr (BUCKETED) {
+        for (int nt = 0; nt < BC / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = nt * 8 + 2 * t + (e & 1);
             const int r = e >> 1;
-            const int stage = it % STAGES;
-            const bool keep = kblock * BC + c < spans.n &&
-                              BucketAttendsKey(pos[r], key_s[it % KEY_RING][c], lo[r], hi[r],
-                                               aux_s[stage][c], aux2 != nullptr, aux2_s[stage][c]);
-            s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
-          } else if constexpr (GATHERED) {
-            const int stage = it % STAGES;
-            const int64_t at = pos[e >> 1];
-            const int64_t key = key_s[it % KEY_RING][c];
-            const bool keep = kblock * BC + c < spans.n && key <= at && at < aux_s[stage][c];
-            const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
-            s[nt][e] = keep ? s[nt][e] * p.scale_log2 + bias : -INFINITY;
-          } else {
-            const int64_t j = spans.Key(kblock, c);
-            const bool keep = j < p.lk && Attends(pos[e >> 1], j, window, p.sink);
-            s[nt][e] = keep ? s[nt][e] * p.scale_log2 : -INFINITY;
+            float& x = s[mi][nt][e];
+            if constexpr (BUCKETED) {
+              const int stage = it % STAGES;
+              const int x_row = row0 + mi * 16 + g + 8 * r;
+              const bool keep =
+                  c < valid && BucketAttendsKey<int32_t>(pos[mi][r], key_s[it % KEY_RING][c],
+                                                         lo_s[x_row], hi_s[x_row], aux_s[stage][c],
+                                                         aux2 != nullptr, aux2_s[stage][c]);
+              x = keep ? x * p.scale_log2 : -INFINITY;
+            } else if constexpr (GATHERED) {
+              const int stage = it % STAGES;
+              const int32_t at = pos[mi][r];
+              const int32_t key = key_s[it % KEY_RING][c];
+              const bool keep = c < valid && key <= at && at < aux_s[stage][c];
+              const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
+              x = keep ? x * p.scale_log2 + bias : -INFINITY;
+            } else {
+              const int64_t j = spans.Key(kblock, c);
+              const bool keep = j < p.lk && Attends(pos[mi][r], j, window, p.sink);
+              x = keep ? x * p.scale_log2 : -INFINITY;
+            }
+            mx[mi][r] = fmaxf(mx[mi][r], x);
           }
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
         }
       }
     }
-    float base[2], alpha[2], rs[2] = {0.f, 0.f};
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad share a row
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      base[r] = mx[r] == -INFINITY ? 0.f : mx[r];  // nothing kept yet: avoid inf - inf
-      alpha[r] = exp2f(m[r] - base[r]);
-      m[r] = mx[r];
-    }
+    for (int mi = 0; mi < MT; ++mi) {
+      float base[2], alpha[2], rs[2] = {0.f, 0.f};
 #pragma unroll
-    for (int nt = 0; nt < BC / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[nt][e] = exp2f(s[nt][e] - base[e >> 1]);
-        rs[e >> 1] += s[nt][e];
+      for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad share a row
+        mx[mi][r] = fmaxf(mx[mi][r], __shfl_xor_sync(0xffffffffu, mx[mi][r], 1));
+        mx[mi][r] = fmaxf(mx[mi][r], __shfl_xor_sync(0xffffffffu, mx[mi][r], 2));
+        base[r] = mx[mi][r] == -INFINITY ? 0.f : mx[mi][r];  // nothing kept yet: avoid inf - inf
+        alpha[r] = exp2f(m[mi][r] - base[r]);
+        m[mi][r] = mx[mi][r];
       }
-    }
-    l[0] = l[0] * alpha[0] + rs[0];
-    l[1] = l[1] * alpha[1] + rs[1];
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= alpha[0];
-      o[dt][1] *= alpha[0];
-      o[dt][2] *= alpha[1];
-      o[dt][3] *= alpha[1];
+      for (int nt = 0; nt < BC / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[mi][nt][e] = exp2f(s[mi][nt][e] - base[e >> 1]);
+          rs[e >> 1] += s[mi][nt][e];
+        }
+      }
+      l[mi][0] = l[mi][0] * alpha[0] + rs[0];
+      l[mi][1] = l[mi][1] * alpha[1] + rs[1];
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[mi][dt][0] *= alpha[0];
+        o[mi][dt][1] *= alpha[0];
+        o[mi][dt][2] *= alpha[1];
+        o[mi][dt][3] *= alpha[1];
+      }
     }
 
     // O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A fragment of P.
 #pragma unroll
     for (int kk = 0; kk < BC / 16; ++kk) {
-      const uint32_t pa[4] = {Math<DT>::Pack(s[2 * kk][0], s[2 * kk][1]),
-                              Math<DT>::Pack(s[2 * kk][2], s[2 * kk][3]),
-                              Math<DT>::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              Math<DT>::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi) {
+        pa[mi][0] = Math<DT>::Pack(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+        pa[mi][1] = Math<DT>::Pack(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+        pa[mi][2] = Math<DT>::Pack(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+        pa[mi][3] = Math<DT>::Pack(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+      }
       // B[k][n] = V[key k][dim n]: keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1), dim g, one
       // transposing ldmatrix for dim tiles dt and dt + 1 (matrices: keys kk*16.. and
       // kk*16+8.. of dims dt*8.., then of dims dt*8+8..).
@@ -462,32 +526,37 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       for (int dt = 0; dt < D / 8; dt += 2) {
         uint32_t vb[4];
         LdMatrix4<true>(vb, vst + (kk * 16 + (lm % 2) * 8 + lr) * LD + (dt + lm / 2) * 8);
-        Math<DT>::Mma(o[dt], pa, vb[0], vb[1]);
-        Math<DT>::Mma(o[dt + 1], pa, vb[2], vb[3]);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+          Math<DT>::Mma(o[mi][dt], pa[mi], vb[0], vb[1]);
+          Math<DT>::Mma(o[mi][dt + 1], pa[mi], vb[2], vb[3]);
+        }
       }
     }
     __syncthreads();  // the next step's prefetch overwrites this stage
   }
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-  const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+  for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    int64_t i = static_cast<int64_t>(qb) * BR + row0 + g + 8 * r;
-    if constexpr (BUCKETED) {
-      if (row0 + g + 8 * r >= nr) continue;
-      i = rows[row0 + g + 8 * r];  // g * Lq + i past head hk * group
-    } else {
-      if (i >= p.lq) continue;
-    }
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mi][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const int x = row0 + mi * 16 + g + 8 * r;
+      int64_t i = static_cast<int64_t>(qb) * BR + x;
+      if constexpr (BUCKETED) {
+        if (x >= nr) continue;
+        i = rows[x];  // g * Lq + i past head hk * group
+      } else {
+        if (i >= p.lq) continue;
+      }
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<uint32_t*>(og + i * D + dt * 8 + 2 * t) =
-          Math<DT>::Pack(o[dt][2 * r] * inv[r], o[dt][2 * r + 1] * inv[r]);
+      for (int dt = 0; dt < D / 8; ++dt) {
+        *reinterpret_cast<uint32_t*>(og + i * D + dt * 8 + 2 * t) =
+            Math<DT>::Pack(o[mi][dt][2 * r] * inv, o[mi][dt][2 * r + 1] * inv);
+      }
     }
   }
 }

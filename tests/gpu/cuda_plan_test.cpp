@@ -156,13 +156,14 @@ TEST_CASE("KeyBlocks skips out-of-window blocks and keeps the sink block apart")
 
 TEST_CASE("The tile table matches instantiations.def and the shared-memory model") {
   const auto& tiles = cp::WindowedTiles();
-  REQUIRE(tiles.size() == 7);
+  REQUIRE(tiles.size() == 9);
   CHECK(cp::KernelName(tiles[1]) == "attntune_windowed_f16_d128_br64_bc64_w4_s2");
   CHECK(cp::KernelName(tiles[4]) == "attntune_windowed_f16_d128_br32_bc64_w2_s2");
   CHECK(cp::KernelName(tiles[5]) == "attntune_windowed_bf16_d64_br64_bc64_w4_s2");
   CHECK(cp::BlockSparseKernelName(tiles[5]) == "attntune_blocksparse_bf16_d64_br64_bc64_w4_s2");
+  CHECK(cp::KernelName(tiles[7]) == "attntune_windowed_f16_d128_br128_bc32_w4_s2");
   for (const cp::WindowedTile& t : tiles) {
-    CHECK(t.br == 16 * t.warps);
+    CHECK((t.br == 16 * t.warps || t.br == 32 * t.warps));  // one or two row tiles a warp
     CHECK(t.d % 16 == 0);
     CHECK(t.bc % 16 == 0);
   }
@@ -170,6 +171,8 @@ TEST_CASE("The tile table matches instantiations.def and the shared-memory model
   CHECK(cp::SmemBytes(tiles[1]) == 272 * (64 + 256));
   CHECK(cp::Threads(tiles[2]) == 256);
   CHECK(cp::Threads(tiles[4]) == 64);
+  CHECK(cp::SmemBytes(tiles[7]) == 272 * (128 + 128));  // 128 Q rows, 2 x 2 x 32 K/V rows
+  CHECK(cp::Threads(tiles[7]) == 128);
 }
 
 TEST_CASE("PlanWindowed sizes the grid; CanImplement names what does not fit") {
@@ -189,6 +192,11 @@ TEST_CASE("PlanWindowed sizes the grid; CanImplement names what does not fit") {
   problem.shape.d = 128;
   problem.shape.causal = false;
   CHECK(cp::CanImplement(problem, tile) == "non-causal attention is not implemented on CUDA");
+  problem.shape.causal = true;
+  problem.shape.Lk = int64_t{1} << 31;  // positions past 32 bits
+  CHECK(cp::CanImplement(problem, tile) == "Lk must be below 2^31 - 1024");
+  problem.shape.Lk = INT32_MAX - 1024;
+  CHECK(cp::CanImplement(problem, tile).empty());
 }
 
 TEST_CASE("ParseResourceUsage reads ptxas -v logs, with and without smem and spills") {
@@ -461,8 +469,8 @@ void CheckBucketLists(const attntune::Shape& shape, const cp::BucketLists& lists
         const int32_t spos = lists.spos[head * shape.Lk + j];
         const bool attends = cp::BucketAttends(p, j, lists.lo[r], lists.hi[r], spos, e);
         // The kernel's form, with j's eviction read beside it in the list.
-        REQUIRE(cp::BucketAttendsKey(p, j, lists.lo[r], lists.hi[r], spos, e != nullptr,
-                                     e != nullptr ? e[j] : -1) == attends);
+        REQUIRE(cp::BucketAttendsKey<int64_t>(p, j, lists.lo[r], lists.hi[r], spos, e != nullptr,
+                                              e != nullptr ? e[j] : -1) == attends);
         if (attends) got.push_back(j);
       }
       sets.Row(b, hq, i, &expected);
