@@ -150,15 +150,23 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
   const Shape shape = ParseShape("B=1,Hq=4,Hkv=2,L=333,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 5);
   for (const char* dtype : {"fp16", "bf16"}) {
-    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "lsh", "hax"}) {
+    // ks_all (k past L: every key held to the end) and dma_long (w = 300 of 333) give
+    // key tiles that every row of a warp attends, which skip the mask.
+    for (const char* id :
+         {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "ks_all", "dma_long", "lsh", "hax"}) {
       const std::string name = id;
-      const Variant& variant = FindVariant(name == "dma_nobias" ? "dma" : name, "test");
+      const std::string base = name == "dma_nobias" || name == "dma_long" ? "dma"
+                               : name == "ks_all"                         ? "ks"
+                                                                          : name;
+      const Variant& variant = FindVariant(base, "test");
       const std::optional<Implementation> impl = CudaImplementation(variant, dtype, shape.d);
       REQUIRE(impl.has_value());
       Params given;
       if (name == "swa" || name == "hybrid" || name == "dma") given["w"] = "40";
       if (name == "ks") given["k"] = "24";
       if (name == "dma_nobias") given = {{"w", "50"}, {"bias", "0"}, {"seed", "3"}};
+      if (name == "ks_all") given["k"] = "1000";
+      if (name == "dma_long") given["w"] = "300";
       if (name == "lsh") given = {{"k", "24"}, {"bits", "3"}};
       if (name == "hax") given = {{"k_lsh", "16"}, {"k_ks", "16"}, {"bits", "3"}};
       const Params params = ResolveParams(variant, &*impl, shape, given, "test");
