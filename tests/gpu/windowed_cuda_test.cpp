@@ -152,8 +152,8 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
   for (const char* dtype : {"fp16", "bf16"}) {
     // ks_all (k past L: every key held to the end) and dma_long (w = 300 of 333) give
     // key tiles that every row of a warp attends, which skip the mask.
-    for (const char* id :
-         {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "ks_all", "dma_long", "lsh", "hax"}) {
+    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "ks_all",
+                           "dma_long", "lsh", "hax"}) {
       const std::string name = id;
       const std::string base = name == "dma_nobias" || name == "dma_long" ? "dma"
                                : name == "ks_all"                         ? "ks"
