@@ -177,10 +177,15 @@ struct TopKParams {
   const uint64_t* key;
   const int32_t* order;
   int32_t* evict;
-  int32_t* state;  // [heads, chunks, state_cap]
+  // The chunks' states and their members' RankKeys ([heads, chunks, state_cap]) where
+  // they do not fit in shared memory beside the chunk's keys (TopKStateShared; nullptr
+  // where they do).
+  int32_t* state;
+  uint64_t* state_key;
   int32_t* tile_max;
   int64_t n, k, chunk, chunks, state_cap, tiles, heads;
 };
+
 
 struct ListParams {
   const int32_t* evict;
@@ -472,24 +477,33 @@ extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_d
 // finds their eviction in the chunk (select_core.h).
 extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
     attntune_select_topk_chunks(TopKParams p) {
-  extern __shared__ uint64_t chunk_key[];  // [chunk]
+  extern __shared__ uint64_t chunk_key[];  // [chunk], then (shared state) [state_cap] twice
   __shared__ int32_t counts[kChunkWarps];
   const int64_t c = blockIdx.x, head = blockIdx.y;
   const int64_t a = c * p.chunk, b = min(p.n, a + p.chunk);
   const uint64_t* key = p.key + head * p.n;
   int32_t* evict = p.evict + head * p.n;
-  int32_t* state = p.state + (head * p.chunks + c) * p.state_cap;
+  // The state and its members' keys: shared memory (the binary searches' dependent reads
+  // there) unless they do not fit.
+  uint64_t* state_key = chunk_key + p.chunk;
+  int32_t* state = reinterpret_cast<int32_t*>(state_key + p.state_cap);
+  if (p.state != nullptr) {
+    state = p.state + (head * p.chunks + c) * p.state_cap;
+    state_key = p.state_key + (head * p.chunks + c) * p.state_cap;
+  }
   for (int64_t x = threadIdx.x; x < b - a; x += blockDim.x) chunk_key[x] = key[a + x];
   const int64_t ns = ChunkState(DeviceBlock(), p.order + head * p.n, p.n, a, p.k, state, counts);
-  __syncthreads();  // chunk_key, and the state where the scan ran no round (a = 0)
+  __syncthreads();  // the state (every warp's members)
+  for (int64_t x = threadIdx.x; x < ns; x += blockDim.x) state_key[x] = key[state[x]];
+  __syncthreads();  // chunk_key and state_key
   for (int64_t x = threadIdx.x; x < ns + (b - a); x += blockDim.x) {
     int64_t j, e;
     if (x < ns) {
       j = state[x];
-      e = EvictedInChunk(chunk_key, a, b, key[j], j, x, a, p.k);
+      e = EvictedInChunk(chunk_key, a, b, state_key[x], j, x, a, p.k);
     } else {
       j = a + (x - ns);
-      const int64_t before = ChunkKeyBefore(key, state, ns, chunk_key, a, j);
+      const int64_t before = ChunkKeyBefore(state_key, ns, chunk_key, a, j);
       e = EvictedInChunk(chunk_key, a, b, chunk_key[j - a], j, before, j + 1, p.k);
     }
     if (e >= 0) evict[j] = static_cast<int32_t>(e);
@@ -1127,10 +1141,15 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
                                 stream);
   if (error.empty()) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
   if (error.empty() && k < n) {  // k >= n: every key is held to the end
-    p.state = ws.Get<int32_t>(tag + ".state", heads * p.chunks * p.state_cap);
+    const bool shared = TopKStateShared(p.chunk, p.state_cap);
+    if (!shared) {
+      p.state = ws.Get<int32_t>(tag + ".state", heads * p.chunks * p.state_cap);
+      p.state_key = ws.Get<uint64_t>(tag + ".state_key", heads * p.chunks * p.state_cap);
+    }
+    const int64_t smem = p.chunk * 8 + (shared ? p.state_cap * 12 : 0);
     error = Run("attntune_select_topk_chunks", attntune_select_topk_chunks,
                 dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(heads)),
-                dim3(32 * kChunkWarps), p, stream, static_cast<size_t>(p.chunk) * sizeof(uint64_t));
+                dim3(32 * kChunkWarps), p, stream, static_cast<size_t>(smem));
   }
   if (error.empty()) {
     error = Run("attntune_select_tile_max", attntune_select_tile_max,

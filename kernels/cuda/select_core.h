@@ -277,6 +277,14 @@ ATTNTUNE_HD inline int64_t TopKChunk(int64_t k) {
   return wide < 128 ? 128 : wide > 4096 ? 4096 : wide;
 }
 
+/// Whether attntune_select_topk_chunks holds a chunk's state (int32 positions) and its
+/// members' RankKeys in shared memory beside the chunk's keys: within 48 KB, which needs
+/// no opt-in on any arch (k up to about 3,490); else in global memory.
+constexpr int64_t kTopKSharedBytes = 48 * 1024;
+ATTNTUNE_HD inline bool TopKStateShared(int64_t chunk, int64_t state_cap) {
+  return chunk * 8 + state_cap * 12 <= kTopKSharedBytes;
+}
+
 constexpr int kScanAhead = 4;
 /// The warps of attntune_select_topk_chunks' block (256 threads), which ChunkState spreads
 /// its scan over.
@@ -367,19 +375,11 @@ ATTNTUNE_HD_INLINE int64_t ChunkState(const Block& blk, const int32_t* order, in
 }
 
 /// How many keys of the state (rank order, all at positions before j) rank before a
-/// key j of the chunk whose RankKey is key_j: those with a key <= key_j.
-ATTNTUNE_HD inline int64_t StateRankingBefore(const uint64_t* key, const int32_t* state,
-                                              int64_t n_state, uint64_t key_j) {
-  int64_t lo = 0, hi = n_state;  // first state entry with key > key_j
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (key[state[mid]] <= key_j) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+/// key j of the chunk whose RankKey is key_j: those with a key <= key_j. state_key[x] =
+/// the RankKey of the state's member x (ascending, as the state is in rank order).
+ATTNTUNE_HD inline int64_t StateRankingBefore(const uint64_t* state_key, int64_t n_state,
+                                              uint64_t key_j) {
+  return UpperBound(state_key, int64_t{0}, n_state, key_j);  // first key > key_j
 }
 
 /// The eviction of key j (RankKey key_j) found in chunk [a, b), or -1 when it is not
@@ -401,13 +401,12 @@ ATTNTUNE_HD inline int64_t EvictedInChunk(const uint64_t* chunk_key, int64_t a, 
   return -1;
 }
 
-/// `before` of a chunk key j (a <= j < b) for EvictedInChunk: the state members (key by
-/// position) and the chunk keys at [a, j) ranking before it.
-ATTNTUNE_HD inline int64_t ChunkKeyBefore(const uint64_t* key, const int32_t* state,
-                                          int64_t n_state, const uint64_t* chunk_key,
-                                          int64_t a, int64_t j) {
+/// `before` of a chunk key j (a <= j < b) for EvictedInChunk: the state members (their
+/// RankKeys in state_key) and the chunk keys at [a, j) ranking before it.
+ATTNTUNE_HD inline int64_t ChunkKeyBefore(const uint64_t* state_key, int64_t n_state,
+                                          const uint64_t* chunk_key, int64_t a, int64_t j) {
   const uint64_t key_j = chunk_key[j - a];
-  int64_t before = StateRankingBefore(key, state, n_state, key_j);
+  int64_t before = StateRankingBefore(state_key, n_state, key_j);
   for (int64_t i = a; i < j; ++i) before += chunk_key[i - a] <= key_j;
   return before;
 }

@@ -92,6 +92,15 @@ TEST_CASE("Device prefix top-k evictions equal PrefixTopKEvictions") {
   }
 }
 
+TEST_CASE("The prefix top-k keeps a chunk's state in shared memory up to about k = 3,490") {
+  CHECK(cp::TopKStateShared(cp::TopKChunk(1000), 1000));
+  CHECK(cp::TopKStateShared(cp::TopKChunk(3000), 3000));
+  CHECK(cp::TopKStateShared(cp::TopKChunk(3490), 3490));
+  CHECK_FALSE(cp::TopKStateShared(cp::TopKChunk(3500), 3500));
+  // select_cuda_test's k = 4000 runs the states in global memory.
+  CHECK_FALSE(cp::TopKStateShared(cp::TopKChunk(4000), 4000));
+}
+
 TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
   struct Case {
     int64_t lq, lk, k;

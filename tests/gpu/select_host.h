@@ -68,7 +68,7 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
   }
   const int64_t chunk = cp::TopKChunk(k), chunks = (n + chunk - 1) / chunk;
   std::vector<int32_t> state(static_cast<size_t>(std::min(k, n)) + 1);
-  std::vector<uint64_t> chunk_key;
+  std::vector<uint64_t> state_key(state.size()), chunk_key;
   for (int64_t head = 0; head < heads && k < n; ++head) {
     const uint64_t* key_h = t.key.data() + head * n;
     int32_t* evict = t.evict.data() + head * n;
@@ -78,15 +78,15 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
       int32_t counts[cp::kChunkWarps];
       const int64_t ns = cp::ChunkState(cp::HostBlock<cp::kChunkWarps>(), t.order.data() + head * n,
                                         n, a, k, state.data(), counts);
+      for (int64_t x = 0; x < ns; ++x) state_key[x] = key_h[state[x]];
       for (int64_t x = 0; x < ns + (b - a); ++x) {
         int64_t j, e;
         if (x < ns) {
           j = state[x];
-          e = cp::EvictedInChunk(chunk_key.data(), a, b, key_h[j], j, x, a, k);
+          e = cp::EvictedInChunk(chunk_key.data(), a, b, state_key[x], j, x, a, k);
         } else {
           j = a + (x - ns);
-          const int64_t before =
-              cp::ChunkKeyBefore(key_h, state.data(), ns, chunk_key.data(), a, j);
+          const int64_t before = cp::ChunkKeyBefore(state_key.data(), ns, chunk_key.data(), a, j);
           e = cp::EvictedInChunk(chunk_key.data(), a, b, chunk_key[j - a], j, before, j + 1, k);
         }
         if (e >= 0) evict[j] = static_cast<int32_t>(e);
