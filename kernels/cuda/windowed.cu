@@ -426,57 +426,52 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       full = j0 + BC <= p.lk &&
              AttendsAll(first, first + WROWS - 1, j0, j0 + BC - 1, window, p.sink);
     }
+    // Every score of the tile: f(row tile, key tile, element, key column).
+    auto each_score = [&](auto&& f) {
+#pragma unroll
+      for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) f(mi, nt, e, nt * 8 + 2 * t + (e & 1));
+        }
+      }
+    };
     if (full) {
-#pragma unroll
-      for (int mi = 0; mi < MT; ++mi) {
-#pragma unroll
-        for (int nt = 0; nt < BC / 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float bias = 0.f;
-            if constexpr (GATHERED && !BUCKETED) {
-              const int c = nt * 8 + 2 * t + (e & 1);
-              if (aux2 != nullptr) bias = __int_as_float(aux2_s[it % STAGES][c]);
-            }
-            s[mi][nt][e] = s[mi][nt][e] * p.scale_log2 + bias;
-            mx[mi][e >> 1] = fmaxf(mx[mi][e >> 1], s[mi][nt][e]);
-          }
+      each_score([&](int mi, int nt, int e, int c) {
+        float bias = 0.f;
+        if constexpr (GATHERED && !BUCKETED) {
+          if (aux2 != nullptr) bias = __int_as_float(aux2_s[it % STAGES][c]);
         }
-      }
+        s[mi][nt][e] = s[mi][nt][e] * p.scale_log2 + bias;
+        mx[mi][e >> 1] = fmaxf(mx[mi][e >> 1], s[mi][nt][e]);
+      });
     } else {
-#pragma unroll
-      for (int mi = 0; mi < MT; ++mi) {
-#pragma unroll
-        for (int nt = 0; nt < BC / 8; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = nt * 8 + 2 * t + (e & 1);
-            const int r = e >> 1;
-            float& x = s[mi][nt][e];
-            if constexpr (BUCKETED) {
-              const int stage = it % STAGES;
-              const int x_row = row0 + mi * 16 + g + 8 * r;
-              const bool keep =
-                  c < valid && BucketAttendsKey<int32_t>(pos[mi][r], key_s[it % KEY_RING][c],
-                                                         lo_s[x_row], hi_s[x_row], aux_s[stage][c],
-                                                         aux2 != nullptr, aux2_s[stage][c]);
-              x = keep ? x * p.scale_log2 : -INFINITY;
-            } else if constexpr (GATHERED) {
-              const int stage = it % STAGES;
-              const int32_t at = pos[mi][r];
-              const int32_t key = key_s[it % KEY_RING][c];
-              const bool keep = c < valid && key <= at && at < aux_s[stage][c];
-              const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
-              x = keep ? x * p.scale_log2 + bias : -INFINITY;
-            } else {
-              const int64_t j = spans.Key(kblock, c);
-              const bool keep = j < p.lk && Attends(pos[mi][r], j, window, p.sink);
-              x = keep ? x * p.scale_log2 : -INFINITY;
-            }
-            mx[mi][r] = fmaxf(mx[mi][r], x);
-          }
+      each_score([&](int mi, int nt, int e, int c) {
+        const int r = e >> 1;
+        float& x = s[mi][nt][e];
+        if constexpr (BUCKETED) {
+          const int stage = it % STAGES;
+          const int x_row = row0 + mi * 16 + g + 8 * r;
+          const bool keep =
+              c < valid && BucketAttendsKey<int32_t>(pos[mi][r], key_s[it % KEY_RING][c],
+                                                     lo_s[x_row], hi_s[x_row], aux_s[stage][c],
+                                                     aux2 != nullptr, aux2_s[stage][c]);
+          x = keep ? x * p.scale_log2 : -INFINITY;
+        } else if constexpr (GATHERED) {
+          const int stage = it % STAGES;
+          const int32_t at = pos[mi][r];
+          const int32_t key = key_s[it % KEY_RING][c];
+          const bool keep = c < valid && key <= at && at < aux_s[stage][c];
+          const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
+          x = keep ? x * p.scale_log2 + bias : -INFINITY;
+        } else {
+          const int64_t j = spans.Key(kblock, c);
+          const bool keep = j < p.lk && Attends(pos[mi][r], j, window, p.sink);
+          x = keep ? x * p.scale_log2 : -INFINITY;
         }
-      }
+        mx[mi][r] = fmaxf(mx[mi][r], x);
+      });
     }
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi) {
