@@ -186,7 +186,6 @@ struct TopKParams {
   int64_t n, k, chunk, chunks, state_cap, tiles, heads;
 };
 
-
 struct ListParams {
   const int32_t* evict;
   const int32_t* tile_max;
