@@ -234,6 +234,27 @@ ATTNTUNE_HD inline bool Attends(int64_t p, int64_t j, int64_t window, int64_t si
   return j > p - window || j < sink;
 }
 
+/// The windowed kernel's `ldmatrix.x4` addresses: the element offset, in a row-major
+/// shared tile of row stride `ld`, of the 16-byte row that lane `lane` gives (row
+/// lane % 8 of matrix lane / 8). Register m of each lane then holds matrix m's part of
+/// an mma fragment:
+/// Q's A fragment of the 16 rows from `row0`, dims kc*16..: matrices (rows +0..7, dims
+/// +0..7), (rows +8..15, dims +0..7), (rows +0..7, dims +8..15), (rows +8..15, dims +8..15).
+ATTNTUNE_HD inline int LdmQ(int ld, int row0, int kc, int lane) {
+  return (row0 + (lane / 8 % 2) * 8 + lane % 8) * ld + kc * 16 + (lane / 16) * 8;
+}
+/// K's B fragments of S = Q K^T for key tiles nt and nt + 1, dims kc*16..: matrices (keys
+/// nt*8.., dims +0..7), (the same keys, dims +8..15), then key tile nt + 1 alike.
+ATTNTUNE_HD inline int LdmK(int ld, int nt, int kc, int lane) {
+  return ((nt + lane / 16) * 8 + lane % 8) * ld + kc * 16 + (lane / 8 % 2) * 8;
+}
+/// V's B fragments of O += P V (loaded transposed) for keys kk*16.. and dim tiles dt and
+/// dt + 1: matrices (keys +0..7, dims dt*8..), (keys +8..15, dims dt*8..), then dims
+/// (dt + 1)*8.. alike.
+ATTNTUNE_HD inline int LdmV(int ld, int kk, int dt, int lane) {
+  return (kk * 16 + (lane / 8 % 2) * 8 + lane % 8) * ld + (dt + lane / 16) * 8;
+}
+
 /// Whether every row at positions [p_lo, p_hi] attends every key of [j_lo, j_hi]
 /// (Attends), so that a tile of them needs no mask element by element.
 ATTNTUNE_HD inline bool AttendsAll(int64_t p_lo, int64_t p_hi, int64_t j_lo, int64_t j_hi,

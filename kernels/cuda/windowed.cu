@@ -206,7 +206,6 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   const int nr = BUCKETED ? bp.row_offsets[qb + 1] - row_base : BR;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;    // mma fragment coordinates
-  const int lm = lane / 8, lr = lane % 8;  // the ldmatrix matrix and row this lane addresses
   const uint16_t* qg = p.q + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
   const uint16_t* kg = p.k + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
   const uint16_t* vg = p.v + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
@@ -284,10 +283,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   CpAsyncWait<0>();
   __syncthreads();
   const int row0 = warp * WROWS;
-  // A fragment of row tile mi, dims kc*16..: matrices rows +0..7 dims +0..7, rows +8..15
-  // dims +0..7, rows +0..7 dims +8..15, rows +8..15 dims +8..15.
+  // Q's A fragment of row tile mi, dims kc*16.. (LdmQ, plan.h).
   auto q_frag = [&](uint32_t a[4], int mi, int kc) {
-    LdMatrix4<false>(a, qs + (row0 + mi * 16 + (lm % 2) * 8 + lr) * LD + kc * 16 + (lm / 2) * 8);
+    LdMatrix4<false>(a, qs + LdmQ(LD, row0 + mi * 16, kc, lane));
   };
   uint32_t qa[Q_IN_REGS ? D / 16 : 1][4];
   if constexpr (Q_IN_REGS) {
@@ -377,8 +375,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       for (int nt = 0; nt < BC / 8; ++nt)
         s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
     }
-    // B[k][n] = K[key n][dim k]: one ldmatrix gives key tiles nt and nt + 1 (matrices:
-    // keys nt*8.. dims kc*16.., the same keys dims kc*16+8.., then tile nt + 1 alike).
+    // B[k][n] = K[key n][dim k]: one ldmatrix gives key tiles nt and nt + 1 (LdmK).
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
       uint32_t qf[MT][4];
@@ -394,7 +391,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
 #pragma unroll
       for (int nt = 0; nt < BC / 8; nt += 2) {
         uint32_t kb[4];
-        LdMatrix4<false>(kb, kst + ((nt + lm / 2) * 8 + lr) * LD + kc * 16 + (lm % 2) * 8);
+        LdMatrix4<false>(kb, kst + LdmK(LD, nt, kc, lane));
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
           Math<DT>::Mma(s[mi][nt], qf[mi], kb[0], kb[1]);
@@ -514,13 +511,12 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
         pa[mi][2] = Math<DT>::Pack(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
         pa[mi][3] = Math<DT>::Pack(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
       }
-      // B[k][n] = V[key k][dim n]: keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1), dim g, one
-      // transposing ldmatrix for dim tiles dt and dt + 1 (matrices: keys kk*16.. and
-      // kk*16+8.. of dims dt*8.., then of dims dt*8+8..).
+      // B[k][n] = V[key k][dim n]: one transposing ldmatrix gives dim tiles dt and dt + 1
+      // (LdmV).
 #pragma unroll
       for (int dt = 0; dt < D / 8; dt += 2) {
         uint32_t vb[4];
-        LdMatrix4<true>(vb, vst + (kk * 16 + (lm % 2) * 8 + lr) * LD + (dt + lm / 2) * 8);
+        LdMatrix4<true>(vb, vst + LdmV(LD, kk, dt, lane));
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
           Math<DT>::Mma(o[mi][dt], pa[mi], vb[0], vb[1]);

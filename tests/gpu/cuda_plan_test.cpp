@@ -1,6 +1,8 @@
 // The CUDA planning logic and the pure halves of GPU measurement: run on every machine.
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -54,6 +56,141 @@ TEST_CASE("Attends follows DESIGN.md s1 for dense and swa with sinks") {
   CHECK(cp::Attends(10, 1, 3, 2));  // sink
   CHECK_FALSE(cp::Attends(10, 2, 3, 2));
   CHECK_FALSE(cp::Attends(1, 1 + 1, 3, 4));  // a sink key is still causal
+}
+
+namespace {
+
+// One warp's registers as the PTX ISA lays them out, values as floats (small integers,
+// exact in fp16): [lane][register][low, high half].
+using WarpRegs = std::array<std::array<std::array<float, 2>, 4>, 32>;
+using WarpAcc = std::array<std::array<float, 4>, 32>;  // [lane][c0..c3]
+
+// ldmatrix.sync.aligned.m8n8.x4(.trans).b16: lane l gives the address of row l % 8 of
+// matrix l / 8; register m of lane T holds matrix m's row T / 4, columns 2 (T % 4) and
+// 2 (T % 4) + 1 (with .trans: its column T / 4, rows 2 (T % 4) and 2 (T % 4) + 1).
+template <class Addr>
+WarpRegs LdMatrix4(const std::vector<float>& smem, const Addr& addr, bool trans) {
+  WarpRegs r{};
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int m = 0; m < 4; ++m) {
+      for (int h = 0; h < 2; ++h) {
+        const int row = trans ? 2 * (lane % 4) + h : lane / 4;
+        const int col = trans ? lane / 4 : 2 * (lane % 4) + h;
+        r[lane][m][h] = smem.at(static_cast<size_t>(addr(8 * m + row) + col));
+      }
+    }
+  }
+  return r;
+}
+
+// mma.sync.aligned.m16n8k16.row.col: lane T, g = T / 4, t = T % 4, holds A (16 x 16) as
+// a0 = A[g][2t, 2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..], B (16 x 8)
+// as b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g] (registers b_lo, b_hi of `b`) and C (16 x
+// 8) as c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1]; c += A B.
+void Mma(WarpAcc& c, const WarpRegs& a, const WarpRegs& b, int b_lo, int b_hi) {
+  float A[16][16], B[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = a[lane][0][h];
+      A[g + 8][2 * t + h] = a[lane][1][h];
+      A[g][2 * t + 8 + h] = a[lane][2][h];
+      A[g + 8][2 * t + 8 + h] = a[lane][3][h];
+      B[2 * t + h][g] = b[lane][b_lo][h];
+      B[2 * t + 8 + h][g] = b[lane][b_hi][h];
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int x = 0; x < 4; ++x) {
+      const int row = g + 8 * (x / 2), col = 2 * t + x % 2;
+      for (int kk = 0; kk < 16; ++kk) c[lane][x] += A[row][kk] * B[kk][col];
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("The kernel's ldmatrix addresses give the mma fragments of S = Q K^T and O = P V") {
+  // One warp of two row tiles (32 query rows), d = 32, Bc = 32, tiles padded as the
+  // kernel's (LD = d + 8; the padding NaN, so reading it shows), run through the kernel's
+  // loops with ldmatrix and mma as the PTX ISA defines them.
+  constexpr int kD = 32, kBc = 32, kRows = 32, kLd = kD + 8, kTiles = 2;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> q(kRows * kLd, nan), k(kBc * kLd, nan), v(kBc * kLd, nan);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(-3, 3);
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kD; ++c) q[r * kLd + c] = static_cast<float>(small(rng));
+  }
+  for (int r = 0; r < kBc; ++r) {
+    for (int c = 0; c < kD; ++c) {
+      k[r * kLd + c] = static_cast<float>(small(rng));
+      v[r * kLd + c] = static_cast<float>(small(rng));
+    }
+  }
+  // S = Q K^T: for each 16 dims, each row tile's A fragment, then K's B fragments of key
+  // tiles nt and nt + 1 from one ldmatrix.
+  WarpAcc s[kTiles][kBc / 8] = {};
+  for (int kc = 0; kc < kD / 16; ++kc) {
+    for (int mi = 0; mi < kTiles; ++mi) {
+      const WarpRegs qf =
+          LdMatrix4(q, [&](int lane) { return cp::LdmQ(kLd, mi * 16, kc, lane); }, false);
+      for (int nt = 0; nt < kBc / 8; nt += 2) {
+        const WarpRegs kb =
+            LdMatrix4(k, [&](int lane) { return cp::LdmK(kLd, nt, kc, lane); }, false);
+        Mma(s[mi][nt], qf, kb, 0, 1);
+        Mma(s[mi][nt + 1], qf, kb, 2, 3);
+      }
+    }
+  }
+  // O += P V with P = S: the S accumulators of key tiles 2kk and 2kk + 1 are P's A fragment.
+  WarpAcc o[kTiles][kD / 8] = {};
+  for (int mi = 0; mi < kTiles; ++mi) {
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      WarpRegs pa{};
+      for (int lane = 0; lane < 32; ++lane) {
+        pa[lane][0] = {s[mi][2 * kk][lane][0], s[mi][2 * kk][lane][1]};
+        pa[lane][1] = {s[mi][2 * kk][lane][2], s[mi][2 * kk][lane][3]};
+        pa[lane][2] = {s[mi][2 * kk + 1][lane][0], s[mi][2 * kk + 1][lane][1]};
+        pa[lane][3] = {s[mi][2 * kk + 1][lane][2], s[mi][2 * kk + 1][lane][3]};
+      }
+      for (int dt = 0; dt < kD / 8; dt += 2) {
+        const WarpRegs vb =
+            LdMatrix4(v, [&](int lane) { return cp::LdmV(kLd, kk, dt, lane); }, true);
+        Mma(o[mi][dt], pa, vb, 0, 1);
+        Mma(o[mi][dt + 1], pa, vb, 2, 3);
+      }
+    }
+  }
+  // Against the products computed directly (exact: small integers).
+  std::vector<float> S(kRows * kBc, 0.f), O(kRows * kD, 0.f);
+  for (int r = 0; r < kRows; ++r) {
+    for (int j = 0; j < kBc; ++j) {
+      for (int c = 0; c < kD; ++c) S[r * kBc + j] += q[r * kLd + c] * k[j * kLd + c];
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kD; ++c) {
+      for (int j = 0; j < kBc; ++j) O[r * kD + c] += S[r * kBc + j] * v[j * kLd + c];
+    }
+  }
+  int mismatches = 0;
+  for (int mi = 0; mi < kTiles; ++mi) {
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane / 4, t = lane % 4;
+      for (int x = 0; x < 4; ++x) {
+        const int row = mi * 16 + g + 8 * (x / 2), col = 2 * t + x % 2;
+        for (int nt = 0; nt < kBc / 8; ++nt) {
+          mismatches += s[mi][nt][lane][x] != S[row * kBc + nt * 8 + col];
+        }
+        for (int dt = 0; dt < kD / 8; ++dt) {
+          mismatches += o[mi][dt][lane][x] != O[row * kD + dt * 8 + col];
+        }
+      }
+    }
+  }
+  CHECK(mismatches == 0);
 }
 
 TEST_CASE("AttendsAll holds exactly when Attends holds for every row and key of the ranges") {
