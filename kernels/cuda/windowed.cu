@@ -375,6 +375,11 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       for (int nt = 0; nt < BC / 8; ++nt)
         s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
     }
+    // Keys of the tile that are list entries (gathered: the last tile's may be fewer than
+    // BC; BC or more for the others and for the windowed kernel). A pair of 8-key tiles
+    // wholly past them is neither multiplied nor, as P's 16 keys, multiplied into O: its
+    // scores stay 0 and are masked to -inf, its P is 0.
+    const int valid = spans.Valid(kblock);
     // B[k][n] = K[key n][dim k]: one ldmatrix gives key tiles nt and nt + 1 (LdmK).
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
@@ -390,6 +395,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       }
 #pragma unroll
       for (int nt = 0; nt < BC / 8; nt += 2) {
+        if (MT == 1 && nt * 8 >= valid) break;  // (two row tiles: no registers to spare)
         uint32_t kb[4];
         LdMatrix4<false>(kb, kst + LdmK(LD, nt, kc, lane));
 #pragma unroll
@@ -408,7 +414,6 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     // of a whole tile entered by the warp's first row and held past its last).
     bool full = false;
     const int32_t first = pos[0][0] - g;
-    const int valid = spans.Valid(kblock);  // gathered: at least BC when the tile is whole
     if constexpr (BUCKETED) {
       full = false;
     } else if constexpr (GATHERED) {
@@ -503,6 +508,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     // O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A fragment of P.
 #pragma unroll
     for (int kk = 0; kk < BC / 16; ++kk) {
+      if (kk * 16 >= valid) break;
       uint32_t pa[MT][4];
 #pragma unroll
       for (int mi = 0; mi < MT; ++mi) {
