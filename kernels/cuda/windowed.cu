@@ -376,9 +376,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
         s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
     }
     // Keys of the tile that are list entries (gathered: the last tile's may be fewer than
-    // BC; BC or more for the others and for the windowed kernel). A pair of 8-key tiles
-    // wholly past them is neither multiplied nor, as P's 16 keys, multiplied into O: its
-    // scores stay 0 and are masked to -inf, its P is 0.
+    // BC; BC or more for the others and for the windowed kernel). A group of 16 keys
+    // wholly past them is not multiplied into O (its P is 0: masked to -inf) and, with
+    // one row tile a warp, not into S either (its scores stay 0 until masked).
     const int valid = spans.Valid(kblock);
     // B[k][n] = K[key n][dim k]: one ldmatrix gives key tiles nt and nt + 1 (LdmK).
 #pragma unroll
