@@ -19,8 +19,8 @@
 #  5. compute-sanitizer memcheck of the numerics of every family;
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
 #     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
-#     (ncu at L=16384), and the selection's kernels under ncu (dma w=1024, ks k=64:
-#     occupancy, issue rate, warp stalls).
+#     (ncu at L=16384), and the selection's kernels under ncu (dma w=1024, ks k=64, lsh's
+#     bins: occupancy, issue rate, warp stalls, memory throughput).
 #   scripts/gpu-checks.sh BUNDLE_OR_BUILD_DIR OUT_DIR [RESULT_DIR]
 # (scripts/gpu-bundle.sh packs a bundle.) SPARSE_TILES=default benches the default tile
 # alone; LIBRARY_RUN=off leaves out library_cuda_run; MEMCHECK_TESTS narrows memcheck's
@@ -376,22 +376,24 @@ if want ncu && command -v ncu >/dev/null; then
     grep -E "attntune_|gpu__|dram__|sm__|l1tex__" "$out/ncu.txt" | head -8 | tee -a "$out/summary.txt"
   done
   # The selection's kernels (the first 24 launches of attntune_select_*: one selection;
-  # CUB's kernels are not matched): duration, occupancy, issue rate and warp stalls, in
-  # selection-ncu.txt (all.tar.gz), one summary line per kernel.
-  for v in "dma w=1024" "ks k=64"; do
+  # CUB's kernels are not matched; lsh's bins alone): duration, occupancy, issue rate,
+  # warp stalls and memory throughput, in selection-ncu.txt (all.tar.gz), one summary
+  # line per kernel.
+  for v in "dma w=1024 select_ 24" "ks k=64 select_ 24" "lsh k=64 select_lsh_bins 1"; do
     set -- $v
-    fits 60 "ncu selection $v" || continue
-    echo "== $v" >>"$out/selection-ncu.txt"
-    timeout 120 ncu --kernel-name regex:'attntune_select_' --launch-count 24 \
+    fits 60 "ncu selection $1 $2" || continue
+    echo "== $1 $2" >>"$out/selection-ncu.txt"
+    timeout 120 ncu --kernel-name regex:"attntune_$3" --launch-count "$4" \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
-      --section WarpStateStats "$at" bench --device cuda:0 --variant "$1" --params "$2" --shape $shape \
+      --section WarpStateStats --section MemoryWorkloadAnalysis "$at" bench --device cuda:0 \
+      --variant "$1" --params "$2" --shape $shape \
       --unchecked --min-reps 1 --max-seconds 0.1 >>"$out/selection-ncu.txt" 2>&1
-    log "ncu selection $v rc=$?"
+    log "ncu selection $1 $2 rc=$?"
   done
   [ -s "$out/selection-ncu.txt" ] && python3 - "$out/selection-ncu.txt" <<'EOF' | tee -a "$out/summary.txt"
 import re, sys
-keys = ("Duration", "Compute (SM) Throughput", "Achieved Occupancy", "Eligible Warps Per Scheduler",
-        "Warp Cycles Per Issued Instruction")
+keys = ("Duration", "Compute (SM) Throughput", "Memory Throughput", "Achieved Occupancy",
+        "Eligible Warps Per Scheduler", "Warp Cycles Per Issued Instruction", "Registers Per Thread")
 print("selection kernels under ncu: name | " + " | ".join(keys))
 row = None
 def flush():
