@@ -125,21 +125,26 @@ grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" "$ou
 
 # 2. The sparse benches at L=16384: end to end, with the selection's own time, for every
 # compiled fp16 d=128 tile (the tunable Tile, as a tune would search it). sparse.jsonl
-# holds the default tile's records (the first such row of instantiations.def, the one
-# DefaultTile picks), sparse-tiles.jsonl every tile's; the summary gives both, per
-# attended pair against dense at the same choice (default against default, fastest
-# against fastest).
+# holds the default tile's records (the one DefaultTile picks: cp::PreferredTile's
+# br128_bc32_w4_s2 for dense and the block-skipping kernels, the first row of
+# instantiations.def for the bucketed), sparse-tiles.jsonl every tile's; the summary gives
+# both, per attended pair against dense at the same choice (default against default,
+# fastest against fastest).
 shape=B=1,Hq=16,Hkv=8,L=16384,d=128
-tiles=$(sed -n 's/^ATTNTUNE_WINDOWED_TILE(F16, f16, 128, \([0-9]*\), \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/br\1_bc\2_w\3_s\4/p' \
+all_tiles=$(sed -n 's/^ATTNTUNE_WINDOWED_TILE(F16, f16, 128, \([0-9]*\), \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/br\1_bc\2_w\3_s\4/p' \
   "$here/kernels/cuda/instantiations.def")
-default_tile=${tiles%%$'\n'*}
-if [ "${SPARSE_TILES:-all}" = default ]; then tiles=$default_tile; fi
 : >"$out/sparse.jsonl"
 : >"$out/sparse-tiles.jsonl"
 rm -f "$out/sparse-ab.jsonl"
 want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   set -- $v
   case $1 in dense) family=windowed ;; ks|dma) family=blocksparse ;; *) family=bucketed ;; esac
+  default_tile=${all_tiles%%$'\n'*}
+  if [ $family != bucketed ] && grep -qx br128_bc32_w4_s2 <<<"$all_tiles"; then
+    default_tile=br128_bc32_w4_s2
+  fi
+  tiles=$all_tiles
+  if [ "${SPARSE_TILES:-all}" = default ]; then tiles=$default_tile; fi
   for tile in $tiles; do
     fits 30 "bench $v $tile" || continue
     params="${2:+$2,}Tile=attntune_${family}_f16_d128_$tile"
@@ -329,9 +334,10 @@ if want memcheck && command -v compute-sanitizer >/dev/null && fits 120 "memchec
   # The library on caller buffers: every family, the selection in a stream-ordered workspace.
   fits 40 "memcheck (library)" && sanitize "memcheck (library)" memcheck 90 memcheck-library.log \
     gpu_library_test "the library runs on caller device buffers*"
-  # Shared-memory hazards of the prefix top-k (its block-wide scan of the sorted order).
-  fits 40 "racecheck (prefix top-k)" && sanitize "racecheck (prefix top-k)" racecheck 60 \
-    racecheck.log gpu_windowed_test "Device prefix top-k*"
+  # Shared-memory hazards of the prefix top-k (its block-wide scan of the sorted order) and
+  # of the LSH bins (the staged projections).
+  fits 40 "racecheck (prefix top-k, LSH bins)" && sanitize "racecheck (prefix top-k, LSH bins)" \
+    racecheck 60 racecheck.log gpu_windowed_test "Device prefix top-k*,Device LSH bins*"
 fi
 
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse

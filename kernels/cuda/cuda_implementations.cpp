@@ -726,7 +726,8 @@ bool CudaKernelsBuilt() { return true; }
 namespace {
 
 // The compiled tiles of `family` for `dt` (and head dimension `d`; 0: any), as the
-// choices of the tunable "Tile" (kernel names).
+// choices of the tunable "Tile" (kernel names); for one head dimension the default is its
+// preferred tile (cp::PreferredTile) where one is, else the first.
 ParamDecl TileDecl(cp::Family family, cp::Dtype dt, int64_t d) {
   ParamDecl decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
@@ -734,8 +735,13 @@ ParamDecl TileDecl(cp::Family family, cp::Dtype dt, int64_t d) {
     const std::string name = cp::KernelName(tile, family);
     decl.choices.push_back(name);
     decl.grid.push_back(name);
+    if (d != 0 && decl.default_value.empty() && cp::PreferredTile(tile, family)) {
+      decl.default_value = name;
+    }
   }
-  if (!decl.choices.empty()) decl.default_value = decl.choices.front();
+  if (decl.default_value.empty() && !decl.choices.empty()) {
+    decl.default_value = decl.choices.front();
+  }
   return decl;
 }
 

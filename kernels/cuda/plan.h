@@ -134,8 +134,11 @@ struct WindowedLaunchPlan {
 std::string CanImplement(const WindowedProblem& problem, const WindowedTile& tile);
 /// The launch of `tile` for `problem`; CHECKs CanImplement.
 WindowedLaunchPlan PlanWindowed(const WindowedProblem& problem, const WindowedTile& tile);
-/// The default tile for (dtype, d) of `family` on `arch`: the first feasible compiled
-/// tile, or nullptr when none fits.
+/// Whether `tile` is `family`'s measured default at its (dtype, d): where one compiled tile
+/// ran faster than the table's first, it comes first (docs/gpu.md, Kernels).
+bool PreferredTile(const WindowedTile& tile, Family family);
+/// The default tile for (dtype, d) of `family` on `arch`: the first feasible PreferredTile,
+/// else the first feasible compiled tile, or nullptr when none fits.
 const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
                                 const std::vector<KernelResources>& table,
                                 Family family = Family::kWindowed);

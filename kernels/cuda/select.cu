@@ -208,10 +208,14 @@ struct BinParams {
   const float* rt;  // [Hkv,h,d]
   int32_t* key_bin;
   int32_t* query_bin;
-  int64_t lq, lk, d, h, keys, rows;
+  int64_t lq, lk, d, h;
   int hq, hkv;
+  int32_t key_heads, key_head_blocks, query_head_blocks;  // B * Hkv; blocks per head
   bool argmax, fused;
+  bool staged;  // the projections and mu in shared memory (they fit in 48 KB)
 };
+
+constexpr int kLshBlockRows = 32;  // rows of a block of attntune_select_lsh_bins
 
 struct LayoutParams {
   const int32_t* key_bin;    // [heads, Lk]
@@ -563,60 +567,109 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(List
                 });
 }
 
-// LSH bins: a half-warp per row (keys, then queries), each lane one of the host's 16
-// fp32 partial sums of every projection from its terms x - mu held in registers; lane c
-// combines projection c, lane 0 the bin.
+// LSH bins: a block per kLshBlockRows rows of one head's keys or queries, that head's
+// projections (and mu) staged in shared memory; a half-warp per row, each lane one of the
+// host's 16 fp32 partial sums of four projections at a time from its terms x - mu held in
+// registers; the fp64 tree of the 16 sums by shuffles (LshTree's pairs), lane 0 the tail
+// and the bin. Every lane of a warp runs every step (rows past the head's end compute
+// zeros and write nothing), so the shuffles take the whole warp.
+template <int kPer, bool kFused>
+__device__ void LshBinsRows(const BinParams& p, const float* x0, const float* mu, const float* r,
+                            int32_t first, int32_t count, int32_t* out) {
+  const int half = threadIdx.x / 16, lane = threadIdx.x % 16;
+  const int d = static_cast<int>(p.d), h = static_cast<int>(p.h);
+  for (int t = 0; t < kLshBlockRows / 8; ++t) {
+    const int32_t row = first + half + 8 * t;
+    const bool valid = row < count;
+    const float* x = x0 + static_cast<int64_t>(valid ? row : 0) * d;
+    [[maybe_unused]] float u[kPer > 0 ? kPer : 1];
+    if constexpr (kPer > 0) LshTerms<kPer>(x, mu, valid ? d : 0, lane, u);  // invalid: reads nothing
+    int32_t bin = 0;
+    double best = 0.0;
+    for (int c0 = 0; c0 < h; c0 += 4) {
+      const int n = min(4, h - c0);
+      float acc[4];
+      if constexpr (kPer > 0) {
+        LshLaneTermsN<kPer, 4>(u, r + c0 * d, d, lane, n, kFused, acc);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          acc[c] = valid && c < n ? LshLane(x, mu, r + (c0 + c) * d, d, lane, kFused) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (c >= n) break;  // the same n on every lane
+        double v = static_cast<double>(acc[c]);
+#pragma unroll
+        for (int off = 8; off >= 1; off /= 2) v = AddD(v, __shfl_down_sync(0xffffffffu, v, off, 16));
+        if (valid && lane == 0) {
+          LshBinStep(c0 + c, LshTail(v, x, mu, r + (c0 + c) * d, d), p.argmax, &bin, &best);
+        }
+      }
+    }
+    if (valid && lane == 0) out[row] = bin;
+  }
+}
+
+// The block's head, rows and staged projections, then its rows at unroll kPer (in
+// LshTerms: 8 for d < 144, 16 for d < 272, 0 past it: no terms held).
+template <int kPer>
+__device__ void LshBinsBlock(const BinParams& p) {
+  extern __shared__ float staged[];  // [h][d] projections, then [d] mu (when p.staged)
+  // 32-bit block arithmetic (the launcher checks the count): 64-bit divisions are calls.
+  int32_t bx = static_cast<int32_t>(blockIdx.x);
+  const int32_t key_blocks = p.key_heads * p.key_head_blocks;
+  int32_t seg, hk, count, chunk;
+  const float* x0;
+  int32_t* out;
+  if (bx < key_blocks) {
+    seg = bx / p.key_head_blocks;
+    chunk = bx % p.key_head_blocks;
+    hk = seg % p.hkv;
+    count = static_cast<int32_t>(p.lk);
+    x0 = p.k + static_cast<int64_t>(seg) * p.lk * p.d;
+    out = p.key_bin + static_cast<int64_t>(seg) * p.lk;
+  } else {
+    bx -= key_blocks;
+    seg = bx / p.query_head_blocks;
+    chunk = bx % p.query_head_blocks;
+    hk = seg % p.hq / (p.hq / p.hkv);
+    count = static_cast<int32_t>(p.lq);
+    x0 = p.q + static_cast<int64_t>(seg) * p.lq * p.d;
+    out = p.query_bin + static_cast<int64_t>(seg) * p.lq;
+  }
+  const int hd = static_cast<int>(p.h * p.d), d = static_cast<int>(p.d);
+  const float* r = p.rt + static_cast<int64_t>(hk) * hd;
+  const float* mu = p.mu != nullptr ? p.mu + static_cast<int64_t>(hk) * d : nullptr;
+  if (p.staged) {
+    for (int x = threadIdx.x; x < hd; x += blockDim.x) staged[x] = r[x];
+    if (mu != nullptr) {
+      for (int x = threadIdx.x; x < d; x += blockDim.x) staged[hd + x] = mu[x];
+      mu = staged + hd;
+    }
+    r = staged;
+    __syncthreads();
+  }
+  const int32_t first = chunk * kLshBlockRows;
+  if (p.fused) {
+    LshBinsRows<kPer, true>(p, x0, mu, r, first, count, out);
+  } else {
+    LshBinsRows<kPer, false>(p, x0, mu, r, first, count, out);
+  }
+}
+
+// d < 144 (the terms' loops unrolled to 8 steps: none dead at d = 128) in one kernel, wider
+// rows in another, so that their registers do not set this one's occupancy.
 extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins(BinParams p) {
-  __shared__ float lanes[8][16][16];  // [row of the block][projection][lane]
-  __shared__ double proj[8][16];      // [row of the block][projection]
-  const int local = threadIdx.x / 16, lane = threadIdx.x % 16;
-  // 32-bit index arithmetic (the launcher checks rows < 2^31): 64-bit divisions are calls.
-  const int32_t row = static_cast<int32_t>(blockIdx.x) * 8 + local;
-  const bool valid = row < p.rows;
-  const float* x = nullptr;
-  int32_t hk = 0;
-  const int32_t keys = static_cast<int32_t>(p.keys), hkv = p.hkv;
-  if (valid && row < keys) {
-    x = p.k + static_cast<int64_t>(row) * p.d;
-    hk = (row / static_cast<int32_t>(p.lk)) % hkv;
-  } else if (valid) {
-    const int32_t qrow = row - keys;
-    x = p.q + static_cast<int64_t>(qrow) * p.d;
-    hk = (qrow / static_cast<int32_t>(p.lq)) % p.hq / (p.hq / hkv);
-  }
-  const float* mu = p.mu != nullptr ? p.mu + hk * p.d : nullptr;
-  const float* r = p.rt + hk * p.h * p.d;
-  // The terms' loops unrolled to the fewest steps that cover d (8 for d = 128).
-  if (p.d / 16 <= 8) {
-    float u[8];
-    LshTerms<8>(x, mu, valid ? p.d : 0, lane, u);  // an invalid row reads nothing
-    for (int64_t c = 0; c < p.h; ++c) {
-      lanes[local][c][lane] = valid ? LshLaneTerms<8>(u, r + c * p.d, p.d, lane, p.fused) : 0.f;
-    }
-  } else if (p.d / 16 <= kLshMaxPerLane) {
-    float u[kLshMaxPerLane];
-    LshTerms(x, mu, valid ? p.d : 0, lane, u);  // an invalid row reads nothing
-    for (int64_t c = 0; c < p.h; ++c) {
-      lanes[local][c][lane] = valid ? LshLaneTerms(u, r + c * p.d, p.d, lane, p.fused) : 0.f;
-    }
+  LshBinsBlock<8>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins_wide(BinParams p) {
+  if (p.d / 16 <= kLshMaxPerLane) {
+    LshBinsBlock<kLshMaxPerLane>(p);
   } else {
-    for (int64_t c = 0; c < p.h; ++c) {
-      lanes[local][c][lane] = valid ? LshLane(x, mu, r + c * p.d, p.d, lane, p.fused) : 0.f;
-    }
-  }
-  __syncwarp();
-  if (valid && lane < p.h) {
-    proj[local][lane] = LshCombine(lanes[local][lane], x, mu, r + lane * p.d, p.d);
-  }
-  __syncwarp();
-  if (!valid || lane != 0) return;
-  int32_t bin = 0;
-  double best = 0.0;
-  for (int64_t c = 0; c < p.h; ++c) LshBinStep(c, proj[local][c], p.argmax, &bin, &best);
-  if (row < keys) {
-    p.key_bin[row] = bin;
-  } else {
-    p.query_bin[row - keys] = bin;
+    LshBinsBlock<0>(p);
   }
 }
 
@@ -1223,13 +1276,26 @@ std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const
   p.h = h;
   p.hq = static_cast<int>(s.Hq);
   p.hkv = static_cast<int>(s.Hkv);
-  p.keys = s.B * s.Hkv * s.Lk;
-  p.rows = p.keys + s.B * s.Hq * s.Lq;
   p.argmax = argmax_rule;
   p.fused = fused;
-  if (p.rows + 8 >= INT32_MAX) return "LSH bins: 2^31 rows or more";
-  return Run("attntune_select_lsh_bins", attntune_select_lsh_bins, dim3(Blocks(p.rows, 8)),
-             dim3(128), p, stream);
+  const int64_t key_head_blocks = (s.Lk + kLshBlockRows - 1) / kLshBlockRows,
+                query_head_blocks = (s.Lq + kLshBlockRows - 1) / kLshBlockRows,
+                blocks = s.B * s.Hkv * key_head_blocks + s.B * s.Hq * query_head_blocks;
+  if (blocks >= INT32_MAX || s.Lk >= INT32_MAX || s.Lq >= INT32_MAX || h * s.d >= INT32_MAX) {
+    return "LSH bins: 2^31 blocks, rows or projection terms or more";
+  }
+  p.key_heads = static_cast<int32_t>(s.B * s.Hkv);
+  p.key_head_blocks = static_cast<int32_t>(key_head_blocks);
+  p.query_head_blocks = static_cast<int32_t>(query_head_blocks);
+  const size_t smem = static_cast<size_t>((h + 1) * s.d) * sizeof(float);
+  p.staged = smem <= 48 * 1024;
+  const dim3 grid(static_cast<unsigned>(blocks));
+  if (s.d / 16 <= 8) {
+    return Run("attntune_select_lsh_bins", attntune_select_lsh_bins, grid, dim3(128), p, stream,
+               p.staged ? smem : 0);
+  }
+  return Run("attntune_select_lsh_bins_wide", attntune_select_lsh_bins_wide, grid, dim3(128), p,
+             stream, p.staged ? smem : 0);
 }
 
 std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key_bin,

@@ -676,6 +676,49 @@ ATTNTUNE_HD_INLINE float LshLaneTerms(const float* u, const float* r, int64_t d,
   return acc;
 }
 
+/// Up to kC projections at once: acc[c] = LshLaneTerms(u, r + c * d, ...) for c < count
+/// (count <= kC), the projections' products interleaved (each still in ascending e), so
+/// that a lane has kC independent sums in flight.
+template <int kPer, int kC>
+ATTNTUNE_HD_INLINE void LshLaneTermsN(const float* u, const float* r, int d, int lane, int count,
+                                      bool fused, float* acc) {
+  const int d16 = d / 16 * 16;
+  ATTNTUNE_UNROLL
+  for (int c = 0; c < kC; ++c) acc[c] = 0.f;
+  ATTNTUNE_UNROLL
+  for (int m = 0; m < kPer; ++m) {
+    const int e = lane + 16 * m;
+    if (e >= d16) continue;
+    ATTNTUNE_UNROLL
+    for (int c = 0; c < kC; ++c) {
+      if (c < count) acc[c] = MulAddF(u[m], r[c * d + e], acc[c], fused);
+    }
+  }
+}
+
+/// The fp64 tree of the 16 lanes' sums: lanes l and l + 8 (l < 8), then v_l + v_(l+4),
+/// then a_l + a_(l+2), then the two: ((0+4)+(2+6)) + ((1+5)+(3+7)) of the pairs (l, l+8).
+/// Each step adds lane l + off to lane l (off = 8, 4, 2, 1), which the device runs as
+/// shuffles of the lanes' own sums.
+ATTNTUNE_HD inline double LshTree(const float lanes[16]) {
+  double v[16];
+  for (int l = 0; l < 16; ++l) v[l] = static_cast<double>(lanes[l]);
+  for (int off = 8; off >= 1; off /= 2) {
+    for (int l = 0; l < off; ++l) v[l] = AddD(v[l], v[l + off]);
+  }
+  return v[0];
+}
+
+/// The tail of a projection: sum plus the terms e >= d / 16 * 16 in fp64, in order.
+ATTNTUNE_HD inline double LshTail(double sum, const float* x, const float* mu, const float* r,
+                                  int64_t d) {
+  for (int64_t e = d / 16 * 16; e < d; ++e) {
+    const float u = mu != nullptr ? x[e] - mu[e] : x[e];
+    sum = ExactProductAdd(u, r[e], sum);
+  }
+  return sum;
+}
+
 /// The projection from the 16 lanes' sums and the tail.
 ATTNTUNE_HD inline double LshCombine(const float lanes[16], const float* x, const float* mu,
                                      const float* r, int64_t d) {
@@ -685,12 +728,7 @@ ATTNTUNE_HD inline double LshCombine(const float lanes[16], const float* x, cons
   }
   const double a0 = AddD(v[0], v[4]), a1 = AddD(v[1], v[5]), a2 = AddD(v[2], v[6]),
                a3 = AddD(v[3], v[7]);
-  double sum = AddD(AddD(a0, a2), AddD(a1, a3));
-  for (int64_t e = d / 16 * 16; e < d; ++e) {
-    const float u = mu != nullptr ? x[e] - mu[e] : x[e];
-    sum = ExactProductAdd(u, r[e], sum);
-  }
-  return sum;
+  return LshTail(AddD(AddD(a0, a2), AddD(a1, a3)), x, mu, r, d);
 }
 
 /// One projection c = 0, 1, ... of a bin: the sign rule appends bit [P_c > 0] (bin =

@@ -90,6 +90,18 @@ TEST_CASE("Default tiles exist for every dtype and head dim on every arch, witho
       }
     }
   }
+  // fp16 d = 128 takes its measured default (two row tiles a warp) where it is feasible,
+  // except in the bucketed family; the tunable Tile defaults to the same.
+  const cp::ArchLimits* h100 = cp::FindArch(90);
+  REQUIRE(h100 != nullptr);
+  for (const cp::Family family : cp::kFamilies) {
+    const cp::WindowedTile* tile =
+        cp::DefaultTile(cp::Dtype::kF16, 128, *h100, cp::CompiledResources(), family);
+    REQUIRE(tile != nullptr);
+    const bool preferred = family != cp::Family::kBucketed;
+    CHECK(cp::PreferredTile(*tile, family) == preferred);
+    CHECK((tile->br == 128 && tile->bc == 32 && tile->warps == 4) == preferred);
+  }
   // Every compiled kernel is free of spills too (the search would prune tiles that
   // spill), the selection's and CUB's included, and the selection's use no stack.
   for (const cp::KernelResources& r : cp::CompiledResources()) {

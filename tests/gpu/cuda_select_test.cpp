@@ -180,7 +180,10 @@ TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
                         {"B=1,Hq=2,Hkv=1,L=300,d=64", 8, false, true},
                         {"B=1,Hq=6,Hkv=3,Lq=50,Lk=77,d=37", 5, true, true},  // a tail past d16
                         {"B=1,Hq=2,Hkv=2,L=200,d=128", 1, true, false},      // one bin
-                        {"B=1,Hq=1,Hkv=1,L=64,d=128", 16, false, false}};
+                        {"B=1,Hq=1,Hkv=1,L=64,d=128", 16, false, false},
+                        // the wide kernel: terms in 16 registers, then none
+                        {"B=1,Hq=2,Hkv=1,L=40,d=200", 6, false, true},
+                        {"B=1,Hq=2,Hkv=1,Lq=20,Lk=33,d=300", 7, true, true}};
   for (const Case& c : cases) {
     const Shape shape = attntune::ParseShape(c.shape, "test");
     Tensors t = attntune::GaussianTensors(shape, 19);
@@ -237,6 +240,49 @@ TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
   sh::Bins(t, rt, 2, true, !cp::HostFusesLshProducts(), &other, &query_bin);
   CHECK(same == want.key_bin);
   CHECK(other != want.key_bin);
+}
+
+TEST_CASE("Four projections at once and the tree by halving are the host's sums") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int d : {16, 37, 128, 136, 200, 256}) {  // terms in registers: d / 16 <= 16
+    std::vector<float> x(static_cast<size_t>(d)), mu(x.size()), r(static_cast<size_t>(4 * d));
+    for (float& e : x) e = normal(rng);
+    for (float& e : mu) e = 0.1f * normal(rng);
+    for (float& e : r) e = normal(rng);
+    for (bool fused : {false, true}) {
+      for (int n = 1; n <= 4; ++n) {
+        float lanes[4][16];
+        for (int lane = 0; lane < 16; ++lane) {
+          float u[cp::kLshMaxPerLane], acc[4];
+          if (d / 16 <= 8) {
+            cp::LshTerms<8>(x.data(), mu.data(), d, lane, u);
+            cp::LshLaneTermsN<8, 4>(u, r.data(), d, lane, n, fused, acc);
+          } else {
+            cp::LshTerms(x.data(), mu.data(), d, lane, u);
+            cp::LshLaneTermsN<cp::kLshMaxPerLane, 4>(u, r.data(), d, lane, n, fused, acc);
+          }
+          for (int c = 0; c < n; ++c) {
+            lanes[c][lane] = acc[c];
+            const float want = cp::LshLane(x.data(), mu.data(), r.data() + c * d, d, lane, fused);
+            INFO("d=" << d << " n=" << n << " c=" << c << " lane=" << lane);
+            CHECK(acc[c] == want);
+          }
+        }
+        for (int c = 0; c < n; ++c) {
+          const float* rc = r.data() + c * d;
+          CHECK(cp::LshTail(cp::LshTree(lanes[c]), x.data(), mu.data(), rc, d) ==
+                cp::LshCombine(lanes[c], x.data(), mu.data(), rc, d));
+        }
+      }
+    }
+  }
+  // The tree's pairs: lanes 0 and 2 cancel before lane 1 joins, as in LshCombine.
+  float lanes[16] = {};
+  lanes[0] = 1e20f;
+  lanes[1] = 1.f;
+  lanes[2] = -1e20f;
+  CHECK(cp::LshTree(lanes) == 1.0);
 }
 
 TEST_CASE("Device bucketed layout equals BuildBucketLists for lsh and hax") {

@@ -157,6 +157,11 @@ TEST_CASE("Device LSH bins and bucketed layout equal the host's", "[gpu]") {
       {"lsh", "B=2,Hq=6,Hkv=3,Lq=300,Lk=577,d=128", 2, 1000, 0, true, false, 128, 0},  // k > L
       {"lsh", "B=1,Hq=6,Hkv=3,L=577,d=64", 1, 20, 0, true, false, 64, 0},  // one bin
       {"lsh", "B=1,Hq=16,Hkv=8,L=2048,d=128", 8, 64, 0, false, true, 64, 0},
+      // a tail past d / 16 * 16; 16 projections; the wide kernel (16 terms a lane, then none)
+      {"lsh", "B=1,Hq=4,Hkv=2,Lq=50,Lk=77,d=37", 5, 16, 0, true, true, 64, 0},
+      {"lsh", "B=1,Hq=2,Hkv=1,L=130,d=128", 16, 16, 0, false, true, 64, 0},
+      {"lsh", "B=1,Hq=2,Hkv=1,L=100,d=200", 6, 16, 0, false, true, 64, 0},
+      {"lsh", "B=1,Hq=2,Hkv=1,L=65,d=300", 7, 16, 0, true, true, 64, 0},
       {"hax", "B=2,Hq=6,Hkv=3,L=37,d=64", 4, 8, 8, false, false, 64, 512},
       {"hax", "B=2,Hq=6,Hkv=3,Lq=300,Lk=577,d=128", 2, 40, 1000, false, true, 64, 100},
       {"hax", "B=1,Hq=16,Hkv=8,L=2048,d=128", 6, 32, 32, false, false, 64, 512},

@@ -298,11 +298,13 @@ inline Decode RunDecode(const attntune::Tensors& tensors, const TopK& t, int64_t
   return out;
 }
 
-/// attntune_select_lsh_bins: the 16 lanes of each row, then the combination and the bin.
+/// attntune_select_lsh_bins: the 16 lanes of each row, four projections at a time, then
+/// the tree of their sums, the tail and the bin.
 inline void Bins(const attntune::Tensors& t, const std::vector<float>& rt, int64_t h,
                  bool argmax, bool fused, std::vector<int32_t>* key_bin,
                  std::vector<int32_t>* query_bin) {
   const attntune::Shape& s = t.shape;
+  const int d = static_cast<int>(s.d);
   auto bin_of = [&](const float* x, int64_t hk) {
     const float* mu = t.mu.empty() ? nullptr : t.mu.data() + hk * s.d;
     const float* r = rt.data() + hk * h * s.d;
@@ -319,14 +321,28 @@ inline void Bins(const attntune::Tensors& t, const std::vector<float>& rt, int64
         cp::LshTerms(x, mu, s.d, lane, u[lane]);
       }
     }
-    for (int64_t c = 0; c < h; ++c) {
-      float lanes[16];
+    for (int64_t c0 = 0; c0 < h; c0 += 4) {
+      const int n = static_cast<int>(std::min<int64_t>(4, h - c0));
+      float acc[16][4];
       for (int lane = 0; lane < 16; ++lane) {
-        lanes[lane] = eight   ? cp::LshLaneTerms<8>(u[lane], r + c * s.d, s.d, lane, fused)
-                      : terms ? cp::LshLaneTerms(u[lane], r + c * s.d, s.d, lane, fused)
-                              : cp::LshLane(x, mu, r + c * s.d, s.d, lane, fused);
+        if (eight) {
+          cp::LshLaneTermsN<8, 4>(u[lane], r + c0 * s.d, d, lane, n, fused, acc[lane]);
+        } else if (terms) {
+          cp::LshLaneTermsN<cp::kLshMaxPerLane, 4>(u[lane], r + c0 * s.d, d, lane, n, fused,
+                                                   acc[lane]);
+        } else {
+          for (int c = 0; c < n; ++c) {
+            acc[lane][c] = cp::LshLane(x, mu, r + (c0 + c) * s.d, s.d, lane, fused);
+          }
+        }
       }
-      cp::LshBinStep(c, cp::LshCombine(lanes, x, mu, r + c * s.d, s.d), argmax, &bin, &best);
+      for (int c = 0; c < n; ++c) {
+        float lanes[16];
+        for (int lane = 0; lane < 16; ++lane) lanes[lane] = acc[lane][c];
+        const float* rc = r + (c0 + c) * s.d;
+        cp::LshBinStep(c0 + c, cp::LshTail(cp::LshTree(lanes), x, mu, rc, s.d), argmax, &bin,
+                       &best);
+      }
     }
     return bin;
   };
