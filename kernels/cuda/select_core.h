@@ -252,7 +252,11 @@ ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const float* q, int64_t q_h
         }
         return x;
       });
-      if (norm > 0.0) xs[i - i0] += dot / sqrt(norm);
+      // One lane adds (every lane holds the same sums): on the device a read and a write
+      // of the same shared word by every lane of the warp race (racecheck).
+      w.Each([&](int lane) {
+        if (lane == 0 && norm > 0.0) xs[i - i0] += dot / sqrt(norm);
+      });
     }
   }
 }
