@@ -418,9 +418,13 @@ extern "C" __global__ void __launch_bounds__(32 * kKsMaxGroup) attntune_select_k
     prefix[g * p.d + x] = p.sums[((b * p.hq + hq) * p.chunks + c) * p.d + x];
   }
   __syncwarp();
-  KsChunkScores(w, p.q + (b * p.hq + hq) * p.lq * p.d, p.lq * p.d,
-                p.k + (b * p.hkv + hk) * p.lk * p.d, prefix + g * p.d, 1, i0, i1, shift, p.d,
-                xs[g]);
+  const float* qh = p.q + (b * p.hq + hq) * p.lq * p.d;
+  const float* kh = p.k + (b * p.hkv + hk) * p.lk * p.d;
+  if (KsPerLane(p.d) == 4) {  // d <= 128: no fp64 work on the dims past d
+    KsChunkScores<4>(w, qh, p.lq * p.d, kh, prefix + g * p.d, 1, i0, i1, shift, p.d, xs[g]);
+  } else {
+    KsChunkScores(w, qh, p.lq * p.d, kh, prefix + g * p.d, 1, i0, i1, shift, p.d, xs[g]);
+  }
   __syncthreads();
   uint64_t* key = p.key + (b * p.hkv + hk) * p.lk;
   for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
@@ -452,7 +456,11 @@ extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_d
   const float* v = p.v + (head * p.lk + j0) * p.d;
   // Staged by all kDmaStageThreads threads, kDmaAhead loads in flight per thread before
   // their stores (one load at a time left the block waiting on memory), 32-bit indices.
+  // Element x of the block's rows goes to x + x / d (row x / d, padded by one): each
+  // thread divides once and then carries its row as x advances by the block's width (a
+  // division per element took more instructions than the dots).
   const int d = static_cast<int>(p.d), total = static_cast<int>(count) * d;
+  int row = static_cast<int>(threadIdx.x) / d, col = static_cast<int>(threadIdx.x) % d;
   for (int x0 = threadIdx.x; x0 < total; x0 += kDmaStageThreads * kDmaAhead) {
     float staged[kDmaAhead];
 #pragma unroll
@@ -463,13 +471,18 @@ extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_d
 #pragma unroll
     for (int u = 0; u < kDmaAhead; ++u) {
       const int x = x0 + u * kDmaStageThreads;
-      if (x < total) rows[(x / d) * (d + 1) + x % d] = staged[u];
+      if (x < total) rows[x + row] = staged[u];
+      AdvanceRow(kDmaStageThreads, d, &row, &col);
     }
   }
   __syncthreads();
   const int64_t r = threadIdx.x;
   if (r >= count) return;
-  const double b = DmaScore(rows + r * (p.d + 1), p.delta + hk * p.d, p.a[hk], p.d, p.fused);
+  // The host's fusing as a constant of each branch, so no product computes both ways.
+  const float* vr = rows + r * (p.d + 1);
+  const double* delta = p.delta + hk * p.d;
+  const double b = p.fused ? DmaScore(vr, delta, p.a[hk], p.d, true)
+                           : DmaScore(vr, delta, p.a[hk], p.d, false);
   const int64_t j = head * p.lk + j0 + r;
   p.key[j] = RankKey(b);
   if (p.bias_log2 != nullptr) p.bias_log2[j] = static_cast<float>(b * kLog2e);

@@ -200,6 +200,12 @@ ATTNTUNE_HD int64_t UpperBound(const T* a, int64_t lo, int64_t hi, T v) {
 
 // ---- scores ----
 
+/// The row of element x of a block of rows of d values, carried as x advances by
+/// `stride` (x / d, without a division a step): col += stride, then whole rows out.
+ATTNTUNE_HD inline void AdvanceRow(int stride, int d, int* row, int* col) {
+  for (*col += stride; *col >= d; *col -= d) ++*row;
+}
+
 /// dma's score b_j = a * softplus(v_j · delta) (DmaScores): the dot in index order,
 /// fused or not as the host's build computes it, softplus written to stay finite for
 /// large |z| (the device's exp and log1p may differ from the host's in the last bit).
@@ -215,18 +221,22 @@ ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a
 /// one warp: for each query head g of the group in order, the running sum S of its
 /// query rows from `prefix` (the sum of the rows before i0, [group][d]), then each row i
 /// adds k_{i + shift} · S / |S| to xs[i - i0] (when |S| > 0). Lane l holds dims l, l + 32,
-/// ... (d <= 32 * kKsMaxPerLane); q rows of head g at q + g * q_head_stride.
+/// ... (d <= 32 * kPer: the kernel takes kPer = 4 up to d = 128, KsPerLane; every term
+/// past d is zero, so a larger kPer gives the same sums); q rows of head g at
+/// q + g * q_head_stride.
 constexpr int kKsMaxPerLane = 8;
-template <class Warp>
+/// The dims a lane holds for head dim d: 4 up to d = 128, else kKsMaxPerLane.
+ATTNTUNE_HD inline int KsPerLane(int64_t d) { return d <= 128 ? 4 : kKsMaxPerLane; }
+template <int kPer = kKsMaxPerLane, class Warp>
 ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const float* q, int64_t q_head_stride,
                                       const float* k, const double* prefix, int64_t group,
                                       int64_t i0, int64_t i1, int64_t shift, int64_t d,
                                       double* xs) {
   for (int64_t g = 0; g < group; ++g) {
     const float* qg = q + g * q_head_stride;
-    double s[Warp::kSlots][kKsMaxPerLane];  // each lane's running sums
+    double s[Warp::kSlots][kPer];  // each lane's running sums
     w.Each([&](int lane) {
-      for (int m = 0; m < kKsMaxPerLane; ++m) {
+      for (int m = 0; m < kPer; ++m) {
         const int64_t e = lane + 32 * m;
         s[w.Slot(lane)][m] = e < d ? prefix[g * d + e] : 0.0;
       }
@@ -234,19 +244,19 @@ ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const float* q, int64_t q_h
     for (int64_t i = i0; i < i1; ++i) {
       const float* kj = k + (i + shift) * d;
       w.Each([&](int lane) {
-        for (int m = 0; m < kKsMaxPerLane; ++m) {
+        for (int m = 0; m < kPer; ++m) {
           const int64_t e = lane + 32 * m;
           if (e < d) s[w.Slot(lane)][m] += static_cast<double>(qg[i * d + e]);
         }
       });
       const double norm = w.Sum([&](int lane) {
         double x = 0.0;
-        for (int m = 0; m < kKsMaxPerLane; ++m) x = fma(s[w.Slot(lane)][m], s[w.Slot(lane)][m], x);
+        for (int m = 0; m < kPer; ++m) x = fma(s[w.Slot(lane)][m], s[w.Slot(lane)][m], x);
         return x;
       });
       const double dot = w.Sum([&](int lane) {
         double x = 0.0;
-        for (int m = 0; m < kKsMaxPerLane; ++m) {
+        for (int m = 0; m < kPer; ++m) {
           const int64_t e = lane + 32 * m;
           if (e < d) x = fma(static_cast<double>(kj[e]), s[w.Slot(lane)][m], x);
         }

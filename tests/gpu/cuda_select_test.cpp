@@ -242,6 +242,20 @@ TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
   CHECK(other != want.key_bin);
 }
 
+TEST_CASE("The staged rows' carried row is x / d at every step") {
+  for (int d = 1; d <= 300; ++d) {
+    for (int thread : {0, 1, 36, 127}) {
+      int row = thread / d, col = thread % d;
+      for (int x = thread; x < 32 * d + 1024; x += 128) {
+        INFO("d=" << d << " x=" << x);
+        REQUIRE(row == x / d);
+        REQUIRE(col == x % d);
+        cp::AdvanceRow(128, d, &row, &col);
+      }
+    }
+  }
+}
+
 TEST_CASE("Four projections at once and the tree by halving are the host's sums") {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.f, 1.f);

@@ -107,8 +107,11 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
 }
 
 TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
+  // d = 37: dma's staging carries its row over several rows a step; d = 200: ks's eight
+  // dims a lane.
   for (const char* text : {"B=2,Hq=4,Hkv=2,L=37,d=64", "B=1,Hq=8,Hkv=2,Lq=300,Lk=577,d=128",
-                           "B=1,Hq=16,Hkv=8,L=2048,d=128"}) {
+                           "B=1,Hq=16,Hkv=8,L=2048,d=128", "B=1,Hq=4,Hkv=2,Lq=50,Lk=77,d=37",
+                           "B=1,Hq=2,Hkv=1,L=100,d=200"}) {
     const Shape shape = attntune::ParseShape(text, "test");
     const Tensors t = attntune::GaussianTensors(shape, 41);
     const int64_t heads = shape.B * shape.Hkv;

@@ -193,9 +193,17 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
         std::fill(xs.begin(), xs.end(), 0.0);
         const int64_t i0 = c * chunk, i1 = std::min(s.Lq, i0 + chunk);
         for (int64_t g = 0; g < group; ++g) {  // one warp per query head of the group
-          cp::KsChunkScores(cp::HostWarp(), t.Q(b, hk * group + g, 0), s.Lq * s.d, t.K(b, hk, 0),
-                            prefix.data() + g * s.d, 1, i0, i1, s.Lk - s.Lq, s.d,
-                            xs.data() + g * chunk);
+          // As the kernel: four dims a lane up to d = 128 (KsPerLane).
+          const float* qh = t.Q(b, hk * group + g, 0);
+          if (cp::KsPerLane(s.d) == 4) {
+            cp::KsChunkScores<4>(cp::HostWarp(), qh, s.Lq * s.d, t.K(b, hk, 0),
+                                 prefix.data() + g * s.d, 1, i0, i1, s.Lk - s.Lq, s.d,
+                                 xs.data() + g * chunk);
+          } else {
+            cp::KsChunkScores(cp::HostWarp(), qh, s.Lq * s.d, t.K(b, hk, 0),
+                              prefix.data() + g * s.d, 1, i0, i1, s.Lk - s.Lq, s.d,
+                              xs.data() + g * chunk);
+          }
         }
         for (int64_t i = i0; i < i1; ++i) {
           double sum = xs[i - i0];
