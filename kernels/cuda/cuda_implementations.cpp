@@ -280,7 +280,8 @@ cp::TopKDevice EnqueuePrefixTopK(const std::string& variant, const Shape& s, int
   } else {
     ThrowIf(cp::EnqueueKsScores(s, src.q32, src.k32, &topk, *src.ws, src.stream));
   }
-  ThrowIf(cp::EnqueueTopK(&topk, *src.ws, "topk", src.stream));
+  // dma_decode's selection reads the sorted order; the others take the scan's states.
+  ThrowIf(cp::EnqueueTopK(&topk, *src.ws, "topk", src.stream, variant == "dma_decode"));
   return topk;
 }
 

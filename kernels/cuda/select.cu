@@ -183,7 +183,26 @@ struct TopKParams {
   int32_t* state;
   uint64_t* state_key;
   int32_t* tile_max;
+  // The chunks' states from the scan of top-k lists ([heads, chunks, state_cap] and
+  // [heads, chunks]: entry c is the top-k of chunks 0..c), or nullptr: from `order`.
+  const uint64_t* scan_key;
+  const int32_t* scan_pos;
+  const int32_t* scan_n;
   int64_t n, k, chunk, chunks, state_cap, tiles, heads;
+  bool state_global;  // the states in global memory (not TopKStateShared)
+};
+
+// One step of the scan of the chunks' top-k lists ([heads, chunks, cap] entries, the
+// counts [heads, chunks]): in_* read, out_* written; `offset` the step's distance.
+struct ScanParams {
+  const uint64_t* key;  // [heads, n] (attntune_select_chunk_top)
+  const uint64_t* in_key;
+  const int32_t* in_pos;
+  const int32_t* in_n;
+  uint64_t* out_key;
+  int32_t* out_pos;
+  int32_t* out_n;
+  int64_t n, chunk, chunks, heads, cap, offset;
 };
 
 struct ListParams {
@@ -488,9 +507,10 @@ extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_d
   if (p.bias_log2 != nullptr) p.bias_log2[j] = static_cast<float>(b * kLog2e);
 }
 
-// top-k: one block of kChunkWarps warps per (chunk, head). The block scans the chunk's
-// state from the sorted order; then every thread takes state members and chunk keys and
-// finds their eviction in the chunk (select_core.h).
+// top-k: one block of kChunkWarps warps per (chunk, head). The block takes the chunk's
+// state from the scan of top-k lists, or scans it from the sorted order; then every
+// thread takes state members and chunk keys and finds their eviction in the chunk
+// (select_core.h).
 extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
     attntune_select_topk_chunks(TopKParams p) {
   extern __shared__ uint64_t chunk_key[];  // [chunk], then (shared state) [state_cap] twice
@@ -503,27 +523,94 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
   // there) unless they do not fit.
   uint64_t* state_key = chunk_key + p.chunk;
   int32_t* state = reinterpret_cast<int32_t*>(state_key + p.state_cap);
-  if (p.state != nullptr) {
+  if (p.state_global && p.scan_pos == nullptr) {
     state = p.state + (head * p.chunks + c) * p.state_cap;
     state_key = p.state_key + (head * p.chunks + c) * p.state_cap;
   }
   for (int64_t x = threadIdx.x; x < b - a; x += blockDim.x) chunk_key[x] = key[a + x];
-  const int64_t ns = ChunkState(DeviceBlock(), p.order + head * p.n, p.n, a, p.k, state, counts);
-  __syncthreads();  // the state (every warp's members)
-  for (int64_t x = threadIdx.x; x < ns; x += blockDim.x) state_key[x] = key[state[x]];
+  const int32_t* members = state;  // what the evictions read: the state, or the scan's
+  const uint64_t* member_keys = state_key;
+  int64_t ns;
+  if (p.scan_pos != nullptr) {  // the scan's entry c - 1: the prefix's top-k, rank order
+    const int64_t before = head * p.chunks + c - 1;
+    ns = c == 0 ? 0 : p.scan_n[before];
+    const int32_t* pos = p.scan_pos + before * p.state_cap;
+    const uint64_t* sk = p.scan_key + before * p.state_cap;
+    if (p.state_global) {  // global memory either way: read the scan's in place
+      members = pos;
+      member_keys = sk;
+    } else {
+      for (int64_t x = threadIdx.x; x < ns; x += blockDim.x) {
+        state[x] = pos[x];
+        state_key[x] = sk[x];
+      }
+    }
+  } else {
+    ns = ChunkState(DeviceBlock(), p.order + head * p.n, p.n, a, p.k, state, counts);
+    __syncthreads();  // the state (every warp's members)
+    for (int64_t x = threadIdx.x; x < ns; x += blockDim.x) state_key[x] = key[state[x]];
+  }
   __syncthreads();  // chunk_key and state_key
   for (int64_t x = threadIdx.x; x < ns + (b - a); x += blockDim.x) {
     int64_t j, e;
     if (x < ns) {
-      j = state[x];
-      e = EvictedInChunk(chunk_key, a, b, state_key[x], j, x, a, p.k);
+      j = members[x];
+      e = EvictedInChunk(chunk_key, a, b, member_keys[x], j, x, a, p.k);
     } else {
       j = a + (x - ns);
-      const int64_t before = ChunkKeyBefore(state_key, ns, chunk_key, a, j);
+      const int64_t before = ChunkKeyBefore(member_keys, ns, chunk_key, a, j);
       e = EvictedInChunk(chunk_key, a, b, chunk_key[j - a], j, before, j + 1, p.k);
     }
     if (e >= 0) evict[j] = static_cast<int32_t>(e);
   }
+}
+
+// The scan's first lists: one block per (chunk, head) ranks the chunk's keys by counting
+// (ChunkTopRank) and writes its top-min(cap, size) in rank order.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_chunk_top(ScanParams p) {
+  extern __shared__ uint64_t top_key[];  // [chunk]
+  const int64_t c = blockIdx.x, head = blockIdx.y;
+  const int64_t a = c * p.chunk, b = min(p.n, a + p.chunk);
+  const uint64_t* key = p.key + head * p.n;
+  for (int64_t x = threadIdx.x; x < b - a; x += blockDim.x) top_key[x] = key[a + x];
+  __syncthreads();
+  const int64_t list = head * p.chunks + c, base = list * p.cap;
+  for (int64_t x = threadIdx.x; x < b - a; x += blockDim.x) {
+    const int64_t rank = ChunkTopRank(top_key, a, b, x);
+    if (rank < p.cap) {
+      p.out_key[base + rank] = top_key[x];
+      p.out_pos[base + rank] = static_cast<int32_t>(a + x);
+    }
+  }
+  if (threadIdx.x == 0) p.out_n[list] = static_cast<int32_t>(min(p.cap, b - a));
+}
+
+// One step of the scan: a thread per output slot; entry c takes the top-cap of its list
+// and entry c - offset's (MergeSlot), entries before `offset` are copied.
+extern "C" __global__ void __launch_bounds__(256) attntune_select_top_merge(ScanParams p) {
+  const int64_t x = GlobalThread();
+  if (x >= p.heads * p.chunks * p.cap) return;
+  const int64_t o = x % p.cap, list = x / p.cap, c = list % p.chunks, base = list * p.cap;
+  const int64_t nb = p.in_n[list];
+  if (c < p.offset) {
+    if (o == 0) p.out_n[list] = static_cast<int32_t>(nb);
+    if (o < nb) {
+      p.out_key[base + o] = p.in_key[base + o];
+      p.out_pos[base + o] = p.in_pos[base + o];
+    }
+    return;
+  }
+  const int64_t abase = (list - p.offset) * p.cap, na = p.in_n[list - p.offset];
+  const int64_t total = min(p.cap, na + nb);
+  if (o == 0) p.out_n[list] = static_cast<int32_t>(total);
+  if (o >= total) return;
+  int64_t i;
+  const int64_t from = MergeSlot(p.in_key + abase, p.in_pos + abase, na, p.in_key + base,
+                                 p.in_pos + base, nb, o, &i)
+                           ? abase + i
+                           : base + i;
+  p.out_key[base + o] = p.in_key[from];
+  p.out_pos[base + o] = p.in_pos[from];
 }
 
 // The largest eviction of each tile of 32 keys (ListWalkTiles skips tiles held by no row).
@@ -1187,8 +1274,51 @@ std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta
              stream, smem);
 }
 
+/// The scan of the chunks' top-k lists for `p` (p.key, n, chunk, chunks, heads,
+/// state_cap): its last entries into p.scan_*.
+std::string EnqueueTopKScan(TopKParams& p, SelectWorkspace& ws, const std::string& tag,
+                            void* stream) {
+  const int64_t lists = p.heads * p.chunks, entries = lists * p.state_cap;
+  uint64_t* keys[2] = {ws.Get<uint64_t>(tag + ".scan_key0", entries),
+                       ws.Get<uint64_t>(tag + ".scan_key1", entries)};
+  int32_t* pos[2] = {ws.Get<int32_t>(tag + ".scan_pos0", entries),
+                     ws.Get<int32_t>(tag + ".scan_pos1", entries)};
+  int32_t* counts[2] = {ws.Get<int32_t>(tag + ".scan_n0", lists),
+                        ws.Get<int32_t>(tag + ".scan_n1", lists)};
+  ScanParams s{};
+  s.key = p.key;
+  s.n = p.n;
+  s.chunk = p.chunk;
+  s.chunks = p.chunks;
+  s.heads = p.heads;
+  s.cap = p.state_cap;
+  s.out_key = keys[0];
+  s.out_pos = pos[0];
+  s.out_n = counts[0];
+  std::string error = Run("attntune_select_chunk_top", attntune_select_chunk_top,
+                          dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(p.heads)),
+                          dim3(256), s, stream, static_cast<size_t>(p.chunk * 8));
+  int cur = 0;
+  for (int64_t offset = 1; offset < p.chunks && error.empty(); offset *= 2) {
+    s.in_key = keys[cur];
+    s.in_pos = pos[cur];
+    s.in_n = counts[cur];
+    s.out_key = keys[1 - cur];
+    s.out_pos = pos[1 - cur];
+    s.out_n = counts[1 - cur];
+    s.offset = offset;
+    error = Run("attntune_select_top_merge", attntune_select_top_merge,
+                dim3(Blocks(entries, 256)), dim3(256), s, stream);
+    cur = 1 - cur;
+  }
+  p.scan_key = keys[cur];
+  p.scan_pos = pos[cur];
+  p.scan_n = counts[cur];
+  return error;
+}
+
 std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string& tag,
-                        void* stream) {
+                        void* stream, bool sorted) {
   const int64_t heads = out->heads, n = out->n, k = out->k;
   TopKParams p{};
   p.key = out->key;
@@ -1202,12 +1332,23 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   p.chunk = TopKChunk(k);
   p.chunks = (n + p.chunk - 1) / p.chunk;
   p.state_cap = std::min(k, n);
-  std::string error = SortHeads(ws, tag + ".sort", out->key, out->sorted_key, out->order, heads, n,
-                                stream);
+  // The chunks' states from the scan of top-k lists where its buffers fit and nothing
+  // reads the sorted order (dma_decode does); else from that order.
+  const bool scan = !sorted && k < n && TopKScanFits(heads, p.chunk, p.chunks, p.state_cap);
+  std::string error;
+  if (!sorted && (scan || k >= n)) {
+    out->sorted_key = nullptr;  // not computed
+    out->order = nullptr;
+    if (scan) error = EnqueueTopKScan(p, ws, tag, stream);
+  } else {
+    error = SortHeads(ws, tag + ".sort", out->key, out->sorted_key, out->order, heads, n,
+                      stream);
+  }
   if (error.empty()) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
   if (error.empty() && k < n) {  // k >= n: every key is held to the end
     const bool shared = TopKStateShared(p.chunk, p.state_cap);
-    if (!shared) {
+    p.state_global = !shared;
+    if (!shared && !scan) {
       p.state = ws.Get<int32_t>(tag + ".state", heads * p.chunks * p.state_cap);
       p.state_key = ws.Get<uint64_t>(tag + ".state_key", heads * p.chunks * p.state_cap);
     }

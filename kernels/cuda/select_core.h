@@ -388,6 +388,61 @@ ATTNTUNE_HD_INLINE int64_t ChunkState(const Block& blk, const int32_t* order, in
   return got < need ? got : need;
 }
 
+// ---- the chunks' states by a scan of top-k lists (no sort) ----
+//
+// The state of chunk c, the top-k of the prefix [0, a_c), is the top-k of the union of
+// the chunks before it. Each chunk's own top-min(k, size) in rank order (its keys ranked
+// by counting, ChunkTopRank), then an inclusive scan over the chunks (Hillis-Steele: at
+// distance 1, 2, 4, ... each entry takes the top-k of its list and the list that many
+// chunks before it, MergeSlot giving each output slot by its own binary search); the
+// state of chunk c is the scan's entry c - 1, in rank order as ChunkState's.
+
+/// How many keys of the chunk [a, b) (RankKeys chunk_key[0, b - a)) rank before its key
+/// at position a + x: the key's place in the chunk's rank order.
+ATTNTUNE_HD inline int64_t ChunkTopRank(const uint64_t* chunk_key, int64_t a, int64_t b,
+                                        int64_t x) {
+  const uint64_t key_x = chunk_key[x];
+  int64_t rank = 0;
+  for (int64_t y = 0; y < b - a; ++y) {
+    rank += RanksBeforeKey(chunk_key[y], a + y, key_x, a + x) ? 1 : 0;
+  }
+  return rank;
+}
+
+/// Slot o (< na + nb) of the merge of two lists in rank order of disjoint positions (A:
+/// keys ka, positions pa, na entries; B likewise): true with *index its entry of A, or
+/// false with *index its entry of B. The binary search finds how many of A's entries the
+/// merge's first o slots hold.
+ATTNTUNE_HD inline bool MergeSlot(const uint64_t* ka, const int32_t* pa, int64_t na,
+                                  const uint64_t* kb, const int32_t* pb, int64_t nb, int64_t o,
+                                  int64_t* index) {
+  int64_t lo = o > nb ? o - nb : 0, hi = o < na ? o : na;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (RanksBeforeKey(ka[mid], pa[mid], kb[o - 1 - mid], pb[o - 1 - mid])) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  const int64_t jb = o - lo;
+  if (lo < na && (jb >= nb || RanksBeforeKey(ka[lo], pa[lo], kb[jb], pb[jb]))) {
+    *index = lo;
+    return true;
+  }
+  *index = jb;
+  return false;
+}
+
+/// Whether the scan takes the chunks' states: chunks of at most 1,024 keys (ChunkTopRank
+/// compares every pair of a chunk's keys: k up to 4,099) and its two buffers of
+/// heads x chunks x state_cap entries (12 bytes each) within 4M entries a buffer (96 MB
+/// for both); else the states come from a sort.
+ATTNTUNE_HD inline bool TopKScanFits(int64_t heads, int64_t chunk, int64_t chunks,
+                                     int64_t state_cap) {
+  return chunk <= 1024 && heads * chunks * state_cap <= (int64_t{1} << 22);
+}
+
 /// How many keys of the state (rank order, all at positions before j) rank before a
 /// key j of the chunk whose RankKey is key_j: those with a key <= key_j. state_key[x] =
 /// the RankKey of the state's member x (ascending, as the state is in rank order).

@@ -91,10 +91,14 @@ std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream);
 /// device.
 std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta,
                              const double* a, bool fused, TopKDevice* out, void* stream);
-/// Prefix top-k evictions of out->key with budget out->k (a stable sort per head, then
-/// chunks of TopKChunk(k) positions), and the tiles' largest evictions.
+/// Prefix top-k evictions of out->key with budget out->k (chunks of TopKChunk(k)
+/// positions, each from the top-k of the positions before it), and the tiles' largest
+/// evictions. With `sorted` (what dma_decode's selection reads) out->sorted_key and
+/// out->order hold every head's stable sort, from which the chunks' states are read; else
+/// the states come from a scan of the chunks' top-k lists where its buffers fit
+/// (TopKScanFits), and out->sorted_key and out->order are nullptr.
 std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string& tag,
-                        void* stream);
+                        void* stream, bool sorted = true);
 
 /// Gathered key lists (KeyLists, CSR) of query blocks of br rows over a top-k selection:
 /// list x = head * query_blocks + qb; each listed key's eviction and bias beside it.

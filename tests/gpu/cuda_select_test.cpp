@@ -79,17 +79,58 @@ TEST_CASE("Device prefix top-k evictions equal PrefixTopKEvictions") {
         std::vector<double> x = Scores(pattern, n, 1);
         const std::vector<double> second = Scores(pattern == std::string("equal") ? "few" : pattern, n, 2);
         x.insert(x.end(), second.begin(), second.end());  // two heads
-        const sh::TopK t = sh::RunTopK(sh::Keys(x), 2, n, k);
-        INFO("n=" << n << " k=" << k << " " << pattern);
-        REQUIRE(t.evict == HostEvictions(x, 2, n, k));
-        for (size_t tile = 0; tile < t.tile_max.size(); ++tile) {
-          const int64_t head = tile / ((n + 31) / 32), t0 = tile % ((n + 31) / 32) * 32;
-          const auto first = t.evict.begin() + head * n + t0;
-          CHECK(t.tile_max[tile] == *std::max_element(first, first + std::min<int64_t>(32, n - t0)));
+        const std::vector<int32_t> want = HostEvictions(x, 2, n, k);
+        for (bool sorted : {true, false}) {  // the states from the sorted order, or the scan
+          const sh::TopK t = sh::RunTopK(sh::Keys(x), 2, n, k, sorted);
+          INFO("n=" << n << " k=" << k << " " << pattern << " sorted=" << sorted);
+          REQUIRE(t.evict == want);
+          for (size_t tile = 0; tile < t.tile_max.size(); ++tile) {
+            const int64_t head = tile / ((n + 31) / 32), t0 = tile % ((n + 31) / 32) * 32;
+            const auto first = t.evict.begin() + head * n + t0;
+            CHECK(t.tile_max[tile] == *std::max_element(first, first + std::min<int64_t>(32, n - t0)));
+          }
         }
       }
     }
   }
+}
+
+TEST_CASE("The scan's lists are the top-k of every prefix of chunks") {
+  for (const char* pattern : {"gaussian", "few", "equal", "zeros"}) {
+    for (int64_t n : {129, 1000, 3001}) {
+      for (int64_t k : {1, 64, 127, 1000}) {
+        if (k >= n) continue;
+        const std::vector<double> x = Scores(pattern, n, 3);
+        const std::vector<uint64_t> key = sh::Keys(x);
+        const sh::ScanLists scan = sh::RunTopKScan(key, 1, n, k);
+        const std::vector<int32_t> order = sh::StableOrder(key.data(), n);
+        const int64_t chunk = cp::TopKChunk(k);
+        for (int64_t c = 0; c * chunk < n; ++c) {
+          const int64_t end = std::min(n, (c + 1) * chunk);  // prefix [0, end)
+          std::vector<int32_t> want;
+          for (int32_t j : order) {
+            if (j < end && static_cast<int64_t>(want.size()) < k) want.push_back(j);
+          }
+          INFO(pattern << " n=" << n << " k=" << k << " c=" << c);
+          REQUIRE(scan.count[c] == static_cast<int32_t>(want.size()));
+          const auto first = scan.pos.begin() + c * scan.cap;
+          CHECK(std::vector<int32_t>(first, first + scan.count[c]) == want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("The scan takes the states up to chunks of 1,024 keys and 4M entries a buffer") {
+  // ks k=64 and dma w=1024 at L=16384 with 8 KV heads; at k = 1024, L = 131072 fills a
+  // buffer exactly, twice that is past it.
+  CHECK(cp::TopKScanFits(8, cp::TopKChunk(64), 16384 / cp::TopKChunk(64), 64));
+  CHECK(cp::TopKScanFits(8, cp::TopKChunk(1024), 16384 / cp::TopKChunk(1024), 1024));
+  CHECK(cp::TopKScanFits(8, cp::TopKChunk(1024), 131072 / cp::TopKChunk(1024), 1024));
+  CHECK_FALSE(cp::TopKScanFits(8, cp::TopKChunk(1024), 262144 / cp::TopKChunk(1024), 1024));
+  CHECK(cp::TopKChunk(4099) == 1024);
+  CHECK(cp::TopKScanFits(1, cp::TopKChunk(4099), 4, 4099));
+  CHECK_FALSE(cp::TopKScanFits(1, cp::TopKChunk(4100), 4, 4100));
 }
 
 TEST_CASE("The prefix top-k keeps a chunk's state in shared memory up to about k = 3,490") {

@@ -88,21 +88,27 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
     for (size_t j = 0; j < x.size(); ++j) {
       x[j] = c.tied ? static_cast<double>((j * 7) % 5) : std::sin(static_cast<double>(j) * 1.7);
     }
-    cp::SelectWorkspace ws;
-    ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
-    cp::TopKDevice topk;
-    cp::AllocTopK(4, c.lk, c.k, true, ws, "topk", &topk);
-    REQUIRE(cp::EnqueueScoreKeys(Upload(ws, "x", x), &topk, nullptr) == "");
-    REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr) == "");
-    cp::ListsDevice lists;
-    REQUIRE(cp::EnqueueKeyLists(topk, c.lq, c.br, &lists, ws, "lists", nullptr) == "");
-    INFO("Lq=" << c.lq << " Lk=" << c.lk << " k=" << c.k << " br=" << c.br);
-    const std::vector<int32_t> evict = HostEvictions(x, 4, c.lk, c.k);
-    REQUIRE(Download(topk.evict, 4 * c.lk) == evict);
-    const sh::TopK host = sh::RunTopK(sh::Keys(x), 4, c.lk, c.k);
-    CHECK(Download(topk.order, 4 * c.lk) == host.order);
-    CHECK(Download(topk.tile_max, 4 * ((c.lk + 31) / 32)) == host.tile_max);
-    CheckLists(lists, cp::BuildKeyLists(shape, evict, c.br));
+    // The chunks' states from the sorted order (dma_decode's) and from the scan of the
+    // chunks' top-k lists (ks's, dma's, hax's).
+    for (bool sorted : {true, false}) {
+      cp::SelectWorkspace ws;
+      ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
+      cp::TopKDevice topk;
+      cp::AllocTopK(4, c.lk, c.k, true, ws, "topk", &topk);
+      REQUIRE(cp::EnqueueScoreKeys(Upload(ws, "x", x), &topk, nullptr) == "");
+      REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr, sorted) == "");
+      cp::ListsDevice lists;
+      REQUIRE(cp::EnqueueKeyLists(topk, c.lq, c.br, &lists, ws, "lists", nullptr) == "");
+      INFO("Lq=" << c.lq << " Lk=" << c.lk << " k=" << c.k << " br=" << c.br
+                 << " sorted=" << sorted);
+      const std::vector<int32_t> evict = HostEvictions(x, 4, c.lk, c.k);
+      REQUIRE(Download(topk.evict, 4 * c.lk) == evict);
+      const sh::TopK host = sh::RunTopK(sh::Keys(x), 4, c.lk, c.k, sorted);
+      if (sorted) CHECK(Download(topk.order, 4 * c.lk) == host.order);
+      if (!sorted) CHECK(topk.order == nullptr);
+      CHECK(Download(topk.tile_max, 4 * ((c.lk + 31) / 32)) == host.tile_max);
+      CheckLists(lists, cp::BuildKeyLists(shape, evict, c.br));
+    }
   }
 }
 

@@ -52,21 +52,78 @@ inline std::vector<uint64_t> Keys(const std::vector<double>& x) {
   return key;
 }
 
-/// EnqueueTopK: sort, chunks, tile maxima.
-inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t k) {
+/// The scan of EnqueueTopK without `sorted`: each chunk's top list (attntune_select_
+/// chunk_top), then the merge steps (attntune_select_top_merge); entry [head][c] of the
+/// result is the top-min(k, n) of chunks 0..c, `count` its size.
+struct ScanLists {
+  int64_t cap = 0;
+  std::vector<uint64_t> key;
+  std::vector<int32_t> pos, count;
+};
+inline ScanLists RunTopKScan(const std::vector<uint64_t>& key, int64_t heads, int64_t n,
+                             int64_t k) {
+  const int64_t chunk = cp::TopKChunk(k), chunks = (n + chunk - 1) / chunk;
+  ScanLists in;
+  in.cap = std::min(k, n);
+  const size_t entries = static_cast<size_t>(heads * chunks * in.cap);
+  in.key.assign(entries, ~uint64_t{0});  // poisoned: every read slot is written first
+  in.pos.assign(entries, -1);
+  in.count.assign(static_cast<size_t>(heads * chunks), -1);
+  for (int64_t head = 0; head < heads; ++head) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t a = c * chunk, b = std::min(n, a + chunk), list = head * chunks + c;
+      const uint64_t* chunk_key = key.data() + head * n + a;
+      for (int64_t x = 0; x < b - a; ++x) {
+        const int64_t rank = cp::ChunkTopRank(chunk_key, a, b, x);
+        if (rank < in.cap) {
+          in.key[list * in.cap + rank] = chunk_key[x];
+          in.pos[list * in.cap + rank] = static_cast<int32_t>(a + x);
+        }
+      }
+      in.count[list] = static_cast<int32_t>(std::min(in.cap, b - a));
+    }
+  }
+  for (int64_t offset = 1; offset < chunks; offset *= 2) {
+    ScanLists out = in;
+    for (int64_t list = 0; list < heads * chunks; ++list) {
+      const int64_t base = list * in.cap, nb = in.count[list];
+      if (list % chunks < offset) continue;  // copied
+      const int64_t abase = (list - offset) * in.cap, na = in.count[list - offset];
+      const int64_t total = std::min(in.cap, na + nb);
+      out.count[list] = static_cast<int32_t>(total);
+      for (int64_t o = 0; o < total; ++o) {
+        int64_t i;
+        const int64_t from = cp::MergeSlot(in.key.data() + abase, in.pos.data() + abase, na,
+                                           in.key.data() + base, in.pos.data() + base, nb, o, &i)
+                                 ? abase + i
+                                 : base + i;
+        out.key[base + o] = in.key[from];
+        out.pos[base + o] = in.pos[from];
+      }
+    }
+    in = std::move(out);
+  }
+  return in;
+}
+
+/// EnqueueTopK: sort (with `sorted`) or the scan of the chunks' top lists, chunks, tile
+/// maxima.
+inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t k,
+                    bool sorted = true) {
   TopK t;
   t.heads = heads;
   t.n = n;
   t.k = k;
   t.key = std::move(key);
   t.evict.assign(static_cast<size_t>(heads * n), static_cast<int32_t>(n));
-  for (int64_t head = 0; head < heads; ++head) {
+  for (int64_t head = 0; head < heads && sorted; ++head) {
     const uint64_t* key_h = t.key.data() + head * n;
     const std::vector<int32_t> order = StableOrder(key_h, n);
     t.order.insert(t.order.end(), order.begin(), order.end());
     for (int32_t j : order) t.sorted_key.push_back(key_h[j]);
   }
   const int64_t chunk = cp::TopKChunk(k), chunks = (n + chunk - 1) / chunk;
+  const ScanLists scan = !sorted && k < n ? RunTopKScan(t.key, heads, n, k) : ScanLists();
   std::vector<int32_t> state(static_cast<size_t>(std::min(k, n)) + 1);
   std::vector<uint64_t> state_key(state.size()), chunk_key;
   for (int64_t head = 0; head < heads && k < n; ++head) {
@@ -75,10 +132,20 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t a = c * chunk, b = std::min(n, a + chunk);
       chunk_key.assign(key_h + a, key_h + b);
-      int32_t counts[cp::kChunkWarps];
-      const int64_t ns = cp::ChunkState(cp::HostBlock<cp::kChunkWarps>(), t.order.data() + head * n,
-                                        n, a, k, state.data(), counts);
-      for (int64_t x = 0; x < ns; ++x) state_key[x] = key_h[state[x]];
+      int64_t ns;
+      if (sorted) {
+        int32_t counts[cp::kChunkWarps];
+        ns = cp::ChunkState(cp::HostBlock<cp::kChunkWarps>(), t.order.data() + head * n, n, a,
+                            k, state.data(), counts);
+        for (int64_t x = 0; x < ns; ++x) state_key[x] = key_h[state[x]];
+      } else {  // the scan's entry c - 1
+        const int64_t before = head * chunks + c - 1;
+        ns = c == 0 ? 0 : scan.count[before];
+        for (int64_t x = 0; x < ns; ++x) {
+          state[x] = scan.pos[before * scan.cap + x];
+          state_key[x] = scan.key[before * scan.cap + x];
+        }
+      }
       for (int64_t x = 0; x < ns + (b - a); ++x) {
         int64_t j, e;
         if (x < ns) {
