@@ -683,7 +683,7 @@ __device__ void LshBinsRows(const BinParams& p, const float* x0, const float* mu
     const bool valid = row < count;
     const float* x = x0 + static_cast<int64_t>(valid ? row : 0) * d;
     [[maybe_unused]] float u[kPer > 0 ? kPer : 1];
-    if constexpr (kPer > 0) LshTerms<kPer>(x, mu, valid ? d : 0, lane, u);  // invalid: reads nothing
+    if constexpr (kPer > 0) LshTerms<kPer>(x, mu, valid ? d : 0, lane, u);  // invalid: none read
     int32_t bin = 0;
     double best = 0.0;
     for (int c0 = 0; c0 < h; c0 += 4) {
@@ -702,7 +702,9 @@ __device__ void LshBinsRows(const BinParams& p, const float* x0, const float* mu
         if (c >= n) break;  // the same n on every lane
         double v = static_cast<double>(acc[c]);
 #pragma unroll
-        for (int off = 8; off >= 1; off /= 2) v = AddD(v, __shfl_down_sync(0xffffffffu, v, off, 16));
+        for (int off = 8; off >= 1; off /= 2) {
+          v = AddD(v, __shfl_down_sync(0xffffffffu, v, off, 16));
+        }
         if (valid && lane == 0) {
           LshBinStep(c0 + c, LshTail(v, x, mu, r + (c0 + c) * d, d), p.argmax, &bin, &best);
         }

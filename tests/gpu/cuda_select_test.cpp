@@ -87,7 +87,8 @@ TEST_CASE("Device prefix top-k evictions equal PrefixTopKEvictions") {
           for (size_t tile = 0; tile < t.tile_max.size(); ++tile) {
             const int64_t head = tile / ((n + 31) / 32), t0 = tile % ((n + 31) / 32) * 32;
             const auto first = t.evict.begin() + head * n + t0;
-            CHECK(t.tile_max[tile] == *std::max_element(first, first + std::min<int64_t>(32, n - t0)));
+            const auto last = first + std::min<int64_t>(32, n - t0);
+            CHECK(t.tile_max[tile] == *std::max_element(first, last));
           }
         }
       }
