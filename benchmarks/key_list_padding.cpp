@@ -1,17 +1,20 @@
-// How much of the block-skipping kernel's tensor work attends a pair, per compiled tile,
-// computed on the host: the prefix top-k of ks or dma on `attntune bench`'s inputs
-// (Gaussian, seed 1), the query blocks' gathered key lists (BuildKeyLists, as the device
-// builds them) for each tile's Br, and each list padded to whole tiles of Bc keys:
+// How much of the gathered kernels' tensor work attends a pair, per compiled tile,
+// computed on the host on `attntune bench`'s inputs (Gaussian, seed 1). ks, dma: the
+// prefix top-k and the query blocks' gathered key lists (BuildKeyLists, as the device
+// builds them) for each tile's Br; lsh, hax: the bucketed blocks (BuildBucketLists: rows
+// of a KV head sorted by bin, at most Br a block, each with the union of its rows' keys).
+// Each list is padded to whole tiles of Bc keys:
 //   key slots / attended pairs = sum over blocks of Br * Bc * ceil(list / Bc)
-//                                / sum over rows of |S(i)|
-// (1 for a list that fills its tiles exactly). The kernel multiplies every row of a block
-// with the key slots of its tiles but those of a last tile's 16-key groups wholly past
-// the list (in S = Q K^T with one row tile a warp, in O += P V always), so its tensor work
-// over the useful work is the mean of the two products' slots over the pairs.
-// No GPU: a planning figure, not a timing.
+//                                / attended pairs
+// (1 for full blocks whose lists fill their tiles and every row of which attends every
+// listed key). The kernel multiplies every row of a block with the key slots of its tiles
+// but those of a last tile's 16-key groups wholly past the list (in S = Q K^T with one row
+// tile a warp, in O += P V always), so its tensor work over the useful work is the mean
+// of the two products' slots over the pairs. No GPU: a planning figure, not a timing.
 //
-//   key_list_padding VARIANT PARAMS SHAPE      (VARIANT ks or dma)
+//   key_list_padding VARIANT PARAMS SHAPE      (VARIANT ks, dma, lsh or hax)
 //   e.g. key_list_padding ks k=64 B=1,Hq=16,Hkv=8,L=16384,d=128
+//        key_list_padding lsh k=64 B=1,Hq=16,Hkv=8,L=16384,d=128
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -22,58 +25,105 @@
 #include "kernels/cuda/plan.h"
 #include "kernels/selection/selection.h"
 
+namespace {
+
+using namespace attntune;
+namespace cp = cuda_plan;
+
+// One block's list of n keys for `tile`: its key slots and its tensor work (the mean of
+// S = Q K^T's and O += P V's slots), both times Br.
+void AddBlock(const cp::WindowedTile& tile, int64_t n, double* slots, double* work) {
+  const bool one_row_tile = tile.br == 16 * tile.warps;
+  const int64_t t = (n + tile.bc - 1) / tile.bc;
+  slots[0] += static_cast<double>(t * tile.bc * tile.br);
+  const int64_t rest = n % tile.bc, groups = (rest + 15) / 16 * 16;
+  const int64_t qk = n / tile.bc * tile.bc + (rest == 0 ? 0 : one_row_tile ? groups : tile.bc);
+  const int64_t pv = n / tile.bc * tile.bc + groups;
+  work[0] += static_cast<double>((qk + pv) * tile.br) / 2.0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace attntune;
   if (argc != 4) {
-    std::fprintf(stderr, "usage: key_list_padding VARIANT PARAMS SHAPE (VARIANT ks or dma)\n");
+    std::fprintf(stderr,
+                 "usage: key_list_padding VARIANT PARAMS SHAPE (VARIANT ks, dma, lsh or hax)\n");
     return 2;
   }
   try {
     const std::string id = argv[1];
-    if (id != "ks" && id != "dma") throw UserError("VARIANT: ks or dma, got '" + id + "'");
+    if (id != "ks" && id != "dma" && id != "lsh" && id != "hax") {
+      throw UserError("VARIANT: ks, dma, lsh or hax, got '" + id + "'");
+    }
     const VariantProblem problem(argv[1], argv[2], argv[3]);
     const Shape& s = problem.shape;
+    const Params& p = problem.params;
     if (!s.causal || s.Lq > s.Lk) throw UserError("SHAPE: causal with Lq <= Lk");
-    const std::vector<double> scores =
-        id == "ks" ? KsScores(problem.tensors)
-                   : DmaScores(problem.tensors, static_cast<uint64_t>(ParamInt(problem.params, "seed")));
-    const int64_t k = ParamInt(problem.params, id == "ks" ? "k" : "w");
+    const bool bucketed = id == "lsh" || id == "hax";
+    // Every query head's attended pairs (bench's `pairs`).
+    const double pairs = static_cast<double>(AttendedPairs(*problem.variant, problem.tensors, p));
     std::vector<int32_t> evict;
-    double pairs = 0;  // attended pairs of one query head of each KV head
-    for (int64_t bh = 0; bh < s.B * s.Hkv; ++bh) {
-      const std::vector<int32_t> e = PrefixTopKEvictions(scores.data() + bh * s.Lk, s.Lk, k);
-      evict.insert(evict.end(), e.begin(), e.end());
-      for (int64_t i = 0; i < s.Lq; ++i) pairs += static_cast<double>(std::min(k, s.QueryPos(i) + 1));
+    const int64_t k = bucketed ? (id == "hax" ? ParamInt(p, "k_ks") : 0)
+                               : ParamInt(p, id == "ks" ? "k" : "w");
+    if (id != "lsh") {
+      const std::vector<double> scores =
+          id == "dma" ? DmaScores(problem.tensors, static_cast<uint64_t>(ParamInt(p, "seed")))
+                      : KsScores(problem.tensors);
+      for (int64_t bh = 0; bh < s.B * s.Hkv; ++bh) {
+        const std::vector<int32_t> e = PrefixTopKEvictions(scores.data() + bh * s.Lk, s.Lk, k);
+        evict.insert(evict.end(), e.begin(), e.end());
+      }
     }
-    std::printf("%s %s on %s: attended pairs per query head %.0f\n", argv[1], argv[2], argv[3],
-                pairs / static_cast<double>(s.B * s.Hkv));
-    std::printf("tile | Br | Bc | mean list | largest list | tiles per block | key slots / attended pairs"
-                " | tensor work / useful\n");
-    for (const cuda_plan::WindowedTile& tile : cuda_plan::WindowedTiles()) {
-      if (tile.d != s.d || tile.dtype != cuda_plan::Dtype::kF16) continue;
-      const cuda_plan::KeyLists lists = cuda_plan::BuildKeyLists(s, evict, tile.br);
-      const int64_t count = s.B * s.Hkv * lists.query_blocks;
-      const bool one_row_tile = tile.br == 16 * tile.warps;
+    LshBins bins;
+    int64_t chunk = 0;
+    if (bucketed) {
+      bins = ComputeLshBins(problem.tensors, ParamInt(p, "bits"), p.at("rule") == "argmax",
+                            static_cast<uint64_t>(ParamInt(p, "seed")));
+      // hax's rows a chunk of positions at a time: the CUDA implementation's Chunk (its
+      // default 512 where PARAMS give none or the CPU union's 0, its own choice).
+      if (id == "hax") chunk = p.count("Chunk") != 0 ? ParamInt(p, "Chunk") : 0;
+      if (id == "hax" && chunk == 0) chunk = 512;
+    }
+    std::printf("%s %s on %s: attended pairs %.0f%s\n", argv[1], argv[2], argv[3], pairs,
+                id == "hax" ? (" (Chunk=" + std::to_string(chunk) + ")").c_str() : "");
+    std::printf("tile | Br | Bc | blocks | mean rows | mean list | largest list | tiles per block"
+                " | key slots / attended pairs | tensor work / useful\n");
+    for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
+      if (tile.d != s.d || tile.dtype != cp::Dtype::kF16) continue;
+      std::vector<int64_t> list_sizes;
+      double rows = 0;
+      if (bucketed) {
+        const cp::BucketLists lists =
+            cp::BuildBucketLists(s, bins, ParamInt(p, id == "hax" ? "k_lsh" : "k"), evict,
+                                 tile.br, chunk);
+        for (int64_t b = 0; b < lists.Blocks(); ++b) {
+          list_sizes.push_back(lists.key_offsets[b + 1] - lists.key_offsets[b]);
+          rows += static_cast<double>(lists.row_offsets[b + 1] - lists.row_offsets[b]);
+        }
+      } else {
+        // A query block's list serves each query head of the group: one block per head.
+        const cp::KeyLists lists = cp::BuildKeyLists(s, evict, tile.br);
+        for (int64_t x = 0; x < s.B * s.Hkv * lists.query_blocks; ++x) {
+          for (int64_t g = 0; g < s.Group(); ++g) {
+            list_sizes.push_back(lists.offsets[x + 1] - lists.offsets[x]);
+          }
+        }
+        rows = static_cast<double>(s.B * s.Hq * s.Lq);
+      }
       double keys = 0, slots = 0, tiles = 0, work = 0;
       int64_t largest = 0;
-      for (int64_t x = 0; x < count; ++x) {
-        const int64_t n = lists.offsets[x + 1] - lists.offsets[x];
-        const int64_t t = (n + tile.bc - 1) / tile.bc;
+      for (const int64_t n : list_sizes) {
         keys += static_cast<double>(n);
-        tiles += static_cast<double>(t);
-        // The last query block's rows past Lq compute nothing useful either.
-        slots += static_cast<double>(t * tile.bc * tile.br);
-        // The kernel's slots: whole tiles, then the last tile's 16-key groups.
-        const int64_t rest = n % tile.bc, groups = (rest + 15) / 16 * 16;
-        const int64_t qk = n / tile.bc * tile.bc + (rest == 0 ? 0 : one_row_tile ? groups : tile.bc);
-        const int64_t pv = n / tile.bc * tile.bc + groups;
-        work += static_cast<double>((qk + pv) * tile.br) / 2.0;
+        tiles += static_cast<double>((n + tile.bc - 1) / tile.bc);
+        AddBlock(tile, n, &slots, &work);
         largest = std::max(largest, n);
       }
-      std::printf("%s | %d | %d | %.1f | %lld | %.2f | %.3f | %.3f\n",
-                  cuda_plan::KernelName(tile, cuda_plan::Family::kTopK).c_str(), tile.br, tile.bc,
-                  keys / static_cast<double>(count), static_cast<long long>(largest),
-                  tiles / static_cast<double>(count), slots / pairs, work / pairs);
+      const double count = static_cast<double>(list_sizes.size());
+      const cp::Family family = bucketed ? cp::Family::kBucketed : cp::Family::kTopK;
+      std::printf("%s | %d | %d | %.0f | %.1f | %.1f | %lld | %.2f | %.3f | %.3f\n",
+                  cp::KernelName(tile, family).c_str(), tile.br, tile.bc, count, rows / count,
+                  keys / count, static_cast<long long>(largest), tiles / count, slots / pairs,
+                  work / pairs);
     }
     return 0;
   } catch (const UserError& e) {
