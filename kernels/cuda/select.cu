@@ -532,7 +532,7 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
   const uint64_t* member_keys = state_key;
   int64_t ns;
   if (p.scan_pos != nullptr) {  // the scan's entry c - 1: the prefix's top-k, rank order
-    const int64_t before = head * p.chunks + c - 1;
+    const int64_t before = head * p.chunks + (c > 0 ? c - 1 : 0);  // chunk 0: no state
     ns = c == 0 ? 0 : p.scan_n[before];
     const int32_t* pos = p.scan_pos + before * p.state_cap;
     const uint64_t* sk = p.scan_key + before * p.state_cap;
