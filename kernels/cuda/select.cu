@@ -1209,8 +1209,8 @@ void AllocTopK(int64_t heads, int64_t n, int64_t k, bool bias, SelectWorkspace& 
   out->bias_log2 = bias ? ws.Get<float>(tag + ".bias", heads * n) : nullptr;
   out->evict = ws.Get<int32_t>(tag + ".evict", heads * n);
   out->tile_max = ws.Get<int32_t>(tag + ".tile_max", heads * ((n + 31) / 32));
-  out->sorted_key = ws.Get<uint64_t>(tag + ".sorted_key", heads * n);
-  out->order = ws.Get<int32_t>(tag + ".order", heads * n);
+  out->sorted_key = nullptr;  // EnqueueTopK's, where it sorts
+  out->order = nullptr;
 }
 
 std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopKDevice* out,
@@ -1324,7 +1324,6 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   const int64_t heads = out->heads, n = out->n, k = out->k;
   TopKParams p{};
   p.key = out->key;
-  p.order = out->order;
   p.evict = out->evict;
   p.tile_max = out->tile_max;
   p.n = n;
@@ -1343,6 +1342,9 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
     out->order = nullptr;
     if (scan) error = EnqueueTopKScan(p, ws, tag, stream);
   } else {
+    out->sorted_key = ws.Get<uint64_t>(tag + ".sorted_key", heads * n);
+    out->order = ws.Get<int32_t>(tag + ".order", heads * n);
+    p.order = out->order;
     error = SortHeads(ws, tag + ".sort", out->key, out->sorted_key, out->order, heads, n,
                       stream);
   }

@@ -72,8 +72,8 @@ struct TopKDevice {
   float* bias_log2 = nullptr;     // dma: b_j * log2(e) [heads, n], or nullptr
   int32_t* evict = nullptr;       // [heads, n] (PrefixTopKEvictions)
   int32_t* tile_max = nullptr;    // [heads, ceil(n / 32)]: largest evict of 32 keys
-  uint64_t* sorted_key = nullptr;  // [heads, n] in (key, position) order
-  int32_t* order = nullptr;        // [heads, n] positions in that order
+  uint64_t* sorted_key = nullptr;  // [heads, n] in (key, position) order (EnqueueTopK's
+  int32_t* order = nullptr;        // sort); [heads, n] positions in that order
 };
 
 /// Allocates `out` for heads x n keys with budget k (key and bias_log2 included).
