@@ -10,7 +10,10 @@
 // listed key). The kernel multiplies every row of a block with the key slots of its tiles
 // but those of a last tile's 16-key groups wholly past the list (in S = Q K^T with one row
 // tile a warp, in O += P V always), so its tensor work over the useful work is the mean
-// of the two products' slots over the pairs. No GPU: a planning figure, not a timing.
+// of the two products' slots over the pairs. ks, dma: the share of a warp's tiles that take
+// the mask (some key of the tile not HeldThrough the warp's rows, or a last tile short of
+// Bc keys), with the lists as the device orders them (KeyOrder::kHeldFirst) and in
+// ascending j. No GPU: planning figures, not timings.
 //
 //   key_list_padding VARIANT PARAMS SHAPE      (VARIANT ks, dma, lsh or hax)
 //   e.g. key_list_padding ks k=64 B=1,Hq=16,Hkv=8,L=16384,d=128
@@ -40,6 +43,34 @@ void AddBlock(const cp::WindowedTile& tile, int64_t n, double* slots, double* wo
   const int64_t qk = n / tile.bc * tile.bc + (rest == 0 ? 0 : one_row_tile ? groups : tile.bc);
   const int64_t pv = n / tile.bc * tile.bc + groups;
   work[0] += static_cast<double>((qk + pv) * tile.br) / 2.0;
+}
+
+// The share of (warp, tile) steps of a query block's list whose tile takes the mask in the
+// block-skipping kernel: a tile short of Bc keys, or one with a key that some row of the
+// warp (positions first .. first + rows a warp - 1) does not attend.
+double MaskedShare(const Shape& s, const std::vector<int32_t>& evict,
+                   const cp::WindowedTile& tile, cp::KeyOrder order) {
+  const cp::KeyLists lists = cp::BuildKeyLists(s, evict, tile.br, order);
+  const int64_t warp_rows = tile.br / tile.warps;
+  double steps = 0, masked = 0;
+  for (int64_t x = 0; x < s.B * s.Hkv * lists.query_blocks; ++x) {
+    const int32_t* e = evict.data() + x / lists.query_blocks * s.Lk;
+    const int64_t begin = lists.offsets[x], end = lists.offsets[x + 1];
+    const int64_t p0 = s.QueryPos(x % lists.query_blocks * tile.br);
+    for (int64_t w = 0; w < tile.warps; ++w) {
+      const int64_t first = p0 + w * warp_rows, last = first + warp_rows - 1;
+      for (int64_t a = begin; a < end; a += tile.bc) {
+        bool held = a + tile.bc <= end;
+        for (int64_t c = a; held && c < a + tile.bc; ++c) {
+          const int32_t j = lists.keys[c];
+          held = cp::HeldThrough<int64_t>(j, e[j], first, last);
+        }
+        steps += 1;
+        masked += held ? 0 : 1;
+      }
+    }
+  }
+  return steps > 0 ? masked / steps : 0.0;
 }
 
 }  // namespace
@@ -87,7 +118,8 @@ int main(int argc, char** argv) {
     std::printf("%s %s on %s: attended pairs %.0f%s\n", argv[1], argv[2], argv[3], pairs,
                 id == "hax" ? (" (Chunk=" + std::to_string(chunk) + ")").c_str() : "");
     std::printf("tile | Br | Bc | blocks | mean rows | mean list | largest list | tiles per block"
-                " | key slots / attended pairs | tensor work / useful\n");
+                " | key slots / attended pairs | tensor work / useful%s\n",
+                bucketed ? "" : " | warp tiles masked (held first) | (ascending)");
     for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
       if (tile.d != s.d || tile.dtype != cp::Dtype::kF16) continue;
       std::vector<int64_t> list_sizes;
@@ -102,7 +134,7 @@ int main(int argc, char** argv) {
         }
       } else {
         // A query block's list serves each query head of the group: one block per head.
-        const cp::KeyLists lists = cp::BuildKeyLists(s, evict, tile.br);
+        const cp::KeyLists lists = cp::BuildKeyLists(s, evict, tile.br, cp::KeyOrder::kHeldFirst);
         for (int64_t x = 0; x < s.B * s.Hkv * lists.query_blocks; ++x) {
           for (int64_t g = 0; g < s.Group(); ++g) {
             list_sizes.push_back(lists.offsets[x + 1] - lists.offsets[x]);
@@ -120,10 +152,15 @@ int main(int argc, char** argv) {
       }
       const double count = static_cast<double>(list_sizes.size());
       const cp::Family family = bucketed ? cp::Family::kBucketed : cp::Family::kTopK;
-      std::printf("%s | %d | %d | %.0f | %.1f | %.1f | %lld | %.2f | %.3f | %.3f\n",
+      std::printf("%s | %d | %d | %.0f | %.1f | %.1f | %lld | %.2f | %.3f | %.3f",
                   cp::KernelName(tile, family).c_str(), tile.br, tile.bc, count, rows / count,
                   keys / count, static_cast<long long>(largest), tiles / count, slots / pairs,
                   work / pairs);
+      if (!bucketed) {
+        std::printf(" | %.3f | %.3f", MaskedShare(s, evict, tile, cp::KeyOrder::kHeldFirst),
+                    MaskedShare(s, evict, tile, cp::KeyOrder::kAscending));
+      }
+      std::printf("\n");
     }
     return 0;
   } catch (const UserError& e) {

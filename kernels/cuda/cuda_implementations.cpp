@@ -293,7 +293,8 @@ void EnqueueTopKSelection(const std::string& variant, const Shape& s, const Para
   const bool bias = dma && ParamInt(p, "bias") == 1;
   const cp::TopKDevice topk = EnqueuePrefixTopK(variant, s, ParamInt(p, dma ? "w" : "k"), bias, src);
   cp::ListsDevice lists;
-  ThrowIf(cp::EnqueueKeyLists(topk, s.Lq, tile.br, &lists, *src.ws, "lists", src.stream));
+  ThrowIf(cp::EnqueueKeyLists(topk, s.Lq, tile.br, cp::KeyOrder::kHeldFirst, &lists, *src.ws,
+                              "lists", src.stream));
   args->list_offsets = lists.offsets;
   args->list_keys = lists.keys;
   args->evict = topk.evict;

@@ -64,7 +64,8 @@ std::string SelectionPhaseOf(const std::string& name) {
   return "";
 }
 
-KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br) {
+KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br,
+                       KeyOrder order) {
   ATTNTUNE_CHECK(br > 0 && s.Lq <= s.Lk && s.causal);
   ATTNTUNE_CHECK(static_cast<int64_t>(evict.size()) == s.B * s.Hkv * s.Lk);
   KeyLists lists;
@@ -75,8 +76,14 @@ KeyLists BuildKeyLists(const Shape& s, const std::vector<int32_t>& evict, int br
     for (int64_t qb = 0; qb < lists.query_blocks; ++qb) {
       const int64_t i0 = qb * br, i1 = std::min(s.Lq, i0 + br) - 1;
       const int64_t p0 = s.QueryPos(i0), p1 = s.QueryPos(i1);
-      for (int64_t j = 0; j <= p1; ++j) {
-        if (e[j] > j && e[j] > p0) lists.keys.push_back(static_cast<int32_t>(j));
+      // kHeldFirst: pass 0 lists the keys held through the block, pass 1 the others.
+      const bool split = order == KeyOrder::kHeldFirst;
+      for (int pass = split ? 0 : 1; pass < 2; ++pass) {
+        for (int64_t j = 0; j <= p1; ++j) {
+          if (!(e[j] > j && e[j] > p0)) continue;
+          if (split && HeldThrough<int64_t>(j, e[j], p0, p1) != (pass == 0)) continue;
+          lists.keys.push_back(static_cast<int32_t>(j));
+        }
       }
       ATTNTUNE_CHECK(lists.keys.size() < static_cast<size_t>(INT32_MAX));
       lists.offsets.push_back(static_cast<int32_t>(lists.keys.size()));

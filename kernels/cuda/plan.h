@@ -150,12 +150,19 @@ const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
 /// lists exactly the union of its rows' sets: the keys with j <= p(last row) and
 /// evict[j] > max(j, p(first row)). The kernel loads them Bc at a time (DESIGN.md s2:
 /// "prefix top-k sets shared by a query block and gathered once"). Causal, Lq <= Lk.
+/// kHeldFirst (the block-skipping kernel's lists): the keys every row of the block
+/// attends (HeldThrough(j, evict[j], p(first row), p(last row))) first, in ascending j,
+/// then the others in ascending j, so that a warp's tiles take the mask only where they
+/// reach the keys that enter or leave within the block. kAscending (hax's chunk unions,
+/// dma_decode's resident sets): every key in ascending j.
+enum class KeyOrder { kAscending, kHeldFirst };
 struct KeyLists {
   int64_t query_blocks = 0;
   std::vector<int32_t> offsets;  // size B * Hkv * query_blocks + 1
   std::vector<int32_t> keys;
 };
-KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, int br);
+KeyLists BuildKeyLists(const Shape& shape, const std::vector<int32_t>& evict, int br,
+                       KeyOrder order = KeyOrder::kAscending);
 
 /// The gathered lists of the bucketed family (lsh, hax; DESIGN.md s2 "bucketed window"
 /// and "union"). One thread block per block of the bucketed layout (SortQueries in
@@ -272,6 +279,14 @@ ATTNTUNE_HD inline bool AttendsAll(int64_t p_lo, int64_t p_hi, int64_t j_lo, int
 /// part): j <= p < evict[j], evict = the head's PrefixTopKEvictions (read only when j <= p).
 ATTNTUNE_HD inline bool InTopK(int64_t p, int64_t j, const int32_t* evict) {
   return j <= p && p < evict[j];
+}
+
+/// Whether the prefix top-k set of every row at positions [p0, p1] holds key j, evicted at
+/// e: it entered by p0 and is held past p1 (the kernel's unmasked tiles, KeyOrder). I:
+/// the kernel's 32-bit positions, or int64_t.
+template <class I>
+ATTNTUNE_HD inline bool HeldThrough(I j, I e, I p0, I p1) {
+  return j <= p0 && e > p1;
 }
 
 /// Whether a row of the bucketed family (BucketLists) at position p attends key j: the

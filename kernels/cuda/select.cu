@@ -209,13 +209,14 @@ struct ListParams {
   const int32_t* evict;
   const int32_t* tile_max;
   const float* bias;
-  int32_t* counts;               // [lists * kListSegments + 1], per (list, segment)
+  int32_t* counts;               // [2 lists kListSegments + 1], at ListCountSlot
   const int32_t* seg_offsets;    // their exclusive sum
   int32_t* offsets;              // [lists + 1]: each list's first segment's offset
   int32_t* keys;
   int32_t* key_evict;
   float* key_bias;
   int64_t n, lq, br, query_blocks, lists, tiles, capacity;
+  bool held_first;  // KeyOrder::kHeldFirst
 };
 
 // ---- LSH ----
@@ -625,41 +626,45 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKP
 }
 
 // Key lists: one warp per segment of a list (head, query block; ListSegmentTiles),
-// counted, then filled.
+// counted (its held keys and its others apart, at ListCountSlot), then filled.
 extern "C" __global__ void __launch_bounds__(128) attntune_select_list_count(ListParams p) {
   const int64_t seg = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
-  if (seg == 0 && w.lane == 0) p.counts[p.lists * kListSegments] = 0;
+  if (seg == 0 && w.lane == 0) p.counts[2 * p.lists * kListSegments] = 0;
   if (seg >= p.lists * kListSegments) return;
-  const int64_t list = seg / kListSegments;
+  const int64_t list = seg / kListSegments, segment = seg % kListSegments;
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
   int64_t p0, p1, t_begin, t_end;
   BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
-  ListSegmentTiles(p.n, p1, seg % kListSegments, &t_begin, &t_end);
-  const int64_t count =
+  ListSegmentTiles(p.n, p1, segment, &t_begin, &t_end);
+  const ListCounts count =
       ListWalkTiles(w, p.evict + head * p.n, p.tile_max + head * p.tiles, nullptr, p.n, p0, p1,
-                    t_begin, t_end, [](int64_t, int64_t, int32_t, float) {});
-  if (w.lane == 0) p.counts[seg] = static_cast<int32_t>(count);
+                    p.held_first, t_begin, t_end, [](bool, int64_t, int64_t, int32_t, float) {});
+  if (w.lane == 0) {
+    p.counts[ListCountSlot(list, segment, true)] = static_cast<int32_t>(count.held);
+    p.counts[ListCountSlot(list, segment, false)] = static_cast<int32_t>(count.rest);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(ListParams p) {
   const int64_t seg = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
-  if (w.lane == 0 && seg == 0) p.offsets[p.lists] = p.seg_offsets[p.lists * kListSegments];
+  if (w.lane == 0 && seg == 0) p.offsets[p.lists] = p.seg_offsets[2 * p.lists * kListSegments];
   if (seg >= p.lists * kListSegments) return;
   const int64_t list = seg / kListSegments, segment = seg % kListSegments;
-  if (w.lane == 0 && segment == 0) p.offsets[list] = p.seg_offsets[seg];
+  if (w.lane == 0 && segment == 0) p.offsets[list] = p.seg_offsets[ListCountSlot(list, 0, true)];
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
   int64_t p0, p1, t_begin, t_end;
   BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
   ListSegmentTiles(p.n, p1, segment, &t_begin, &t_end);
   const int32_t* evict = p.evict + head * p.n;
   const float* bias = p.bias != nullptr ? p.bias + head * p.n : nullptr;
-  const int64_t base = p.seg_offsets[seg];
+  const int64_t held_base = p.seg_offsets[ListCountSlot(list, segment, true)];
+  const int64_t rest_base = p.seg_offsets[ListCountSlot(list, segment, false)];
   // Each key's eviction and bias come from the walk's loads (no second, dependent read).
-  ListWalkTiles(w, evict, p.tile_max + head * p.tiles, bias, p.n, p0, p1, t_begin, t_end,
-                [&](int64_t slot, int64_t j, int32_t e, float b) {
-                  const int64_t x = base + slot;
+  ListWalkTiles(w, evict, p.tile_max + head * p.tiles, bias, p.n, p0, p1, p.held_first, t_begin,
+                t_end, [&](bool held, int64_t slot, int64_t j, int32_t e, float b) {
+                  const int64_t x = (held ? held_base : rest_base) + slot;
                   if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
                   p.keys[x] = static_cast<int32_t>(j);
                   p.key_evict[x] = e;
@@ -1368,8 +1373,9 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   return error;
 }
 
-std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDevice* out,
-                            SelectWorkspace& ws, const std::string& tag, void* stream) {
+std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder order,
+                            ListsDevice* out, SelectWorkspace& ws, const std::string& tag,
+                            void* stream) {
   const int64_t n = topk.n;
   ListParams p{};
   p.evict = topk.evict;
@@ -1381,6 +1387,7 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDev
   p.query_blocks = (lq + br - 1) / br;
   p.lists = topk.heads * p.query_blocks;
   p.tiles = (n + 31) / 32;
+  p.held_first = order == KeyOrder::kHeldFirst;
   int64_t per_head = 0;
   for (int64_t qb = 0; qb < p.query_blocks; ++qb) {
     int64_t p0, p1;
@@ -1389,9 +1396,9 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDev
   }
   p.capacity = per_head * topk.heads;
   if (p.capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
-  const int64_t segments = p.lists * kListSegments;
-  p.counts = ws.Get<int32_t>(tag + ".counts", segments + 1);
-  int32_t* seg_offsets = ws.Get<int32_t>(tag + ".seg_offsets", segments + 1);
+  const int64_t segments = p.lists * kListSegments, counts = 2 * segments;
+  p.counts = ws.Get<int32_t>(tag + ".counts", counts + 1);
+  int32_t* seg_offsets = ws.Get<int32_t>(tag + ".seg_offsets", counts + 1);
   p.seg_offsets = seg_offsets;
   int32_t* offsets = ws.Get<int32_t>(tag + ".offsets", p.lists + 1);
   p.offsets = offsets;
@@ -1402,7 +1409,7 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDev
   std::string error =
       Run("attntune_select_list_count", attntune_select_list_count, grid, dim3(128), p, stream);
   if (error.empty()) {
-    error = ExclusiveSum(ws, tag + ".scan", p.counts, seg_offsets, segments + 1, stream);
+    error = ExclusiveSum(ws, tag + ".scan", p.counts, seg_offsets, counts + 1, stream);
   }
   if (error.empty()) {
     error = Run("attntune_select_list_fill", attntune_select_list_fill, grid, dim3(128), p, stream);
@@ -1482,7 +1489,10 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
   // Sizes: blocks and keys bounded per chunk (select_core.h), lists of the ks part.
   ListsDevice chunk_lists;
   std::string error;
-  if (hax) error = EnqueueKeyLists(*topk, s.Lq, static_cast<int>(p.chunk), &chunk_lists, ws, "hax.chunks", stream);
+  if (hax) {
+    error = EnqueueKeyLists(*topk, s.Lq, static_cast<int>(p.chunk), KeyOrder::kAscending,
+                            &chunk_lists, ws, "hax.chunks", stream);
+  }
   if (!error.empty()) return error;
   int64_t blocks_bound = 0, key_capacity = 0;
   for (int64_t c = 0; c < p.chunks; ++c) {
@@ -1712,7 +1722,8 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
                 dim3(Blocks(heads * tp.tiles, 256)), dim3(256), tp, stream);
   }
   if (error.empty()) {
-    error = EnqueueKeyLists(resident, n, kDecodeListSteps, &out->resident, ws, t + ".lists", stream);
+    error = EnqueueKeyLists(resident, n, kDecodeListSteps, KeyOrder::kAscending, &out->resident,
+                            ws, t + ".lists", stream);
   }
   // Chosen keys: counts per (b, hq, t), offsets, then the chosen ones.
   ChosenParams cp{};

@@ -490,18 +490,23 @@ ATTNTUNE_HD inline bool Listed(int64_t j, int64_t e, int64_t p0) { return e > j 
 /// evict[0, n) that lies in tiles [t_begin, t_end) (keys [32 t_begin, 32 t_end)), walked
 /// by one warp in ascending j: tile_max[t] = the largest eviction position of keys
 /// [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
-/// emit(slot, j, evict[j], bias[j]) for the listed keys (slots 0, 1, ... in ascending j;
-/// bias nullptr: 0); returns their count.
+/// emit(held, slot, j, evict[j], bias[j]) for the listed keys (bias nullptr: 0): with
+/// held_first (KeyOrder::kHeldFirst), held says whether the key is HeldThrough the block
+/// and slots 0, 1, ... count each kind apart in ascending j; without, every key is
+/// emitted with held false, slots 0, 1, ... in ascending j. Returns the two counts.
+struct ListCounts {
+  int64_t held = 0, rest = 0;
+};
 constexpr int kListAhead = 4;
 template <class Warp, class Emit>
-ATTNTUNE_HD_INLINE int64_t ListWalkTiles(const Warp& w, const int32_t* evict,
-                                         const int32_t* tile_max, const float* bias, int64_t n,
-                                         int64_t p0, int64_t p1, int64_t t_begin, int64_t t_end,
-                                         const Emit& emit) {
+ATTNTUNE_HD_INLINE ListCounts ListWalkTiles(const Warp& w, const int32_t* evict,
+                                            const int32_t* tile_max, const float* bias,
+                                            int64_t n, int64_t p0, int64_t p1, bool held_first,
+                                            int64_t t_begin, int64_t t_end, const Emit& emit) {
+  ListCounts count;
   const int64_t last = p1 < n - 1 ? p1 : n - 1;
-  if (last < 0) return 0;
+  if (last < 0) return count;
   const int64_t tiles = t_end < last / 32 + 1 ? t_end : last / 32 + 1;
-  int64_t count = 0;
   for (int64_t t0 = t_begin; t0 < tiles; t0 += 32) {
     uint32_t live = w.Ballot([&](int lane) {
       const int64_t t = t0 + lane;
@@ -536,10 +541,18 @@ ATTNTUNE_HD_INLINE int64_t ListWalkTiles(const Warp& w, const int32_t* evict,
           const int64_t j = j0[u] + lane;
           return j <= last && Listed(j, e[w.Slot(lane)][u], p0);
         });
-        EmitLanes(w, keep, count, [&](int64_t slot, int lane) {
-          emit(slot, j0[u] + lane, e[w.Slot(lane)][u], b[w.Slot(lane)][u]);
+        const uint32_t held = !held_first ? 0u : w.Ballot([&](int lane) {
+          const int64_t j = j0[u] + lane;
+          return j <= last && HeldThrough<int64_t>(j, e[w.Slot(lane)][u], p0, p1);
+        });  // a subset of keep: a key held through the block is listed
+        EmitLanes(w, held, count.held, [&](int64_t slot, int lane) {
+          emit(true, slot, j0[u] + lane, e[w.Slot(lane)][u], b[w.Slot(lane)][u]);
         });
-        count += PopCount32(keep);
+        EmitLanes(w, keep & ~held, count.rest, [&](int64_t slot, int lane) {
+          emit(false, slot, j0[u] + lane, e[w.Slot(lane)][u], b[w.Slot(lane)][u]);
+        });
+        count.held += PopCount32(held);
+        count.rest += PopCount32(keep & ~held);
       }
     }
   }
@@ -550,8 +563,9 @@ ATTNTUNE_HD_INLINE int64_t ListWalkTiles(const Warp& w, const int32_t* evict,
 /// list (the last query block's, every tile of the prefix) is not one warp's chain of
 /// dependent loads: segment s of a list whose keys end at p1 holds tiles
 /// [tiles s / S, tiles (s + 1) / S) of its tiles [0, tiles); the segments' counts are
-/// scanned together, so each writes its keys after those of the segments before it and
-/// the list stays in ascending j.
+/// scanned together, a list's held counts (ListCounts) before its others
+/// (ListCountSlot), so each writes its keys after those of the segments before it and
+/// each part of the list stays in ascending j.
 constexpr int kListSegments = 8;
 ATTNTUNE_HD inline void ListSegmentTiles(int64_t n, int64_t p1, int64_t segment,
                                          int64_t* t_begin, int64_t* t_end) {
@@ -559,6 +573,12 @@ ATTNTUNE_HD inline void ListSegmentTiles(int64_t n, int64_t p1, int64_t segment,
   const int64_t tiles = last < 0 ? 0 : last / 32 + 1;
   *t_begin = tiles * segment / kListSegments;
   *t_end = tiles * (segment + 1) / kListSegments;
+}
+
+/// Where segment `segment` of list `list` counts its held keys (held) or its others in
+/// the counts that are scanned: a list's kListSegments held counts, then its others.
+ATTNTUNE_HD inline int64_t ListCountSlot(int64_t list, int64_t segment, bool held) {
+  return (2 * list + (held ? 0 : 1)) * kListSegments + segment;
 }
 
 /// The positions [p0, p1] of query block qb of br rows (causal, Lq <= Lk).

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/shape.h"
+#include "kernels/cuda/plan.h"
 
 namespace attntune {
 namespace cuda_plan {
@@ -101,7 +102,8 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
                         void* stream, bool sorted = true);
 
 /// Gathered key lists (KeyLists, CSR) of query blocks of br rows over a top-k selection:
-/// list x = head * query_blocks + qb; each listed key's eviction and bias beside it.
+/// list x = head * query_blocks + qb, its keys in `order`; each listed key's eviction and
+/// bias beside it.
 struct ListsDevice {
   int64_t query_blocks = 0, lists = 0, capacity = 0;
   int32_t* offsets = nullptr;    // [lists + 1]
@@ -109,8 +111,9 @@ struct ListsDevice {
   int32_t* key_evict = nullptr;  // evict[key] per listed key
   float* key_bias = nullptr;     // bias_log2[key] per listed key (when the selection has one)
 };
-std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, ListsDevice* out,
-                            SelectWorkspace& ws, const std::string& tag, void* stream);
+std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder order,
+                            ListsDevice* out, SelectWorkspace& ws, const std::string& tag,
+                            void* stream);
 
 /// LSH bins (ComputeLshBins, bit for bit) of fp32 q, k on the device: rt = R transposed
 /// to [Hkv][h][d] in fp32, mu [Hkv][d] or nullptr; `fused` as HostFusesLshProducts().

@@ -419,8 +419,8 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     } else if constexpr (GATHERED) {
       bool held = valid >= BC;
       for (int c = lane; c < BC; c += 32) {
-        held = held && key_s[it % KEY_RING][c] <= first &&
-               aux_s[it % STAGES][c] > first + WROWS - 1;
+        held = held && HeldThrough<int32_t>(key_s[it % KEY_RING][c], aux_s[it % STAGES][c],
+                                            first, first + WROWS - 1);
       }
       full = __all_sync(0xffffffffu, held);
     } else {

@@ -3,6 +3,7 @@
 #include <array>
 #include <catch2/catch.hpp>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -484,8 +485,11 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
       evict.insert(evict.end(), e.begin(), e.end());
     }
     const cp::KeyLists lists = cp::BuildKeyLists(shape, evict, c.br);
+    const cp::KeyLists held_first =
+        cp::BuildKeyLists(shape, evict, c.br, cp::KeyOrder::kHeldFirst);
     REQUIRE(lists.offsets.size() ==
             static_cast<size_t>(shape.B * shape.Hkv * lists.query_blocks + 1));
+    REQUIRE(held_first.offsets == lists.offsets);
     std::vector<int64_t> row;
     for (int64_t b = 0; b < shape.B; ++b) {
       for (int64_t hq = 0; hq < shape.Hq; ++hq) {
@@ -493,8 +497,11 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
         const int32_t* e = evict.data() + (b * shape.Hkv + hk) * shape.Lk;
         for (int64_t qb = 0; qb < lists.query_blocks; ++qb) {
           std::set<int64_t> needed;
+          std::map<int64_t, int64_t> rows_attending;  // key -> rows of the block attending it
+          const int64_t rows = std::min(shape.Lq, (qb + 1) * c.br) - qb * c.br;
           for (int64_t i = qb * c.br; i < std::min(shape.Lq, (qb + 1) * c.br); ++i) {
             sets->Row(b, hq, i, &row);
+            for (int64_t j : row) ++rows_attending[j];
             const std::set<int64_t> in(row.begin(), row.end());
             const int64_t p = shape.QueryPos(i);
             for (int64_t j = 0; j < shape.Lk; ++j) {
@@ -508,6 +515,13 @@ TEST_CASE("Prefix top-k evictions and gathered key lists match the ks and dma ke
                                             lists.keys.begin() + lists.offsets[list + 1]);
           INFO(c.variant << " qb=" << qb);
           CHECK(listed == std::vector<int64_t>(needed.begin(), needed.end()));  // ascending
+          // Held first: the keys every row attends, ascending, then the others, ascending.
+          std::vector<int64_t> want_held, want_rest;
+          for (int64_t j : needed) (rows_attending[j] == rows ? want_held : want_rest).push_back(j);
+          want_held.insert(want_held.end(), want_rest.begin(), want_rest.end());
+          const std::vector<int64_t> got(held_first.keys.begin() + held_first.offsets[list],
+                                         held_first.keys.begin() + held_first.offsets[list + 1]);
+          CHECK(got == want_held);
         }
       }
     }

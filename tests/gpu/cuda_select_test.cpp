@@ -167,19 +167,24 @@ TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
     }
     sh::TopK t = sh::RunTopK(sh::Keys(x), 4, c.lk, c.k);
     for (double v : x) t.bias.push_back(static_cast<float>(v));
-    const sh::Lists lists = sh::RunKeyLists(t, c.lq, c.br);
-    const cp::KeyLists host = cp::BuildKeyLists(shape, HostEvictions(x, 4, c.lk, c.k), c.br);
-    INFO("Lq=" << c.lq << " Lk=" << c.lk << " k=" << c.k << " br=" << c.br << " " << c.pattern);
-    REQUIRE(lists.query_blocks == host.query_blocks);
-    REQUIRE(lists.offsets == host.offsets);
-    REQUIRE(lists.keys == host.keys);
-    CHECK(lists.offsets.back() <= lists.capacity);
-    for (size_t n = 0; n < lists.keys.size(); ++n) {
-      const int64_t list = std::upper_bound(lists.offsets.begin(), lists.offsets.end(),
-                                            static_cast<int32_t>(n)) - lists.offsets.begin() - 1;
-      const int64_t head = list / lists.query_blocks;
-      REQUIRE(lists.key_evict[n] == t.evict[head * c.lk + lists.keys[n]]);
-      REQUIRE(lists.key_bias[n] == t.bias[head * c.lk + lists.keys[n]]);
+    const std::vector<int32_t> evict = HostEvictions(x, 4, c.lk, c.k);
+    for (cp::KeyOrder order : {cp::KeyOrder::kAscending, cp::KeyOrder::kHeldFirst}) {
+      const sh::Lists lists = sh::RunKeyLists(t, c.lq, c.br, order);
+      const cp::KeyLists host = cp::BuildKeyLists(shape, evict, c.br, order);
+      INFO("Lq=" << c.lq << " Lk=" << c.lk << " k=" << c.k << " br=" << c.br << " "
+                 << c.pattern << " held first " << (order == cp::KeyOrder::kHeldFirst));
+      REQUIRE(lists.query_blocks == host.query_blocks);
+      REQUIRE(lists.offsets == host.offsets);
+      REQUIRE(lists.keys == host.keys);
+      CHECK(lists.offsets.back() <= lists.capacity);
+      for (size_t n = 0; n < lists.keys.size(); ++n) {
+        const int64_t list = std::upper_bound(lists.offsets.begin(), lists.offsets.end(),
+                                              static_cast<int32_t>(n)) -
+                             lists.offsets.begin() - 1;
+        const int64_t head = list / lists.query_blocks;
+        REQUIRE(lists.key_evict[n] == t.evict[head * c.lk + lists.keys[n]]);
+        REQUIRE(lists.key_bias[n] == t.bias[head * c.lk + lists.keys[n]]);
+      }
     }
   }
 }

@@ -179,30 +179,39 @@ struct Lists {
   std::vector<float> key_bias;
 };
 
-/// EnqueueKeyLists: counts of every list's segments, their offsets, fill by segment; a
-/// list's offset is its first segment's.
-inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
+/// EnqueueKeyLists: counts of every list's segments (held keys and others apart, at
+/// ListCountSlot), their offsets, fill by segment; a list's offset is its first held
+/// segment's.
+inline Lists RunKeyLists(const TopK& t, int64_t lq, int br,
+                         cp::KeyOrder order = cp::KeyOrder::kAscending) {
   Lists out;
   out.query_blocks = (lq + br - 1) / br;
+  const bool held_first = order == cp::KeyOrder::kHeldFirst;
   const int64_t tiles = (t.n + 31) / 32, lists = t.heads * out.query_blocks;
-  std::vector<int32_t> counts;
+  std::vector<int32_t> counts(static_cast<size_t>(2 * lists * cp::kListSegments), -1);
   for (int64_t head = 0; head < t.heads; ++head) {
     for (int64_t qb = 0; qb < out.query_blocks; ++qb) {
       int64_t p0, p1;
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
       out.capacity += cp::ListBound(p0, p1, t.k);
+      const int64_t list = head * out.query_blocks + qb;
       for (int64_t s = 0; s < cp::kListSegments; ++s) {
         int64_t t_begin, t_end;
         cp::ListSegmentTiles(t.n, p1, s, &t_begin, &t_end);
-        counts.push_back(static_cast<int32_t>(cp::ListWalkTiles(
+        const cp::ListCounts c = cp::ListWalkTiles(
             cp::HostWarp(), t.evict.data() + head * t.n, t.tile_max.data() + head * tiles,
-            nullptr, t.n, p0, p1, t_begin, t_end, [](int64_t, int64_t, int32_t, float) {})));
+            nullptr, t.n, p0, p1, held_first, t_begin, t_end,
+            [](bool, int64_t, int64_t, int32_t, float) {});
+        counts[static_cast<size_t>(cp::ListCountSlot(list, s, true))] =
+            static_cast<int32_t>(c.held);
+        counts[static_cast<size_t>(cp::ListCountSlot(list, s, false))] =
+            static_cast<int32_t>(c.rest);
       }
     }
   }
   const std::vector<int32_t> seg_offsets = ExclusiveSum(counts);
   for (int64_t list = 0; list <= lists; ++list)
-    out.offsets.push_back(seg_offsets[static_cast<size_t>(list * cp::kListSegments)]);
+    out.offsets.push_back(seg_offsets[static_cast<size_t>(2 * list * cp::kListSegments)]);
   out.keys.assign(static_cast<size_t>(out.offsets.back()), -1);
   out.key_evict.assign(out.keys.size(), -1);
   if (!t.bias.empty()) out.key_bias.assign(out.keys.size(), 0.f);
@@ -212,16 +221,21 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br) {
       int64_t p0, p1;
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
       const float* bias = t.bias.empty() ? nullptr : t.bias.data() + head * t.n;
+      const int64_t list = head * out.query_blocks + qb;
       for (int64_t s = 0; s < cp::kListSegments; ++s) {
-        const int64_t seg = (head * out.query_blocks + qb) * cp::kListSegments + s;
-        const int64_t base = seg_offsets[static_cast<size_t>(seg)];
+        const int64_t held_base =
+            seg_offsets[static_cast<size_t>(cp::ListCountSlot(list, s, true))];
+        const int64_t rest_base =
+            seg_offsets[static_cast<size_t>(cp::ListCountSlot(list, s, false))];
         int64_t t_begin, t_end;
         cp::ListSegmentTiles(t.n, p1, s, &t_begin, &t_end);
         cp::ListWalkTiles(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, bias, t.n, p0,
-                          p1, t_begin, t_end, [&](int64_t slot, int64_t j, int32_t e, float b) {
-                            out.keys[base + slot] = static_cast<int32_t>(j);
-                            out.key_evict[base + slot] = e;
-                            if (bias != nullptr) out.key_bias[base + slot] = b;
+                          p1, held_first, t_begin, t_end,
+                          [&](bool held, int64_t slot, int64_t j, int32_t e, float b) {
+                            const int64_t x = (held ? held_base : rest_base) + slot;
+                            out.keys[x] = static_cast<int32_t>(j);
+                            out.key_evict[x] = e;
+                            if (bias != nullptr) out.key_bias[x] = b;
                           });
       }
     }
