@@ -226,6 +226,10 @@ void Run(const Config& config, py::object q_obj, py::object k_obj, py::object v_
          std::optional<uintptr_t> stream) {
   const TensorArg q("q", q_obj, false, stream), k("k", k_obj, false, stream),
       v("v", v_obj, false, stream), o("out", out_obj, true, stream);
+  if (stream && !q.on_cuda()) {
+    RaiseUser("stream: given for tensors on the CPU (a CUDA stream orders work on a GPU; "
+              "leave it out)");
+  }
   if (q.shape().size() != 4) RaiseUser("q: shape " + ShapeText(q.shape()) + " is not [B,Hq,Lq,d]");
   if (k.shape().size() != 4) RaiseUser("k: shape " + ShapeText(k.shape()) + " is not [B,Hkv,Lk,d]");
   const attntune_dtype dtype = DtypeOf(q);

@@ -79,7 +79,8 @@ def attention(q, k, v, variant=None, config=None, *, params=None, implementation
     "tunables": {"Br": 32, "Bc": 64}}), or None (params= and implementation= by hand; the
     implementation defaults to the first that runs the problem). The optional tensors
     (scores, delta, a, mu, proj, windows) replace the variant's seeded defaults. stream: a
-    CUDA stream handle (int) for tensors on a GPU. Returns out.
+    CUDA stream handle (int) for tensors on a GPU (refused for tensors on the CPU). Returns
+    out.
     """
     cfg = _as_config(variant, config, implementation, params, tunables)
     for what, value in (("causal", causal), ("check_inputs", check_inputs)):

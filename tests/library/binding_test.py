@@ -177,6 +177,9 @@ refusal(lambda: attntune.attention(q, k, v, variant="dense", causal="no"),
 refusal(lambda: attntune.attention(q, k, v, variant="dense", stream="0"),
         "attntune: error: stream: a CUDA stream handle (int, e.g. "
         "torch.cuda.current_stream().cuda_stream) is expected, not str")
+refusal(lambda: attntune.attention(q, k, v, variant="dense", stream=0),
+        "attntune: error: stream: given for tensors on the CPU (a CUDA stream orders work on a "
+        "GPU; leave it out)")
 refusal(lambda: attntune.attention(DLPackOnly(q.astype(np.float64)), k, v, variant="dense", out=np.empty_like(q)),
         "attntune: error: q: dtype float64 is not float32, float16 or bfloat16")
 
