@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,6 +32,53 @@ PyObject* g_user_error = nullptr;  // attntune.UserError (Error, ValueError)
 }
 
 [[noreturn]] void RaiseUser(const std::string& what) { Raise(ATTNTUNE_USER_ERROR, "attntune: error: " + what); }
+
+// Arguments checked by hand, so that a wrong Python type is one UserError line rather than
+// pybind11's several-line TypeError.
+std::string TypeName(const py::handle& x) { return py::str(py::type::of(x).attr("__name__")); }
+
+std::string StrArg(const py::handle& x, const std::string& what) {
+  if (!py::isinstance<py::str>(x)) RaiseUser(what + ": a str is expected, not " + TypeName(x));
+  return x.cast<std::string>();
+}
+
+bool BoolArg(const py::handle& x, const std::string& what) {
+  const std::string type = TypeName(x);
+  const bool numpy_bool = (type == "bool_" || type == "bool") &&
+                          std::string(py::str(py::type::of(x).attr("__module__"))) == "numpy";
+  if (!py::isinstance<py::bool_>(x) && !numpy_bool) {
+    RaiseUser(what + ": True or False is expected, not " + type);
+  }
+  return py::bool_(x.cast<py::object>());
+}
+
+int IntArg(const py::handle& x, const std::string& what) {
+  if (!py::isinstance<py::int_>(x) || py::isinstance<py::bool_>(x)) {
+    RaiseUser(what + ": an int is expected, not " + TypeName(x));
+  }
+  const py::int_ v = py::reinterpret_borrow<py::int_>(x);
+  if (v < py::int_(INT_MIN) || v > py::int_(INT_MAX)) {
+    RaiseUser(what + ": " + std::string(py::str(x)) + " is out of range");
+  }
+  return v.cast<int>();
+}
+
+double FloatArg(const py::handle& x, const std::string& what) {
+  if ((!py::isinstance<py::float_>(x) && !py::isinstance<py::int_>(x)) ||
+      py::isinstance<py::bool_>(x)) {
+    RaiseUser(what + ": a number is expected, not " + TypeName(x));
+  }
+  return x.cast<double>();
+}
+
+// A path as str or os.PathLike (pathlib.Path).
+std::string PathArg(const py::handle& x, const std::string& what) {
+  if (py::isinstance<py::str>(x)) return x.cast<std::string>();
+  if (!py::hasattr(x, "__fspath__")) {
+    RaiseUser(what + ": a str or os.PathLike is expected, not " + TypeName(x));
+  }
+  return StrArg(x.attr("__fspath__")(), what);
+}
 
 void Check(attntune_status status, const attntune_error& error) {
   if (status != ATTNTUNE_OK) Raise(status, error.message);
@@ -311,8 +359,8 @@ PYBIND11_MODULE(_attntune, m) {
   m.attr("API_VERSION") = ATTNTUNE_API_VERSION;
   m.def("api_version", &attntune_api_version, "the library's ATTNTUNE_API_VERSION");
   m.def("version", [] { return std::string(attntune_version()); }, "the library's attntune version");
-  m.def("device_name", [](const std::string& device) {
-    const attntune_config_options o = ConfigOptions(device, false, false, true);
+  m.def("device_name", [](py::object device) {
+    const attntune_config_options o = ConfigOptions(StrArg(device, "device"), false, false, true);
     char name[256] = {};
     attntune_error error{};
     Check(attntune_device_name(o.device, name, sizeof name, &error), error);
@@ -320,7 +368,13 @@ PYBIND11_MODULE(_attntune, m) {
   }, py::arg("device") = "cpu", "the device's name as tuned entries record it");
 
   py::class_<Config>(m, "Config", "a configuration: variant, implementation, params, tunables")
-      .def(py::init(&Config::Create), py::arg("variant"), py::arg("implementation") = "",
+      .def(py::init([](py::object variant, py::object implementation, py::object params,
+                       py::object tunables) {
+             return Config::Create(StrArg(variant, "variant"),
+                                   StrArg(implementation, "implementation"),
+                                   StrArg(params, "params"), StrArg(tunables, "tunables"));
+           }),
+           py::arg("variant"), py::arg("implementation") = "",
            py::arg("params") = "", py::arg("tunables") = "",
            "a configuration by hand; params and tunables as 'w=256,sink=4'")
       .def_property_readonly("variant", [](const Config& c) { return std::string(attntune_config_variant(c.get())); })
@@ -336,11 +390,24 @@ PYBIND11_MODULE(_attntune, m) {
       });
 
   py::class_<ConfigFile>(m, "ConfigFile", "an attntune_config.json read at run time")
-      .def(py::init<const std::string&, const std::string&, bool, bool, bool>(), py::arg("path"),
-           py::arg("device") = "cpu", py::arg("allow_other_device") = false,
+      .def(py::init([](py::object path, py::object device, py::object allow_other_device,
+                       py::object allow_other_version, py::object quiet) {
+             return ConfigFile(PathArg(path, "path"), StrArg(device, "device"),
+                               BoolArg(allow_other_device, "allow_other_device"),
+                               BoolArg(allow_other_version, "allow_other_version"),
+                               BoolArg(quiet, "quiet"));
+           }),
+           py::arg("path"), py::arg("device") = "cpu", py::arg("allow_other_device") = false,
            py::arg("allow_other_version") = false, py::arg("quiet") = false)
-      .def("lookup", &ConfigFile::Lookup, py::arg("variant"), py::arg("phase") = "prefill",
-           py::arg("head_dim"), py::arg("seq_len"), py::arg("min_mass_recall") = 0.0,
+      .def("lookup",
+           [](const ConfigFile& f, py::object variant, py::object phase, py::object head_dim,
+              py::object seq_len, py::object min_mass_recall) {
+             return f.Lookup(StrArg(variant, "variant"), StrArg(phase, "phase"),
+                             IntArg(head_dim, "head_dim"), IntArg(seq_len, "seq_len"),
+                             FloatArg(min_mass_recall, "min_mass_recall"));
+           },
+           py::arg("variant"), py::arg("phase") = "prefill", py::arg("head_dim"),
+           py::arg("seq_len"), py::arg("min_mass_recall") = 0.0,
            "the tuned entry for a shape, by attntune_config.h's Lookup rule");
 
   m.def("run", &Run, py::arg("config"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),

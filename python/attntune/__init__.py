@@ -22,9 +22,10 @@ __all__ = ["attention", "load_config", "Config", "ConfigFile", "Error", "UserErr
 
 def load_config(path, device="cpu", allow_other_device=False, allow_other_version=False,
                 quiet=False):
-    """attntune_config.json read at run time: ConfigFile.lookup(variant, phase="prefill",
-    head_dim=..., seq_len=...) gives the tuned Config, checked against the device ("cpu" or
-    "cuda:N") and this attntune's version (a mismatch is refused unless allowed)."""
+    """attntune_config.json (path: a str or os.PathLike) read at run time:
+    ConfigFile.lookup(variant, phase="prefill", head_dim=..., seq_len=...) gives the tuned
+    Config, checked against the device ("cpu" or "cuda:N") and this attntune's version (a
+    mismatch is refused unless allowed)."""
     return ConfigFile(path, device, allow_other_device, allow_other_version, quiet)
 
 

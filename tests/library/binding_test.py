@@ -7,6 +7,7 @@ usage: binding_test.py NPY_DIR attntune_config.json other_device.json
 - the output matches a numpy fp64 reference written from DESIGN.md s1 (rel_err < 1e-5);
 - refusals are attntune.UserError with the library's one line."""
 import os
+import pathlib
 import sys
 
 import numpy as np
@@ -144,6 +145,26 @@ def refusal(fn, expected):
         return
     expect(False, f"no refusal; expected {expected}")
 
+
+# The configuration's constructors and lookup: wrong Python types in one line too.
+refusal(lambda: attntune.Config(None),
+        "attntune: error: variant: a str is expected, not NoneType")
+refusal(lambda: attntune.Config("swa", "tiled", {"w": 256}),
+        "attntune: error: params: a str is expected, not dict")
+refusal(lambda: attntune.load_config(123),
+        "attntune: error: path: a str or os.PathLike is expected, not int")
+refusal(lambda: attntune.load_config(config_json, quiet="yes"),
+        "attntune: error: quiet: True or False is expected, not str")
+refusal(lambda: attntune.device_name(0),
+        "attntune: error: device: a str is expected, not int")
+refusal(lambda: tuned.lookup("swa", head_dim="128", seq_len=L),
+        "attntune: error: head_dim: an int is expected, not str")
+refusal(lambda: tuned.lookup("swa", head_dim=d, seq_len=2**40),
+        f"attntune: error: seq_len: {2**40} is out of range")
+refusal(lambda: tuned.lookup("swa", head_dim=d, seq_len=L, min_mass_recall="0.9"),
+        "attntune: error: min_mass_recall: a number is expected, not str")
+by_path = attntune.load_config(pathlib.Path(config_json)).lookup("swa", head_dim=d, seq_len=L)
+expect(by_path.variant == "swa", f"a pathlib.Path config file: {by_path}")
 
 cpu = attntune.device_name()
 other = attntune.load_config(other_json)
