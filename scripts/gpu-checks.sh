@@ -381,6 +381,27 @@ if want ncu && command -v ncu >/dev/null; then
     log "ncu $v rc=$?"
     grep -E "attntune_|gpu__|dram__|sm__|l1tex__" "$out/ncu.txt" | head -8 | tee -a "$out/summary.txt"
   done
+  # What limits the gathered kernel at the one target the bytes leave in reach (dma
+  # w=1024), beside dense's kernel at the same tile: issue, warp stalls, instruction mix
+  # and the top stall sites (SourceCounters), in attention-ncu.txt (all.tar.gz); the
+  # instructions executed per tensor-pipe cycle set the two apart per tile.
+  for v in "dma w=1024 blocksparse" "dense - windowed"; do
+    set -- $v
+    fits 60 "ncu attention $1" || continue
+    echo "== $1 $2" >>"$out/attention-ncu.txt"
+    params=$2
+    [ "$params" = - ] && params=
+    timeout 90 ncu --kernel-name regex:"attntune_$3" --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
+      --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section SourceCounters \
+      --metrics smsp__inst_executed.sum,sm__pipe_tensor_cycles_active.sum \
+      "$at" bench --device cuda:0 --variant "$1" ${params:+--params "$params"} --shape $shape \
+      --unchecked --min-reps 1 --max-seconds 0.1 >>"$out/attention-ncu.txt" 2>&1
+    log "ncu attention $1 rc=$?"
+    grep -E "^\s+(attntune_|Duration|Compute \(SM\) Throughput|Achieved Occupancy|Issued Warp Per Scheduler|Warp Cycles Per Issued|smsp__inst_executed.sum|sm__pipe_tensor_cycles_active.sum)" \
+      "$out/attention-ncu.txt" | tail -8 | tee -a "$out/summary.txt"
+  done
   # The selection's kernels (the first 24 launches of attntune_select_*: one selection;
   # CUB's kernels are not matched; lsh's bins alone): duration, occupancy, issue rate,
   # warp stalls and memory throughput, in selection-ncu.txt (all.tar.gz), one summary
