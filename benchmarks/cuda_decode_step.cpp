@@ -100,7 +100,8 @@ void Step(int64_t t) {
   cp::DecodeDevice sel;
   auto select = [&] {
     cp::AllocTopK(s.B * s.Hkv, s.Lk, w_kv, true, ws, "topk", &topk);
-    Require(cp::EnqueueDmaScores(s, v32, delta_d, a_d, cp::HostFusesDmaProducts(), &topk, nullptr),
+    Require(cp::EnqueueDmaScores(s, cp::F32Input(v32), delta_d, a_d, cp::HostFusesDmaProducts(),
+                                 &topk, nullptr),
             "dma scores");
     Require(cp::EnqueueTopK(&topk, ws, "topk", nullptr), "top-k");
     Require(cp::EnqueueDecodeSelection(s, q32, k32, topk, w_q, r, &sel, ws, nullptr), "decode");

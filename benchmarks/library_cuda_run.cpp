@@ -2,7 +2,7 @@
 // public API's attntune::Run on the caller's device buffers and stream
 // (attntune/attntune_cuda.h), timed with CUDA events around the call on that stream, so
 // that everything the call puts on the stream counts: for ks, dma, lsh and hax the
-// widening of what the selection reads, the selection, the attention kernel and the
+// selection (reading the caller's fp16 tensors in place), the attention kernel and the
 // stream-ordered allocations, and any gap while the host prepares (LSH's projection,
 // dma's Delta and A). `attntune bench` times the same kernels on its resident inputs
 // (fp32 copies uploaded once, CUPTI kernel time); the two side by side give the

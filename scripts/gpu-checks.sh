@@ -224,7 +224,7 @@ table("fastest tile of each (every compiled fp16 d=128 tile benched):", list(bes
 EOF
 
 # The same configurations through the public API on caller buffers (what a program
-# linking libattntune pays: widening, selection, kernel, stream-ordered allocations;
+# linking libattntune pays: selection, kernel, stream-ordered allocations;
 # CUDA events), beside bench's end-to-end medians.
 if want sparse && [ "${LIBRARY_RUN:-on}" = on ] && [ -x "$build/benchmarks/library_cuda_run" ] && fits 90 "library_cuda_run"; then
   timeout 150 "$build/benchmarks/library_cuda_run" 16384 >"$out/library.jsonl" 2>"$out/library.err"

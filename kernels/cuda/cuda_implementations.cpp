@@ -234,13 +234,12 @@ void EnsureSelectInputs(const std::string& variant, const Tensors& t, Params p, 
   r.inputs_key = key;
 }
 
-// What the selection reads on the device: fp32 q, k, v; the parameters' inputs (supplied
-// ks scores in fp64 or nullptr, dma's Delta and A, LSH's R transposed, mu or nullptr);
-// the workspace it fills and the stream it is enqueued on.
+// What the selection reads on the device: q, k, v (fp32 copies, or a caller's fp16/bf16
+// tensors read in place); the parameters' inputs (supplied ks scores in fp64 or nullptr,
+// dma's Delta and A, LSH's R transposed, mu or nullptr); the workspace it fills and the
+// stream it is enqueued on.
 struct SelectSources {
-  const float* q32 = nullptr;
-  const float* k32 = nullptr;
-  const float* v32 = nullptr;
+  cp::DeviceInput q, k, v;
   const double* scores = nullptr;
   const double* delta = nullptr;
   const double* a = nullptr;
@@ -254,9 +253,9 @@ struct SelectSources {
 // stream.
 SelectSources ResidentSources(const Tensors& t, Resident& r) {
   SelectSources src;
-  src.q32 = Ptr<float>(r.q32);
-  src.k32 = Ptr<float>(r.k32);
-  src.v32 = Ptr<float>(r.v32);
+  src.q = cp::F32Input(Ptr<float>(r.q32));
+  src.k = cp::F32Input(Ptr<float>(r.k32));
+  src.v = cp::F32Input(Ptr<float>(r.v32));
   src.scores = t.scores.empty() ? nullptr : Ptr<double>(r.scores);
   src.delta = Ptr<double>(r.delta);
   src.a = Ptr<double>(r.a);
@@ -273,12 +272,12 @@ cp::TopKDevice EnqueuePrefixTopK(const std::string& variant, const Shape& s, int
   cp::TopKDevice topk;
   cp::AllocTopK(s.B * s.Hkv, s.Lk, k, bias, *src.ws, "topk", &topk);
   if (variant == "dma" || variant == "dma_decode") {
-    ThrowIf(cp::EnqueueDmaScores(s, src.v32, src.delta, src.a, cp::HostFusesDmaProducts(),
+    ThrowIf(cp::EnqueueDmaScores(s, src.v, src.delta, src.a, cp::HostFusesDmaProducts(),
                                  &topk, src.stream));
   } else if (src.scores != nullptr) {
     ThrowIf(cp::EnqueueScoreKeys(src.scores, &topk, src.stream));
   } else {
-    ThrowIf(cp::EnqueueKsScores(s, src.q32, src.k32, &topk, *src.ws, src.stream));
+    ThrowIf(cp::EnqueueKsScores(s, src.q, src.k, &topk, *src.ws, src.stream));
   }
   // dma_decode's selection reads the sorted order; the others take the scan's states.
   ThrowIf(cp::EnqueueTopK(&topk, *src.ws, "topk", src.stream, variant == "dma_decode"));
@@ -312,7 +311,7 @@ void EnqueueBucketSelection(const std::string& variant, const Shape& s, const Pa
   const bool argmax = p.at("rule") == "argmax";
   int32_t* key_bin = src.ws->Get<int32_t>("lsh.key_bin", s.B * s.Hkv * s.Lk);
   int32_t* query_bin = src.ws->Get<int32_t>("lsh.query_bin", s.B * s.Hq * s.Lq);
-  ThrowIf(cp::EnqueueLshBins(s, src.q32, src.k32, src.mu, src.rt, bits, argmax,
+  ThrowIf(cp::EnqueueLshBins(s, src.q, src.k, src.mu, src.rt, bits, argmax,
                              cp::HostFusesLshProducts(), key_bin, query_bin, src.stream));
   cp::TopKDevice topk;
   if (hax) topk = EnqueuePrefixTopK(variant, s, ParamInt(p, "k_ks"), false, src);
@@ -475,12 +474,13 @@ const T* Stage(const std::vector<T>& host, const std::string& name, cp::SelectWo
   return device_ptr;
 }
 
-// ks, dma, lsh, hax ("cuda") on the caller's device buffers, all on its stream: fp32
-// copies of what the selection reads of the caller's q, k, v (exact widenings, so the selection is the reference's on
-// the values the kernel reads), the selection and the attention kernel, in a workspace
-// ordered on the stream. The per-head inputs the variant draws from its seed (dma's Delta
-// and A, LSH's R) are computed on the host, from the caller's delta, a, proj when given
-// (read back first); supplied scores are widened on the device, mu read in place.
+// ks, dma, lsh, hax ("cuda") on the caller's device buffers, all on its stream: the
+// selection reads the caller's q, k, v in place (each value widened to fp32 where it is
+// read: exact, so the selection is the reference's on the values the kernel reads), then
+// the attention kernel, in a workspace ordered on the stream. The per-head inputs the
+// variant draws from its seed (dma's Delta and A, LSH's R) are computed on the host, from
+// the caller's delta, a, proj when given (read back first); supplied scores are widened
+// on the device, mu read in place.
 void RunSelectedOnCallerBuffers(const std::string& variant, const DeviceTensors& t,
                                 const Params& p) {
   DeviceGuard device(t.device);
@@ -502,20 +502,12 @@ void RunSelectedOnCallerBuffers(const std::string& variant, const DeviceTensors&
   SelectSources src;
   src.ws = &ws;
   src.stream = t.stream;
-  const bool bf16 = t.dtype == Dtype::kBf16;
-  // What reads q and k: the LSH bins (lsh, hax) and ks's default scores.
-  if (lsh || (variant == "ks" && t.scores == nullptr)) {
-    float* q32 = ws.Get<float>("caller.q32", s.QElems());
-    float* k32 = ws.Get<float>("caller.k32", s.KvElems());
-    ThrowIf(cp::EnqueueWiden(t.q, bf16, s.QElems(), q32, t.stream));
-    ThrowIf(cp::EnqueueWiden(t.k, bf16, s.KvElems(), k32, t.stream));
-    src.q32 = q32;
-    src.k32 = k32;
-  }
-  if (dma) {  // dma's scores read v alone
-    float* v32 = ws.Get<float>("caller.v32", s.KvElems());
-    ThrowIf(cp::EnqueueWiden(t.v, bf16, s.KvElems(), v32, t.stream));
-    src.v32 = v32;
+  const cp::InputType type =
+      t.dtype == Dtype::kBf16 ? cp::InputType::kBF16 : cp::InputType::kF16;
+  src.q = {t.q, type};
+  src.k = {t.k, type};
+  src.v = {t.v, type};
+  if (dma) {
     std::vector<double> delta, a;
     DmaDeltaA(host, static_cast<uint64_t>(ParamInt(p, "seed")), &delta, &a);
     src.delta = Stage(delta, "caller.delta", ws, stream);

@@ -122,13 +122,6 @@ struct FillParams {
   int32_t value;
 };
 
-struct WidenParams {
-  const uint16_t* in;  // fp16 or bf16 bits
-  float* out;
-  int64_t count;
-  bool bf16;
-};
-
 struct WidenScoreParams {
   const float* in;
   double* out;
@@ -138,8 +131,8 @@ struct WidenScoreParams {
 // ---- scores ----
 
 struct KsParams {
-  const float* q;  // [B,Hq,Lq,d]
-  const float* k;  // [B,Hkv,Lk,d]
+  const void* q;  // [B,Hq,Lq,d], of the kernel's element type (SelectKernels)
+  const void* k;  // [B,Hkv,Lk,d]
   double* sums;    // [B,Hq,chunks,d]: per chunk, then its exclusive prefix
   uint64_t* key;   // [B,Hkv,Lk]
   int64_t lq, lk, d, chunk, chunks;
@@ -157,7 +150,7 @@ struct ScoreKeyParams {
 };
 
 struct DmaParams {
-  const float* v;
+  const void* v;  // of the kernel's element type (SelectKernels)
   const double* delta;  // [Hkv,d]
   const double* a;      // [Hkv]
   uint64_t* key;
@@ -222,8 +215,8 @@ struct ListParams {
 // ---- LSH ----
 
 struct BinParams {
-  const float* q;
-  const float* k;
+  const void* q;  // of the kernel's element type (SelectKernels)
+  const void* k;
   const float* mu;  // [Hkv,d] or nullptr
   const float* rt;  // [Hkv,h,d]
   int32_t* key_bin;
@@ -361,14 +354,18 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_fill(FillParam
   if (x < p.count) p.a[x] = p.value;
 }
 
-// A caller's fp16/bf16 q, k, v as fp32 (exact), the values the selection reads.
-extern "C" __global__ void __launch_bounds__(256) attntune_select_widen(WidenParams p) {
-  const int64_t x = GlobalThread();
-  if (x >= p.count) return;
-  const unsigned short bits = p.in[x];
-  p.out[x] = p.bf16 ? __bfloat162float(__ushort_as_bfloat16(bits))
-                    : __half2float(__ushort_as_half(bits));
-}
+// The kernels that read q, k or v come in one kernel per element type (InputType): `name`
+// reads fp32 (tune's and bench's copies), `name`_f16 and `name`_bf16 a library caller's
+// tensors in place, each element widened where it is read (ToFloat). Body<E>(p) is the
+// kernel; each kernel holds one body, so the fp32 kernels compile as they did alone.
+#define ATTNTUNE_SELECT_KERNELS(name, threads, Params, Body)                                   \
+  extern "C" __global__ void __launch_bounds__(threads) name(Params p) { Body<float>(p); }    \
+  extern "C" __global__ void __launch_bounds__(threads) name##_f16(Params p) {                \
+    Body<F16Bits>(p);                                                                          \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(threads) name##_bf16(Params p) {               \
+    Body<Bf16Bits>(p);                                                                         \
+  }
 
 extern "C" __global__ void __launch_bounds__(256) attntune_select_widen_scores(
     WidenScoreParams p) {
@@ -377,17 +374,19 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_widen_scores(
 }
 
 // ks: per (chunk, hq, b) the sums of q over the chunk's rows, one thread per dim.
-extern "C" __global__ void __launch_bounds__(128) attntune_select_ks_chunk_sums(KsParams p) {
+template <class E>
+__device__ __forceinline__ void KsChunkSumsKernel(const KsParams& p) {
   const int64_t c = blockIdx.x, hq = blockIdx.y, b = blockIdx.z;
   const int64_t i0 = c * p.chunk, i1 = min(p.lq, i0 + p.chunk);
-  const float* q = p.q + (b * p.hq + hq) * p.lq * p.d;
+  const E* q = static_cast<const E*>(p.q) + (b * p.hq + hq) * p.lq * p.d;
   double* out = p.sums + ((b * p.hq + hq) * p.chunks + c) * p.d;
   for (int64_t e = threadIdx.x; e < p.d; e += blockDim.x) {
     double s = 0.0;
-    for (int64_t i = i0; i < i1; ++i) s += static_cast<double>(q[i * p.d + e]);
+    for (int64_t i = i0; i < i1; ++i) s += static_cast<double>(ToFloat(q[i * p.d + e]));
     out[e] = s;
   }
 }
+ATTNTUNE_SELECT_KERNELS(attntune_select_ks_chunk_sums, 128, KsParams, KsChunkSumsKernel)
 
 // ks: the chunk sums' exclusive prefix per (hq, b), one thread per dim, in place.
 // One warp per (32 dims, query head): each lane one dim's running sum over the chunks in
@@ -422,7 +421,8 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_ks_chunk_prefix
 // the RankKeys. Keys before the first query position score 0.
 // Shared memory is sized to the group and d at launch (KsScoresSmem): a fixed size for
 // the largest group and d held occupancy to 31% on an H200 at group 2, d = 128.
-extern "C" __global__ void __launch_bounds__(32 * kKsMaxGroup) attntune_select_ks_scores(KsParams p) {
+template <class E>
+__device__ __forceinline__ void KsScoresKernel(const KsParams& p) {
   extern __shared__ double ks_smem[];
   const int64_t group = p.hq / p.hkv;
   double (*xs)[kKsChunk] = reinterpret_cast<double (*)[kKsChunk]>(ks_smem);  // [group][chunk]
@@ -438,8 +438,8 @@ extern "C" __global__ void __launch_bounds__(32 * kKsMaxGroup) attntune_select_k
     prefix[g * p.d + x] = p.sums[((b * p.hq + hq) * p.chunks + c) * p.d + x];
   }
   __syncwarp();
-  const float* qh = p.q + (b * p.hq + hq) * p.lq * p.d;
-  const float* kh = p.k + (b * p.hkv + hk) * p.lk * p.d;
+  const E* qh = static_cast<const E*>(p.q) + (b * p.hq + hq) * p.lq * p.d;
+  const E* kh = static_cast<const E*>(p.k) + (b * p.hkv + hk) * p.lk * p.d;
   if (KsPerLane(p.d) == 4) {  // d <= 128: no fp64 work on the dims past d
     KsChunkScores<4>(w, qh, p.lq * p.d, kh, prefix + g * p.d, 1, i0, i1, shift, p.d, xs[g]);
   } else {
@@ -456,6 +456,7 @@ extern "C" __global__ void __launch_bounds__(32 * kKsMaxGroup) attntune_select_k
     for (int64_t j = threadIdx.x; j < shift; j += blockDim.x) key[j] = RankKey(0.0);
   }
 }
+ATTNTUNE_SELECT_KERNELS(attntune_select_ks_scores, 32 * kKsMaxGroup, KsParams, KsScoresKernel)
 
 extern "C" __global__ void __launch_bounds__(256) attntune_select_score_keys(ScoreKeyParams p) {
   const int64_t x = GlobalThread();
@@ -467,18 +468,20 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_score_keys(Sco
 // dma: a block of 128 threads per 32 keys stages their value rows in shared memory (read
 // coalesced), then one thread of the first warp per key: the dot in index order as
 // DmaScores computes it.
-extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_dma_scores(DmaParams p) {
+template <class E>
+__device__ __forceinline__ void DmaScoresKernel(const DmaParams& p) {
   extern __shared__ float rows[];  // [kDmaRows][d + 1]
   const int64_t head = blockIdx.y;  // b * Hkv + hk
   const int64_t hk = head % p.hkv;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kDmaRows;
   const int64_t count = min(static_cast<int64_t>(kDmaRows), p.lk - j0);
-  const float* v = p.v + (head * p.lk + j0) * p.d;
   // Staged by all kDmaStageThreads threads, kDmaAhead loads in flight per thread before
-  // their stores (one load at a time left the block waiting on memory), 32-bit indices.
+  // their stores (one load at a time left the block waiting on memory), 32-bit indices,
+  // each value widened to fp32 as it is staged (ToFloat).
   // Element x of the block's rows goes to x + x / d (row x / d, padded by one): each
   // thread divides once and then carries its row as x advances by the block's width (a
   // division per element took more instructions than the dots).
+  const E* v = static_cast<const E*>(p.v) + (head * p.lk + j0) * p.d;
   const int d = static_cast<int>(p.d), total = static_cast<int>(count) * d;
   int row = static_cast<int>(threadIdx.x) / d, col = static_cast<int>(threadIdx.x) % d;
   for (int x0 = threadIdx.x; x0 < total; x0 += kDmaStageThreads * kDmaAhead) {
@@ -486,7 +489,7 @@ extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_d
 #pragma unroll
     for (int u = 0; u < kDmaAhead; ++u) {
       const int x = x0 + u * kDmaStageThreads;
-      staged[u] = x < total ? v[x] : 0.f;
+      staged[u] = x < total ? ToFloat(v[x]) : 0.f;
     }
 #pragma unroll
     for (int u = 0; u < kDmaAhead; ++u) {
@@ -507,6 +510,7 @@ extern "C" __global__ void __launch_bounds__(kDmaStageThreads) attntune_select_d
   p.key[j] = RankKey(b);
   if (p.bias_log2 != nullptr) p.bias_log2[j] = static_cast<float>(b * kLog2e);
 }
+ATTNTUNE_SELECT_KERNELS(attntune_select_dma_scores, kDmaStageThreads, DmaParams, DmaScoresKernel)
 
 // top-k: one block of kChunkWarps warps per (chunk, head). The block takes the chunk's
 // state from the scan of top-k lists, or scans it from the sorted order; then every
@@ -678,15 +682,15 @@ extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(List
 // registers; the fp64 tree of the 16 sums by shuffles (LshTree's pairs), lane 0 the tail
 // and the bin. Every lane of a warp runs every step (rows past the head's end compute
 // zeros and write nothing), so the shuffles take the whole warp.
-template <int kPer, bool kFused>
-__device__ void LshBinsRows(const BinParams& p, const float* x0, const float* mu, const float* r,
+template <int kPer, bool kFused, class E>
+__device__ void LshBinsRows(const BinParams& p, const E* x0, const float* mu, const float* r,
                             int32_t first, int32_t count, int32_t* out) {
   const int half = threadIdx.x / 16, lane = threadIdx.x % 16;
   const int d = static_cast<int>(p.d), h = static_cast<int>(p.h);
   for (int t = 0; t < kLshBlockRows / 8; ++t) {
     const int32_t row = first + half + 8 * t;
     const bool valid = row < count;
-    const float* x = x0 + static_cast<int64_t>(valid ? row : 0) * d;
+    const E* x = x0 + static_cast<int64_t>(valid ? row : 0) * d;
     [[maybe_unused]] float u[kPer > 0 ? kPer : 1];
     if constexpr (kPer > 0) LshTerms<kPer>(x, mu, valid ? d : 0, lane, u);  // invalid: none read
     int32_t bin = 0;
@@ -721,21 +725,21 @@ __device__ void LshBinsRows(const BinParams& p, const float* x0, const float* mu
 
 // The block's head, rows and staged projections, then its rows at unroll kPer (in
 // LshTerms: 8 for d < 144, 16 for d < 272, 0 past it: no terms held).
-template <int kPer>
+template <int kPer, class E>
 __device__ void LshBinsBlock(const BinParams& p) {
   extern __shared__ float staged[];  // [h][d] projections, then [d] mu (when p.staged)
   // 32-bit block arithmetic (the launcher checks the count): 64-bit divisions are calls.
   int32_t bx = static_cast<int32_t>(blockIdx.x);
   const int32_t key_blocks = p.key_heads * p.key_head_blocks;
   int32_t seg, hk, count, chunk;
-  const float* x0;
+  const E* x0;
   int32_t* out;
   if (bx < key_blocks) {
     seg = bx / p.key_head_blocks;
     chunk = bx % p.key_head_blocks;
     hk = seg % p.hkv;
     count = static_cast<int32_t>(p.lk);
-    x0 = p.k + static_cast<int64_t>(seg) * p.lk * p.d;
+    x0 = static_cast<const E*>(p.k) + static_cast<int64_t>(seg) * p.lk * p.d;
     out = p.key_bin + static_cast<int64_t>(seg) * p.lk;
   } else {
     bx -= key_blocks;
@@ -743,7 +747,7 @@ __device__ void LshBinsBlock(const BinParams& p) {
     chunk = bx % p.query_head_blocks;
     hk = seg % p.hq / (p.hq / p.hkv);
     count = static_cast<int32_t>(p.lq);
-    x0 = p.q + static_cast<int64_t>(seg) * p.lq * p.d;
+    x0 = static_cast<const E*>(p.q) + static_cast<int64_t>(seg) * p.lq * p.d;
     out = p.query_bin + static_cast<int64_t>(seg) * p.lq;
   }
   const int hd = static_cast<int>(p.h * p.d), d = static_cast<int>(p.d);
@@ -768,17 +772,21 @@ __device__ void LshBinsBlock(const BinParams& p) {
 
 // d < 144 (the terms' loops unrolled to 8 steps: none dead at d = 128) in one kernel, wider
 // rows in another, so that their registers do not set this one's occupancy.
-extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins(BinParams p) {
-  LshBinsBlock<8>(p);
+template <class E>
+__device__ __forceinline__ void LshBinsKernel(const BinParams& p) {
+  LshBinsBlock<8, E>(p);
 }
+ATTNTUNE_SELECT_KERNELS(attntune_select_lsh_bins, 128, BinParams, LshBinsKernel)
 
-extern "C" __global__ void __launch_bounds__(128) attntune_select_lsh_bins_wide(BinParams p) {
+template <class E>
+__device__ __forceinline__ void LshBinsWideKernel(const BinParams& p) {
   if (p.d / 16 <= kLshMaxPerLane) {
-    LshBinsBlock<kLshMaxPerLane>(p);
+    LshBinsBlock<kLshMaxPerLane, E>(p);
   } else {
-    LshBinsBlock<0>(p);
+    LshBinsBlock<0, E>(p);
   }
 }
+ATTNTUNE_SELECT_KERNELS(attntune_select_lsh_bins_wide, 128, BinParams, LshBinsWideKernel)
 
 // Bucketed layout, one thread per item: bin starts of the sorted keys, spos, the rows'
 // bins in (position, head) order with their segment offsets, windows, run breaks, block
@@ -1065,6 +1073,17 @@ std::string Run(const char* what, void (*kernel)(T), dim3 grid, dim3 block, cons
   return Launched(what);
 }
 
+/// Runs the kernel of the inputs' element type among a phase's three
+/// (ATTNTUNE_SELECT_KERNELS; ATTNTUNE_TYPED(name) names them in order).
+#define ATTNTUNE_TYPED(name) name, name##_f16, name##_bf16
+template <class T>
+std::string RunTyped(InputType type, const char* what, void (*f32)(T), void (*f16)(T),
+                     void (*bf16)(T), dim3 grid, dim3 block, const T& params, void* stream,
+                     size_t smem = 0) {
+  void (*kernel)(T) = type == InputType::kF16 ? f16 : type == InputType::kBF16 ? bf16 : f32;
+  return Run(what, kernel, grid, block, params, stream, smem);
+}
+
 /// Runs a CUB algorithm: `call(temp, bytes)` once to size its temporary storage (kept in
 /// `ws` under `name`), then for real.
 template <class Call>
@@ -1218,13 +1237,14 @@ void AllocTopK(int64_t heads, int64_t n, int64_t k, bool bias, SelectWorkspace& 
   out->order = nullptr;
 }
 
-std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopKDevice* out,
+std::string EnqueueKsScores(const Shape& s, DeviceInput q, DeviceInput k, TopKDevice* out,
                             SelectWorkspace& ws, void* stream) {
   if (s.d > 32 * kKsMaxPerLane) return "ks scores on the device take d <= 256";
   if (s.Group() > kKsMaxGroup) return "ks scores on the device take at most 8 query heads per KV head";
+  if (q.type != k.type) return "ks scores: q and k of two element types";
   KsParams p{};
-  p.q = q;
-  p.k = k;
+  p.q = q.data;
+  p.k = k.data;
   p.key = out->key;
   p.lq = s.Lq;
   p.lk = s.Lk;
@@ -1236,8 +1256,9 @@ std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopK
   p.sums = ws.Get<double>("ks.sums", s.B * s.Hq * p.chunks * s.d);
   const dim3 grid(static_cast<unsigned>(p.chunks), static_cast<unsigned>(s.Hq),
                   static_cast<unsigned>(s.B));
-  std::string error = Run("attntune_select_ks_chunk_sums", attntune_select_ks_chunk_sums, grid,
-                          dim3(128), p, stream);
+  std::string error = RunTyped(q.type, "attntune_select_ks_chunk_sums",
+                               ATTNTUNE_TYPED(attntune_select_ks_chunk_sums), grid, dim3(128), p,
+                               stream);
   if (error.empty()) {
     error = Run("attntune_select_ks_chunk_prefix", attntune_select_ks_chunk_prefix,
                 dim3(static_cast<unsigned>((s.d + 31) / 32), static_cast<unsigned>(s.Hq),
@@ -1246,17 +1267,13 @@ std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopK
   }
   if (error.empty()) {
     const size_t smem = sizeof(double) * static_cast<size_t>(s.Group() * (kKsChunk + s.d));
-    error = Run("attntune_select_ks_scores", attntune_select_ks_scores,
-                dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(s.Hkv),
-                     static_cast<unsigned>(s.B)),
-                dim3(static_cast<unsigned>(32 * s.Group())), p, stream, smem);
+    error = RunTyped(q.type, "attntune_select_ks_scores",
+                     ATTNTUNE_TYPED(attntune_select_ks_scores),
+                     dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(s.Hkv),
+                          static_cast<unsigned>(s.B)),
+                     dim3(static_cast<unsigned>(32 * s.Group())), p, stream, smem);
   }
   return error;
-}
-
-std::string EnqueueWiden(const void* in, bool bf16, int64_t count, float* out, void* stream) {
-  return Run("attntune_select_widen", attntune_select_widen, dim3(Blocks(count, 256)),
-             dim3(256), WidenParams{static_cast<const uint16_t*>(in), out, count, bf16}, stream);
 }
 
 std::string EnqueueWidenScores(const float* in, int64_t count, double* out, void* stream) {
@@ -1271,14 +1288,14 @@ std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream) {
              ScoreKeyParams{x, out->key, out->bias_log2, count}, stream);
 }
 
-std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta,
+std::string EnqueueDmaScores(const Shape& s, DeviceInput v, const double* delta,
                              const double* a, bool fused, TopKDevice* out, void* stream) {
-  DmaParams p{v, delta, a, out->key, out->bias_log2, s.Lk, s.d, static_cast<int>(s.Hkv),
+  DmaParams p{v.data, delta, a, out->key, out->bias_log2, s.Lk, s.d, static_cast<int>(s.Hkv),
               static_cast<int>(s.B), fused};
   const size_t smem = static_cast<size_t>(kDmaRows * (s.d + 1)) * sizeof(float);
-  return Run("attntune_select_dma_scores", attntune_select_dma_scores,
-             dim3(Blocks(s.Lk, kDmaRows), static_cast<unsigned>(s.B * s.Hkv)), dim3(kDmaStageThreads), p,
-             stream, smem);
+  return RunTyped(v.type, "attntune_select_dma_scores", ATTNTUNE_TYPED(attntune_select_dma_scores),
+                  dim3(Blocks(s.Lk, kDmaRows), static_cast<unsigned>(s.B * s.Hkv)),
+                  dim3(kDmaStageThreads), p, stream, smem);
 }
 
 /// The scan of the chunks' top-k lists for `p` (p.key, n, chunk, chunks, heads,
@@ -1424,13 +1441,14 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   return error;
 }
 
-std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const float* mu,
+std::string EnqueueLshBins(const Shape& s, DeviceInput q, DeviceInput k, const float* mu,
                            const float* rt, int64_t h, bool argmax_rule, bool fused,
                            int32_t* key_bin, int32_t* query_bin, void* stream) {
   if (h < 1 || h > 16) return "LSH bins take 1 to 16 projections";
+  if (q.type != k.type) return "LSH bins: q and k of two element types";
   BinParams p{};
-  p.q = q;
-  p.k = k;
+  p.q = q.data;
+  p.k = k.data;
   p.mu = mu;
   p.rt = rt;
   p.key_bin = key_bin;
@@ -1456,11 +1474,12 @@ std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const
   p.staged = smem <= 48 * 1024;
   const dim3 grid(static_cast<unsigned>(blocks));
   if (s.d / 16 <= 8) {
-    return Run("attntune_select_lsh_bins", attntune_select_lsh_bins, grid, dim3(128), p, stream,
-               p.staged ? smem : 0);
+    return RunTyped(q.type, "attntune_select_lsh_bins", ATTNTUNE_TYPED(attntune_select_lsh_bins),
+                    grid, dim3(128), p, stream, p.staged ? smem : 0);
   }
-  return Run("attntune_select_lsh_bins_wide", attntune_select_lsh_bins_wide, grid, dim3(128), p,
-             stream, p.staged ? smem : 0);
+  return RunTyped(q.type, "attntune_select_lsh_bins_wide",
+                  ATTNTUNE_TYPED(attntune_select_lsh_bins_wide), grid, dim3(128), p, stream,
+                  p.staged ? smem : 0);
 }
 
 std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key_bin,

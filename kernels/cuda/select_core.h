@@ -110,6 +110,52 @@ ATTNTUNE_HD_INLINE void EmitLanes(const Warp& w, uint32_t mask, int64_t base, co
   });
 }
 
+// ---- the inputs' elements ----
+
+/// What the selection reads of q, k, v: fp32 (tune's and bench's copies of the inputs as
+/// given), or a library caller's fp16 or bf16 values read in place, each widened to its
+/// fp32 value where it is read (exact), so the selection is the one the fp64 reference
+/// makes on the values the kernel reads.
+struct F16Bits {
+  uint16_t bits;
+};
+struct Bf16Bits {
+  uint16_t bits;
+};
+
+ATTNTUNE_HD inline float ToFloat(float x) { return x; }
+
+ATTNTUNE_HD inline float ToFloat(Bf16Bits x) {
+  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+ATTNTUNE_HD inline float ToFloat(F16Bits x) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+#else
+  const uint32_t sign = static_cast<uint32_t>(x.bits & 0x8000u) << 16;
+  const uint32_t exponent = (x.bits >> 10) & 0x1fu, mantissa = x.bits & 0x3ffu;
+  float f;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in fp32
+    f = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign != 0 ? -f : f;
+  }
+  const uint32_t u = sign | (exponent == 31 ? 0x7f800000u : (exponent + 112) << 23) |
+                     mantissa << 13;  // inf and nan keep their payload
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
 // ---- arithmetic as the host computes it ----
 
 /// a * b + c in fp32, fused (one rounding) or not (two), as the host's build computes the
@@ -227,13 +273,13 @@ ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a
 constexpr int kKsMaxPerLane = 8;
 /// The dims a lane holds for head dim d: 4 up to d = 128, else kKsMaxPerLane.
 ATTNTUNE_HD inline int KsPerLane(int64_t d) { return d <= 128 ? 4 : kKsMaxPerLane; }
-template <int kPer = kKsMaxPerLane, class Warp>
-ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const float* q, int64_t q_head_stride,
-                                      const float* k, const double* prefix, int64_t group,
+template <int kPer = kKsMaxPerLane, class Warp, class E>
+ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const E* q, int64_t q_head_stride,
+                                      const E* k, const double* prefix, int64_t group,
                                       int64_t i0, int64_t i1, int64_t shift, int64_t d,
                                       double* xs) {
   for (int64_t g = 0; g < group; ++g) {
-    const float* qg = q + g * q_head_stride;
+    const E* qg = q + g * q_head_stride;
     double s[Warp::kSlots][kPer];  // each lane's running sums
     w.Each([&](int lane) {
       for (int m = 0; m < kPer; ++m) {
@@ -242,11 +288,11 @@ ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const float* q, int64_t q_h
       }
     });
     for (int64_t i = i0; i < i1; ++i) {
-      const float* kj = k + (i + shift) * d;
+      const E* kj = k + (i + shift) * d;
       w.Each([&](int lane) {
         for (int m = 0; m < kPer; ++m) {
           const int64_t e = lane + 32 * m;
-          if (e < d) s[w.Slot(lane)][m] += static_cast<double>(qg[i * d + e]);
+          if (e < d) s[w.Slot(lane)][m] += static_cast<double>(ToFloat(qg[i * d + e]));
         }
       });
       const double norm = w.Sum([&](int lane) {
@@ -258,7 +304,7 @@ ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const float* q, int64_t q_h
         double x = 0.0;
         for (int m = 0; m < kPer; ++m) {
           const int64_t e = lane + 32 * m;
-          if (e < d) x = fma(static_cast<double>(kj[e]), s[w.Slot(lane)][m], x);
+          if (e < d) x = fma(static_cast<double>(ToFloat(kj[e])), s[w.Slot(lane)][m], x);
         }
         return x;
       });
@@ -726,12 +772,14 @@ ATTNTUNE_HD inline bool ChosenBefore(double dot_a, int64_t a, double dot_b, int6
 // e >= d16 in fp64. The bins read only the signs or the argmax of the projections.
 
 /// Partial sum of lane `lane` (0..15) of projection r (d floats): fused as the host.
-ATTNTUNE_HD inline float LshLane(const float* x, const float* mu, const float* r, int64_t d,
+/// x: the row's elements (float, F16Bits or Bf16Bits, each read as its fp32 value).
+template <class E>
+ATTNTUNE_HD inline float LshLane(const E* x, const float* mu, const float* r, int64_t d,
                                  int lane, bool fused) {
   const int64_t d16 = d / 16 * 16;
   float acc = 0.f;
   for (int64_t e = lane; e < d16; e += 16) {
-    const float u = mu != nullptr ? x[e] - mu[e] : x[e];
+    const float u = mu != nullptr ? ToFloat(x[e]) - mu[e] : ToFloat(x[e]);
     acc = MulAddF(u, r[e], acc, fused);
   }
   return acc;
@@ -741,13 +789,13 @@ ATTNTUNE_HD inline float LshLane(const float* x, const float* mu, const float* r
 /// computed once per row and reused by every projection (LshLaneTerms). d16 <= 16 * kPer
 /// (the kernel takes kPer = 8 up to d = 143, so that no unrolled step is dead for d = 128).
 constexpr int kLshMaxPerLane = 16;
-template <int kPer = kLshMaxPerLane>
-ATTNTUNE_HD_INLINE void LshTerms(const float* x, const float* mu, int64_t d, int lane, float* u) {
+template <int kPer = kLshMaxPerLane, class E>
+ATTNTUNE_HD_INLINE void LshTerms(const E* x, const float* mu, int64_t d, int lane, float* u) {
   const int d16 = static_cast<int>(d / 16 * 16);
   ATTNTUNE_UNROLL
   for (int m = 0; m < kPer; ++m) {
     const int e = lane + 16 * m;
-    u[m] = e < d16 ? (mu != nullptr ? x[e] - mu[e] : x[e]) : 0.f;
+    u[m] = e < d16 ? (mu != nullptr ? ToFloat(x[e]) - mu[e] : ToFloat(x[e])) : 0.f;
   }
 }
 
@@ -799,17 +847,19 @@ ATTNTUNE_HD inline double LshTree(const float lanes[16]) {
 }
 
 /// The tail of a projection: sum plus the terms e >= d / 16 * 16 in fp64, in order.
-ATTNTUNE_HD inline double LshTail(double sum, const float* x, const float* mu, const float* r,
+template <class E>
+ATTNTUNE_HD inline double LshTail(double sum, const E* x, const float* mu, const float* r,
                                   int64_t d) {
   for (int64_t e = d / 16 * 16; e < d; ++e) {
-    const float u = mu != nullptr ? x[e] - mu[e] : x[e];
+    const float u = mu != nullptr ? ToFloat(x[e]) - mu[e] : ToFloat(x[e]);
     sum = ExactProductAdd(u, r[e], sum);
   }
   return sum;
 }
 
 /// The projection from the 16 lanes' sums and the tail.
-ATTNTUNE_HD inline double LshCombine(const float lanes[16], const float* x, const float* mu,
+template <class E>
+ATTNTUNE_HD inline double LshCombine(const float lanes[16], const E* x, const float* mu,
                                      const float* r, int64_t d) {
   double v[8];
   for (int k = 0; k < 8; ++k) {

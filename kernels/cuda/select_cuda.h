@@ -60,9 +60,17 @@ class SelectWorkspace {
 std::string CopyToDevice(void* device, const void* host, size_t bytes);
 std::string CopyToHost(void* host, const void* device, size_t bytes);
 
-/// fp32 copies of `count` fp16 (or, with `bf16`, bf16) values on the device: exact, so
-/// a selection on them is the reference's selection on the values the kernels read.
-std::string EnqueueWiden(const void* in, bool bf16, int64_t count, float* out, void* stream);
+/// A tensor the selection reads (q, k or v) on the device: fp32 (tune's and bench's copies
+/// of the inputs as given), or a library caller's fp16 or bf16 tensor read in place, each
+/// element widened to its fp32 value where it is read (exact: the selection is the
+/// reference's on the values the kernel reads).
+enum class InputType { kF32, kF16, kBF16 };
+struct DeviceInput {
+  const void* data = nullptr;
+  InputType type = InputType::kF32;
+};
+inline DeviceInput F32Input(const float* data) { return {data, InputType::kF32}; }
+
 /// fp64 copies of `count` fp32 values on the device (a caller's supplied scores).
 std::string EnqueueWidenScores(const float* in, int64_t count, double* out, void* stream);
 
@@ -82,15 +90,14 @@ void AllocTopK(int64_t heads, int64_t n, int64_t k, bool bias, SelectWorkspace& 
                const std::string& tag, TopKDevice* out);
 
 /// ks's default scores x[B,Hkv,Lk] (KsScores, summed in another order: equal to rounding)
-/// of fp32 q, k on the device, as RankKeys into out->key.
-std::string EnqueueKsScores(const Shape& s, const float* q, const float* k, TopKDevice* out,
+/// of q, k on the device, as RankKeys into out->key.
+std::string EnqueueKsScores(const Shape& s, DeviceInput q, DeviceInput k, TopKDevice* out,
                             SelectWorkspace& ws, void* stream);
 /// RankKeys (and, when out->bias_log2, b_j * log2(e)) of given fp64 scores on the device.
 std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream);
 /// dma's b[B,Hkv,Lk] = A_h softplus(v_j · Delta_h) (DmaScores, the dot in index order,
-/// `fused` as HostFusesDmaProducts()) of fp32 v and fp64 delta [Hkv,d], a [Hkv] on the
-/// device.
-std::string EnqueueDmaScores(const Shape& s, const float* v, const double* delta,
+/// `fused` as HostFusesDmaProducts()) of v and fp64 delta [Hkv,d], a [Hkv] on the device.
+std::string EnqueueDmaScores(const Shape& s, DeviceInput v, const double* delta,
                              const double* a, bool fused, TopKDevice* out, void* stream);
 /// Prefix top-k evictions of out->key with budget out->k (chunks of TopKChunk(k)
 /// positions, each from the top-k of the positions before it), and the tiles' largest
@@ -115,9 +122,9 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
                             ListsDevice* out, SelectWorkspace& ws, const std::string& tag,
                             void* stream);
 
-/// LSH bins (ComputeLshBins, bit for bit) of fp32 q, k on the device: rt = R transposed
-/// to [Hkv][h][d] in fp32, mu [Hkv][d] or nullptr; `fused` as HostFusesLshProducts().
-std::string EnqueueLshBins(const Shape& s, const float* q, const float* k, const float* mu,
+/// LSH bins (ComputeLshBins, bit for bit) of q, k on the device: rt = R transposed to
+/// [Hkv][h][d] in fp32, mu [Hkv][d] or nullptr; `fused` as HostFusesLshProducts().
+std::string EnqueueLshBins(const Shape& s, DeviceInput q, DeviceInput k, const float* mu,
                            const float* rt, int64_t h, bool argmax_rule, bool fused,
                            int32_t* key_bin, int32_t* query_bin, void* stream);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <set>
@@ -301,6 +302,89 @@ TEST_CASE("The staged rows' carried row is x / d at every step") {
       }
     }
   }
+}
+
+TEST_CASE("ToFloat widens every fp16 and bf16 value exactly") {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t bits = static_cast<uint16_t>(b);
+    _Float16 h;
+    std::memcpy(&h, &bits, 2);
+    const float want = static_cast<float>(h), got = cp::ToFloat(cp::F16Bits{bits});
+    INFO("fp16 bits " << b);
+    if (std::isnan(want)) {
+      REQUIRE(std::isnan(got));
+    } else {
+      uint32_t w, g;
+      std::memcpy(&w, &want, 4);
+      std::memcpy(&g, &got, 4);
+      REQUIRE(g == w);  // -0, subnormals and infinities included
+    }
+    const float wide = cp::ToFloat(cp::Bf16Bits{bits});
+    uint32_t g;
+    std::memcpy(&g, &wide, 4);
+    REQUIRE(g == b << 16);
+  }
+}
+
+// A caller's 2-byte tensors read in place: the ks scores and the LSH terms of fp16/bf16
+// bits equal those of their fp32 values, bit for bit.
+template <class E>
+void CheckReadInPlace(uint16_t (*round)(float)) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int64_t d : {16, 37, 128, 200}) {
+    const int64_t rows = 70, shift = 3;
+    std::vector<E> q16(static_cast<size_t>(rows * d)), k16(static_cast<size_t>((rows + shift) * d));
+    std::vector<float> q32(q16.size()), k32(k16.size());
+    for (size_t x = 0; x < q16.size(); ++x) {
+      q16[x] = E{round(normal(rng))};
+      q32[x] = cp::ToFloat(q16[x]);
+    }
+    for (size_t x = 0; x < k16.size(); ++x) {
+      k16[x] = E{round(normal(rng))};
+      k32[x] = cp::ToFloat(k16[x]);
+    }
+    std::vector<double> prefix(static_cast<size_t>(d));
+    for (double& e : prefix) e = normal(rng);
+    std::vector<double> want(static_cast<size_t>(rows), 0.0), got(want.size(), 0.0);
+    cp::KsChunkScores(cp::HostWarp(), q32.data(), 0, k32.data(), prefix.data(), 1, 0, rows,
+                      shift, d, want.data());
+    cp::KsChunkScores(cp::HostWarp(), q16.data(), 0, k16.data(), prefix.data(), 1, 0, rows,
+                      shift, d, got.data());
+    INFO("d=" << d);
+    CHECK(got == want);
+    std::vector<float> mu(static_cast<size_t>(d)), r(static_cast<size_t>(d));
+    for (float& e : mu) e = 0.1f * normal(rng);
+    for (float& e : r) e = normal(rng);
+    for (int lane = 0; lane < 16; ++lane) {
+      float u32[cp::kLshMaxPerLane], u16[cp::kLshMaxPerLane];
+      cp::LshTerms(k32.data(), mu.data(), d, lane, u32);
+      cp::LshTerms(k16.data(), mu.data(), d, lane, u16);
+      for (int m = 0; m < cp::kLshMaxPerLane; ++m) CHECK(u16[m] == u32[m]);
+      CHECK(cp::LshLane(q16.data(), mu.data(), r.data(), d, lane, true) ==
+            cp::LshLane(q32.data(), mu.data(), r.data(), d, lane, true));
+    }
+    CHECK(cp::LshTail(0.25, q16.data(), nullptr, r.data(), d) ==
+          cp::LshTail(0.25, q32.data(), nullptr, r.data(), d));
+  }
+}
+
+uint16_t RoundF16(float x) {
+  const _Float16 h = static_cast<_Float16>(x);
+  uint16_t bits;
+  std::memcpy(&bits, &h, 2);
+  return bits;
+}
+
+uint16_t RoundBf16(float x) {  // round to nearest even (finite x)
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+TEST_CASE("A caller's fp16 and bf16 values read in place give the scores of their fp32 values") {
+  CheckReadInPlace<cp::F16Bits>(RoundF16);
+  CheckReadInPlace<cp::Bf16Bits>(RoundBf16);
 }
 
 TEST_CASE("Four projections at once and the tree by halving are the host's sums") {

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/plan.h"
 #include "kernels/cuda/select_core.h"
+#include "kernels/cuda/windowed_cuda.h"
 #include "kernels/kokkos/sparse.h"
 #include "kernels/selection/selection.h"
 #include "core/shape.h"
@@ -132,7 +133,8 @@ TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
     for (int64_t budget : {1, 16, 300}) {
       cp::TopKDevice topk;
       cp::AllocTopK(heads, shape.Lk, budget, false, ws, "ks", &topk);
-      REQUIRE(cp::EnqueueKsScores(shape, q, k, &topk, ws, nullptr) == "");
+      REQUIRE(cp::EnqueueKsScores(shape, cp::F32Input(q), cp::F32Input(k), &topk, ws, nullptr) ==
+              "");
       REQUIRE(cp::EnqueueTopK(&topk, ws, "ks", nullptr) == "");
       CHECK(Download(topk.evict, heads * shape.Lk) ==
             HostEvictions(attntune::KsScores(t), heads, shape.Lk, budget));
@@ -142,13 +144,68 @@ TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
     const std::vector<double> b = attntune::DmaScores(t, 7);
     cp::TopKDevice topk;
     cp::AllocTopK(heads, shape.Lk, 20, true, ws, "dma", &topk);
-    REQUIRE(cp::EnqueueDmaScores(shape, v, Upload(ws, "delta", delta), Upload(ws, "a", a),
-                                 cp::HostFusesDmaProducts(), &topk, nullptr) == "");
+    REQUIRE(cp::EnqueueDmaScores(shape, cp::F32Input(v), Upload(ws, "delta", delta),
+                                 Upload(ws, "a", a), cp::HostFusesDmaProducts(), &topk,
+                                 nullptr) == "");
     REQUIRE(cp::EnqueueTopK(&topk, ws, "dma", nullptr) == "");
     CHECK(Download(topk.evict, heads * shape.Lk) == HostEvictions(b, heads, shape.Lk, 20));
     const std::vector<float> bias = Download(topk.bias_log2, heads * shape.Lk);
     for (size_t j = 0; j < b.size(); ++j) {
       REQUIRE(bias[j] == Approx(b[j] * 1.4426950408889634).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("Device selection reads a caller's fp16 and bf16 tensors in place", "[gpu]") {
+  // The library's path: q, k, v of the kernel's dtype on the device, never widened into
+  // copies; the host selects on their fp32 values.
+  for (const char* text :
+       {"B=1,Hq=8,Hkv=2,Lq=300,Lk=577,d=128", "B=1,Hq=4,Hkv=2,Lq=50,Lk=77,d=37"}) {
+    for (cp::Dtype dtype : {cp::Dtype::kF16, cp::Dtype::kBf16}) {
+      const Shape shape = attntune::ParseShape(text, "test");
+      Tensors t = attntune::GaussianTensors(shape, 43);
+      cp::SelectWorkspace ws;
+      ws.PoisonNewBuffers();
+      auto in_dtype = [&](const attntune::TensorData<float>& x, const std::string& name,
+                          attntune::TensorData<float>* rounded) {
+        std::vector<uint16_t> bits(x.size());
+        std::vector<float> values(x.size());
+        for (size_t e = 0; e < x.size(); ++e) {
+          bits[e] = cp::ToBits(x[e], dtype);
+          values[e] = cp::FromBits(bits[e], dtype);
+        }
+        *rounded = attntune::TensorData<float>(std::move(values));
+        const cp::InputType type =
+            dtype == cp::Dtype::kF16 ? cp::InputType::kF16 : cp::InputType::kBF16;
+        return cp::DeviceInput{Upload(ws, name, bits), type};
+      };
+      const cp::DeviceInput q = in_dtype(t.q, "q", &t.q), k = in_dtype(t.k, "k", &t.k),
+                            v = in_dtype(t.v, "v", &t.v);
+      const int64_t heads = shape.B * shape.Hkv;
+      INFO(text << (dtype == cp::Dtype::kF16 ? " fp16" : " bf16"));
+      cp::TopKDevice ks;
+      cp::AllocTopK(heads, shape.Lk, 16, false, ws, "ks", &ks);
+      REQUIRE(cp::EnqueueKsScores(shape, q, k, &ks, ws, nullptr) == "");
+      REQUIRE(cp::EnqueueTopK(&ks, ws, "ks", nullptr, false) == "");
+      CHECK(Download(ks.evict, heads * shape.Lk) ==
+            HostEvictions(attntune::KsScores(t), heads, shape.Lk, 16));
+      std::vector<double> delta, a;
+      attntune::DmaDeltaA(t, 7, &delta, &a);
+      cp::TopKDevice dma;
+      cp::AllocTopK(heads, shape.Lk, 20, true, ws, "dma", &dma);
+      REQUIRE(cp::EnqueueDmaScores(shape, v, Upload(ws, "delta", delta), Upload(ws, "a", a),
+                                   cp::HostFusesDmaProducts(), &dma, nullptr) == "");
+      REQUIRE(cp::EnqueueTopK(&dma, ws, "dma", nullptr, false) == "");
+      CHECK(Download(dma.evict, heads * shape.Lk) ==
+            HostEvictions(attntune::DmaScores(t, 7), heads, shape.Lk, 20));
+      int32_t* key_bin = ws.Get<int32_t>("key_bin", heads * shape.Lk);
+      int32_t* query_bin = ws.Get<int32_t>("query_bin", shape.B * shape.Hq * shape.Lq);
+      REQUIRE(cp::EnqueueLshBins(shape, q, k, nullptr,
+                                 Upload(ws, "rt", cp::LshProjectionRows(t, 5, 3)), 5, false,
+                                 cp::HostFusesLshProducts(), key_bin, query_bin, nullptr) == "");
+      const attntune::LshBins bins = attntune::ComputeLshBins(t, 5, false, 3);
+      CHECK(Download(key_bin, heads * shape.Lk) == bins.key_bin);
+      CHECK(Download(query_bin, shape.B * shape.Hq * shape.Lq) == bins.query_bin);
     }
   }
 }
@@ -195,8 +252,8 @@ TEST_CASE("Device LSH bins and bucketed layout equal the host's", "[gpu]") {
     const float* rt = Upload(ws, "rt", cp::LshProjectionRows(t, c.bits, 5));
     int32_t* key_bin = ws.Get<int32_t>("key_bin", heads * shape.Lk);
     int32_t* query_bin = ws.Get<int32_t>("query_bin", shape.B * shape.Hq * shape.Lq);
-    REQUIRE(cp::EnqueueLshBins(shape, q, k, mu, rt, c.bits, c.argmax, cp::HostFusesLshProducts(),
-                               key_bin, query_bin, nullptr) == "");
+    REQUIRE(cp::EnqueueLshBins(shape, cp::F32Input(q), cp::F32Input(k), mu, rt, c.bits, c.argmax,
+                               cp::HostFusesLshProducts(), key_bin, query_bin, nullptr) == "");
     const attntune::LshBins bins = attntune::ComputeLshBins(t, c.bits, c.argmax, 5);
     REQUIRE(Download(key_bin, heads * shape.Lk) == bins.key_bin);
     REQUIRE(Download(query_bin, shape.B * shape.Hq * shape.Lq) == bins.query_bin);
@@ -204,7 +261,8 @@ TEST_CASE("Device LSH bins and bucketed layout equal the host's", "[gpu]") {
     std::vector<int32_t> evict;
     if (hax) {
       cp::AllocTopK(heads, shape.Lk, c.k_ks, false, ws, "ks", &topk);
-      REQUIRE(cp::EnqueueKsScores(shape, q, k, &topk, ws, nullptr) == "");
+      REQUIRE(cp::EnqueueKsScores(shape, cp::F32Input(q), cp::F32Input(k), &topk, ws, nullptr) ==
+              "");
       REQUIRE(cp::EnqueueTopK(&topk, ws, "ks", nullptr) == "");
       evict = HostEvictions(attntune::KsScores(t), heads, shape.Lk, c.k_ks);
       REQUIRE(Download(topk.evict, heads * shape.Lk) == evict);
@@ -257,9 +315,9 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos", "[gpu]") {
     attntune::DmaDeltaA(t, 4, &delta, &a);
     cp::TopKDevice topk;
     cp::AllocTopK(heads, shape.Lk, c.w_kv, true, ws, "topk", &topk);
-    REQUIRE(cp::EnqueueDmaScores(shape, Upload(ws, "v", t.v.ToVector()), Upload(ws, "delta", delta),
-                                 Upload(ws, "a", a), cp::HostFusesDmaProducts(), &topk,
-                                 nullptr) == "");
+    REQUIRE(cp::EnqueueDmaScores(shape, cp::F32Input(Upload(ws, "v", t.v.ToVector())),
+                                 Upload(ws, "delta", delta), Upload(ws, "a", a),
+                                 cp::HostFusesDmaProducts(), &topk, nullptr) == "");
     REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr) == "");
     cp::DecodeDevice got;
     REQUIRE(cp::EnqueueDecodeSelection(shape, Upload(ws, "q", t.q.ToVector()), Upload(ws, "k", t.k), topk,
