@@ -239,16 +239,13 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     spans.spans = KeyBlocks(qb, BR, BC, p.lq, p.lk, window, p.sink);
   }
   const int n = spans.Count();
-  // Gathered: the list keys of tile `tile` (padding past the list zero-filled) into its
-  // ring slot.
-  auto load_keys = [&](int tile) {
+  // Gathered: entry c of the list keys of tile `tile` (padding past the list zero-filled)
+  // into its ring slot. 32-bit positions in the list: a list holds fewer than Lk keys.
+  auto load_key = [&](int tile, int c) {
     if constexpr (GATHERED) {
-      if (tile >= n) return;
-      for (int c = tid; c < BC; c += THREADS) {
-        const int64_t x = static_cast<int64_t>(tile) * BC + c;
-        const bool ok = x < spans.n;
-        CpAsync4(&key_s[tile % KEY_RING][c], ok ? spans.keys + x : spans.keys, ok);
-      }
+      const int x = tile * BC + c;
+      const bool ok = x < spans.n;
+      CpAsync4(&key_s[tile % KEY_RING][c], ok ? spans.keys + x : spans.keys, ok);
     }
   };
 
@@ -267,7 +264,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
   }
   if constexpr (GATHERED) {
-    for (int x = 0; x < STAGES; ++x) load_keys(x);
+    for (int x = 0; x < STAGES && x < n; ++x) {
+      for (int c = tid; c < BC; c += THREADS) load_key(x, c);
+    }
   }
   // Bucketed: the rows' lsh windows (shared memory rather than registers: a warp of two
   // row tiles has none to spare).
@@ -301,26 +300,37 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     uint16_t* vd = vs + stage * BC * LD;
     for (int c = tid; c < BC * CHUNKS; c += THREADS) {
       const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-      int64_t j;
-      bool ok;
       if constexpr (GATHERED) {
-        ok = kblock * BC + r < spans.n;
-        j = ok ? key_s[kblock % KEY_RING][r] : 0;
+        // Past the list the ring holds key 0 (load_key zero-fills it): a row in the
+        // tensor, whose copy reads nothing (src-size 0), so no address is selected.
+        const bool ok = static_cast<int>(kblock) * BC + r < spans.n;
+        const int64_t at = static_cast<int64_t>(key_s[kblock % KEY_RING][r]) * D + col;
+        CpAsync16(kd + r * LD + col, kg + at, ok);
+        CpAsync16(vd + r * LD + col, vg + at, ok);
       } else {
-        j = spans.Key(kblock, r);
-        ok = j < p.lk;
+        const int64_t j = spans.Key(kblock, r);
+        const bool ok = j < p.lk;
+        CpAsync16(kd + r * LD + col, ok ? kg + j * D + col : kg, ok);
+        CpAsync16(vd + r * LD + col, ok ? vg + j * D + col : vg, ok);
       }
-      CpAsync16(kd + r * LD + col, ok ? kg + j * D + col : kg, ok);
-      CpAsync16(vd + r * LD + col, ok ? vg + j * D + col : vg, ok);
     }
     if constexpr (GATHERED) {
-      for (int c = tid; c < BC; c += THREADS) {
-        const int64_t x = kblock * BC + c;
+      // The tile's companions and the keys of the tile STAGES later: entry e of
+      // [companion | second companion | next keys], BC each, spread over the block's
+      // threads (a warp a part where BC is a multiple of 32), so that no warp makes all
+      // three copies while the others wait for it at the next barrier.
+      const int tile = static_cast<int>(kblock), next = tile + STAGES;
+      for (int e = tid; e < 3 * BC; e += THREADS) {
+        const int part = e / BC, c = e % BC, x = tile * BC + c;
         const bool ok = x < spans.n;
-        CpAsync4(&aux_s[stage][c], ok ? aux + x : aux, ok);
-        if (aux2 != nullptr) CpAsync4(&aux2_s[stage][c], ok ? aux2 + x : aux2, ok);
+        if (part == 0) {
+          CpAsync4(&aux_s[stage][c], ok ? aux + x : aux, ok);
+        } else if (part == 1) {
+          if (aux2 != nullptr) CpAsync4(&aux2_s[stage][c], ok ? aux2 + x : aux2, ok);
+        } else if (next < n) {
+          load_key(next, c);
+        }
       }
-      load_keys(static_cast<int>(kblock) + STAGES);
     }
   };
 
