@@ -52,23 +52,30 @@ bool BoolArg(const py::handle& x, const std::string& what) {
   return py::bool_(x.cast<py::object>());
 }
 
+// An int, or an integer that says so (__index__: numpy's integers); never a bool.
 int IntArg(const py::handle& x, const std::string& what) {
-  if (!py::isinstance<py::int_>(x) || py::isinstance<py::bool_>(x)) {
+  const bool integer = py::isinstance<py::int_>(x) || py::hasattr(x, "__index__");
+  if (!integer || py::isinstance<py::bool_>(x) || TypeName(x) == "bool_") {
     RaiseUser(what + ": an int is expected, not " + TypeName(x));
   }
-  const py::int_ v = py::reinterpret_borrow<py::int_>(x);
+  const py::int_ v = py::reinterpret_steal<py::int_>(PyNumber_Index(x.ptr()));
+  if (!v) throw py::error_already_set();
   if (v < py::int_(INT_MIN) || v > py::int_(INT_MAX)) {
-    RaiseUser(what + ": " + std::string(py::str(x)) + " is out of range");
+    RaiseUser(what + ": " + std::string(py::str(py::object(v))) + " is out of range");
   }
   return v.cast<int>();
 }
 
+// A real number: int, float or one that converts (__float__: numpy's floats); no bool or
+// text.
 double FloatArg(const py::handle& x, const std::string& what) {
-  if ((!py::isinstance<py::float_>(x) && !py::isinstance<py::int_>(x)) ||
-      py::isinstance<py::bool_>(x)) {
+  const bool number = py::isinstance<py::int_>(x) || py::isinstance<py::float_>(x) ||
+                      py::hasattr(x, "__float__");
+  if (!number || py::isinstance<py::bool_>(x) || TypeName(x) == "bool_" ||
+      py::isinstance<py::str>(x)) {
     RaiseUser(what + ": a number is expected, not " + TypeName(x));
   }
-  return x.cast<double>();
+  return py::float_(py::reinterpret_borrow<py::object>(x)).cast<double>();
 }
 
 // A path as str or os.PathLike (pathlib.Path).

@@ -165,6 +165,11 @@ refusal(lambda: tuned.lookup("swa", head_dim=d, seq_len=L, min_mass_recall="0.9"
         "attntune: error: min_mass_recall: a number is expected, not str")
 by_path = attntune.load_config(pathlib.Path(config_json)).lookup("swa", head_dim=d, seq_len=L)
 expect(by_path.variant == "swa", f"a pathlib.Path config file: {by_path}")
+numpy_args = tuned.lookup("swa", head_dim=np.int64(d), seq_len=np.int32(L),
+                          min_mass_recall=np.float32(0.0))
+expect(numpy_args.params == by_path.params, f"numpy's integers and floats as arguments: {numpy_args}")
+refusal(lambda: tuned.lookup("swa", head_dim=True, seq_len=L),
+        "attntune: error: head_dim: an int is expected, not bool")
 
 cpu = attntune.device_name()
 other = attntune.load_config(other_json)
