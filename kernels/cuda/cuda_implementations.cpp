@@ -502,11 +502,9 @@ void RunSelectedOnCallerBuffers(const std::string& variant, const DeviceTensors&
   SelectSources src;
   src.ws = &ws;
   src.stream = t.stream;
-  const cp::InputType type =
-      t.dtype == Dtype::kBf16 ? cp::InputType::kBF16 : cp::InputType::kF16;
-  src.q = {t.q, type};
-  src.k = {t.k, type};
-  src.v = {t.v, type};
+  src.q = {t.q, t.dtype};
+  src.k = {t.k, t.dtype};
+  src.v = {t.v, t.dtype};
   if (dma) {
     std::vector<double> delta, a;
     DmaDeltaA(host, static_cast<uint64_t>(ParamInt(p, "seed")), &delta, &a);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -236,6 +237,49 @@ constexpr int kDecodeListSteps = 32;  // steps per shared list: at most 31 keys 
 std::string CanImplementGatheredDecode(const Shape& shape);
 
 // ---- shared host/device logic: the kernel calls exactly these ----
+
+/// fp16 and bf16 values as their bits, and their fp32 values (exact): what the selection
+/// reads of a library caller's q, k, v in place, and the kernels' outputs read back
+/// (FromBits).
+struct F16Bits {
+  uint16_t bits;
+};
+struct Bf16Bits {
+  uint16_t bits;
+};
+
+ATTNTUNE_HD inline float ToFloat(float x) { return x; }
+
+ATTNTUNE_HD inline float ToFloat(Bf16Bits x) {
+  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+ATTNTUNE_HD inline float ToFloat(F16Bits x) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+#else
+  const uint32_t sign = static_cast<uint32_t>(x.bits & 0x8000u) << 16;
+  const uint32_t exponent = (x.bits >> 10) & 0x1fu, mantissa = x.bits & 0x3ffu;
+  float f;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in fp32
+    f = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign != 0 ? -f : f;
+  }
+  const uint32_t u = sign | (exponent == 31 ? 0x7f800000u : (exponent + 112) << 23) |
+                     mantissa << 13;  // inf and nan keep their payload
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
 
 /// Whether query row i (absolute position p) attends key j (DESIGN.md s1, causal).
 ATTNTUNE_HD inline bool Attends(int64_t p, int64_t j, int64_t window, int64_t sink) {

@@ -354,7 +354,7 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_fill(FillParam
   if (x < p.count) p.a[x] = p.value;
 }
 
-// The kernels that read q, k or v come in one kernel per element type (InputType): `name`
+// The kernels that read q, k or v come in one kernel per element type (DeviceInput::type): `name`
 // reads fp32 (tune's and bench's copies), `name`_f16 and `name`_bf16 a library caller's
 // tensors in place, each element widened where it is read (ToFloat). Body<E>(p) is the
 // kernel; each kernel holds one body, so the fp32 kernels compile as they did alone.
@@ -1077,10 +1077,12 @@ std::string Run(const char* what, void (*kernel)(T), dim3 grid, dim3 block, cons
 /// (ATTNTUNE_SELECT_KERNELS; ATTNTUNE_TYPED(name) names them in order).
 #define ATTNTUNE_TYPED(name) name, name##_f16, name##_bf16
 template <class T>
-std::string RunTyped(InputType type, const char* what, void (*f32)(T), void (*f16)(T),
+std::string RunTyped(attntune::Dtype type, const char* what, void (*f32)(T), void (*f16)(T),
                      void (*bf16)(T), dim3 grid, dim3 block, const T& params, void* stream,
                      size_t smem = 0) {
-  void (*kernel)(T) = type == InputType::kF16 ? f16 : type == InputType::kBF16 ? bf16 : f32;
+  void (*kernel)(T) = type == attntune::Dtype::kF16    ? f16
+                      : type == attntune::Dtype::kBf16 ? bf16
+                                                       : f32;
   return Run(what, kernel, grid, block, params, stream, smem);
 }
 

@@ -110,52 +110,6 @@ ATTNTUNE_HD_INLINE void EmitLanes(const Warp& w, uint32_t mask, int64_t base, co
   });
 }
 
-// ---- the inputs' elements ----
-
-/// What the selection reads of q, k, v: fp32 (tune's and bench's copies of the inputs as
-/// given), or a library caller's fp16 or bf16 values read in place, each widened to its
-/// fp32 value where it is read (exact), so the selection is the one the fp64 reference
-/// makes on the values the kernel reads.
-struct F16Bits {
-  uint16_t bits;
-};
-struct Bf16Bits {
-  uint16_t bits;
-};
-
-ATTNTUNE_HD inline float ToFloat(float x) { return x; }
-
-ATTNTUNE_HD inline float ToFloat(Bf16Bits x) {
-  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
-ATTNTUNE_HD inline float ToFloat(F16Bits x) {
-#if defined(__CUDA_ARCH__)
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
-  return f;
-#else
-  const uint32_t sign = static_cast<uint32_t>(x.bits & 0x8000u) << 16;
-  const uint32_t exponent = (x.bits >> 10) & 0x1fu, mantissa = x.bits & 0x3ffu;
-  float f;
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in fp32
-    f = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
-    return sign != 0 ? -f : f;
-  }
-  const uint32_t u = sign | (exponent == 31 ? 0x7f800000u : (exponent + 112) << 23) |
-                     mantissa << 13;  // inf and nan keep their payload
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
 // ---- arithmetic as the host computes it ----
 
 /// a * b + c in fp32, fused (one rounding) or not (two), as the host's build computes the

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/shape.h"
+#include "core/types.h"
 #include "kernels/cuda/plan.h"
 
 namespace attntune {
@@ -63,13 +64,12 @@ std::string CopyToHost(void* host, const void* device, size_t bytes);
 /// A tensor the selection reads (q, k or v) on the device: fp32 (tune's and bench's copies
 /// of the inputs as given), or a library caller's fp16 or bf16 tensor read in place, each
 /// element widened to its fp32 value where it is read (exact: the selection is the
-/// reference's on the values the kernel reads).
-enum class InputType { kF32, kF16, kBF16 };
+/// reference's on the values the kernel reads); `type` is its element type.
 struct DeviceInput {
   const void* data = nullptr;
-  InputType type = InputType::kF32;
+  attntune::Dtype type = attntune::Dtype::kF32;
 };
-inline DeviceInput F32Input(const float* data) { return {data, InputType::kF32}; }
+inline DeviceInput F32Input(const float* data) { return {data, attntune::Dtype::kF32}; }
 
 /// fp64 copies of `count` fp32 values on the device (a caller's supplied scores).
 std::string EnqueueWidenScores(const float* in, int64_t count, double* out, void* stream);

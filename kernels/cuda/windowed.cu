@@ -647,14 +647,7 @@ uint16_t ToBits(float x, Dtype dtype) {
 }
 
 float FromBits(uint16_t bits, Dtype dtype) {
-  if (dtype == Dtype::kF16) {
-    __half h;
-    memcpy(&h, &bits, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  memcpy(&h, &bits, 2);
-  return __bfloat162float(h);
+  return dtype == Dtype::kF16 ? ToFloat(F16Bits{bits}) : ToFloat(Bf16Bits{bits});
 }
 
 std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& tile,

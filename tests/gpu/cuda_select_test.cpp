@@ -357,7 +357,10 @@ void CheckReadInPlace(uint16_t (*round)(float)) {
     for (float& e : mu) e = 0.1f * normal(rng);
     for (float& e : r) e = normal(rng);
     for (int lane = 0; lane < 16; ++lane) {
+      // Apart before: a reader that writes nothing leaves them unequal.
       float u32[cp::kLshMaxPerLane], u16[cp::kLshMaxPerLane];
+      std::fill(u32, u32 + cp::kLshMaxPerLane, 0.f);
+      std::fill(u16, u16 + cp::kLshMaxPerLane, std::numeric_limits<float>::quiet_NaN());
       cp::LshTerms(k32.data(), mu.data(), d, lane, u32);
       cp::LshTerms(k16.data(), mu.data(), d, lane, u16);
       for (int m = 0; m < cp::kLshMaxPerLane; ++m) CHECK(u16[m] == u32[m]);
