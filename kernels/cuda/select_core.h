@@ -740,7 +740,7 @@ ATTNTUNE_HD inline float LshLane(const E* x, const float* mu, const float* r, in
 }
 
 /// A lane's terms u_e = x[e] - mu[e] (x[e] without mu), e = lane + 16 m < d16, in u[m]:
-/// computed once per row and reused by every projection (LshLaneTerms). d16 <= 16 * kPer
+/// computed once per row and reused by every projection (LshLaneTermsN). d16 <= 16 * kPer
 /// (the kernel takes kPer = 8 up to d = 143, so that no unrolled step is dead for d = 128).
 constexpr int kLshMaxPerLane = 16;
 template <int kPer = kLshMaxPerLane, class E>
@@ -753,23 +753,10 @@ ATTNTUNE_HD_INLINE void LshTerms(const E* x, const float* mu, int64_t d, int lan
   }
 }
 
-/// LshLane from the lane's terms (LshTerms): the same products in the same order.
-template <int kPer = kLshMaxPerLane>
-ATTNTUNE_HD_INLINE float LshLaneTerms(const float* u, const float* r, int64_t d, int lane,
-                                      bool fused) {
-  const int d16 = static_cast<int>(d / 16 * 16);
-  float acc = 0.f;
-  ATTNTUNE_UNROLL
-  for (int m = 0; m < kPer; ++m) {
-    const int e = lane + 16 * m;
-    if (e < d16) acc = MulAddF(u[m], r[e], acc, fused);
-  }
-  return acc;
-}
-
-/// Up to kC projections at once: acc[c] = LshLaneTerms(u, r + c * d, ...) for c < count
-/// (count <= kC), the projections' products interleaved (each still in ascending e), so
-/// that a lane has kC independent sums in flight.
+/// LshLane of up to kC projections at once from the lane's terms (LshTerms): acc[c] is
+/// projection r + c * d's sum for c < count (count <= kC), the same products in the same
+/// order, the projections' products interleaved so that a lane has kC independent sums in
+/// flight.
 template <int kPer, int kC>
 ATTNTUNE_HD_INLINE void LshLaneTermsN(const float* u, const float* r, int d, int lane, int count,
                                       bool fused, float* acc) {
