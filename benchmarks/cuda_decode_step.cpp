@@ -105,7 +105,8 @@ void Step(int64_t t) {
             "dma scores");
     Require(cp::EnqueueTopK(&topk, ws, "topk", nullptr), "top-k");
     Require(cp::EnqueueDecodeSelection(s, q32, k32, topk, w_q, r, &sel, ws, nullptr), "decode");
-    args.list_offsets = sel.resident.offsets;
+    args.list_offsets = sel.resident.begin;
+    args.list_ends = sel.resident.end;
     args.list_keys = sel.resident.keys;
     args.list_aux = sel.resident.key_evict;
     args.evict = sel.evict;

@@ -294,7 +294,8 @@ void EnqueueTopKSelection(const std::string& variant, const Shape& s, const Para
   cp::ListsDevice lists;
   ThrowIf(cp::EnqueueKeyLists(topk, s.Lq, tile.br, cp::KeyOrder::kHeldFirst, &lists, *src.ws,
                               "lists", src.stream));
-  args->list_offsets = lists.offsets;
+  args->list_offsets = lists.begin;
+  args->list_ends = lists.end;
   args->list_keys = lists.keys;
   args->evict = topk.evict;
   args->bias_log2 = topk.bias_log2;
@@ -632,7 +633,8 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
                                        ParamInt(p, "w_q"), ParamInt(p, "r"), &sel, r.select,
                                        nullptr));
     cp::WindowedDeviceArgs args = TensorArgs(r);
-    args.list_offsets = sel.resident.offsets;
+    args.list_offsets = sel.resident.begin;
+    args.list_ends = sel.resident.end;
     args.list_keys = sel.resident.keys;
     args.evict = sel.evict;
     args.list_aux = sel.resident.key_evict;

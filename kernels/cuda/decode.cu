@@ -52,6 +52,7 @@ struct GatheredDecodeParams {
   int64_t query_blocks;
   const int32_t* list_evict;  // the eviction step of each listed key, or nullptr
   int64_t first_step;         // block x computes step first_step + x
+  const int32_t* list_end;    // one past each list's last key (list_offsets: its first)
 };
 
 template <Dtype DT>
@@ -118,7 +119,7 @@ __device__ __forceinline__ void DecodeSplitBody(const DecodeParams& p,
     if (gp.bias_log2 != nullptr) bias = gp.bias_log2 + head * p.lk;
     const int64_t list = head * gp.query_blocks + step / kDecodeListSteps;
     walk.resident = gp.list_keys + gp.list_offsets[list];
-    walk.n_resident = gp.list_offsets[list + 1] - gp.list_offsets[list];
+    walk.n_resident = gp.list_end[list] - gp.list_offsets[list];
     walk.evict = gp.evict + head * p.lk;
     if (gp.list_evict != nullptr) walk.resident_evict = gp.list_evict + gp.list_offsets[list];
     walk.step = step;
@@ -326,6 +327,7 @@ std::string LaunchGatheredDecode(const Shape& s, Dtype dtype, const WindowedDevi
   gp.bias_log2 = args.bias_log2;
   gp.list_evict = args.list_aux;
   gp.first_step = args.first_step;
+  gp.list_end = args.list_ends != nullptr ? args.list_ends : args.list_offsets + 1;
   const int64_t steps = args.steps > 0 ? args.steps : s.Lk;
   if (args.first_step < 0 || args.first_step + steps > s.Lk) return "gathered decode steps past Lk";
   gp.query_blocks = (s.Lk + kDecodeListSteps - 1) / kDecodeListSteps;

@@ -202,13 +202,12 @@ struct ListParams {
   const int32_t* evict;
   const int32_t* tile_max;
   const float* bias;
-  int32_t* counts;               // [2 lists kListSegments + 1], at ListCountSlot
-  const int32_t* seg_offsets;    // their exclusive sum
-  int32_t* offsets;              // [lists + 1]: each list's first segment's offset
+  int32_t* begin;  // [lists]: each list's first entry (ListBegin)
+  int32_t* end;    // [lists]: one past its last
   int32_t* keys;
   int32_t* key_evict;
   float* key_bias;
-  int64_t n, lq, br, query_blocks, lists, tiles, capacity;
+  int64_t n, lq, br, k, query_blocks, lists, tiles, capacity;
   bool held_first;  // KeyOrder::kHeldFirst
 };
 
@@ -273,7 +272,8 @@ struct BucketKeyParams {
   const int32_t* spos;
   const int32_t* key_bin;
   const int32_t* evict;       // hax: the ks part, else nullptr
-  const int32_t* list_offsets;  // hax: the chunks' prefix top-k lists
+  const int32_t* list_begin;  // hax: the chunks' prefix top-k lists (ListsDevice)
+  const int32_t* list_end;
   const int32_t* list_keys;
   int32_t* counts;
   const int32_t* key_offsets;
@@ -314,7 +314,8 @@ struct ChosenParams {
 
 struct StepParams {
   const uint64_t* key;           // [B,Hkv,Lk]
-  const int32_t* list_offsets;   // the resident lists (kDecodeListSteps steps a list)
+  const int32_t* list_begin;     // the resident lists (kDecodeListSteps steps a list)
+  const int32_t* list_end;
   const int32_t* list_keys;
   const int32_t* list_evict;
   int32_t* replaced;             // [B*Hkv]
@@ -629,51 +630,34 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKP
   p.tile_max[x] = m;
 }
 
-// Key lists: one warp per segment of a list (head, query block; ListSegmentTiles),
-// counted (its held keys and its others apart, at ListCountSlot), then filled.
-extern "C" __global__ void __launch_bounds__(128) attntune_select_list_count(ListParams p) {
-  const int64_t seg = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
-  if (seg == 0 && w.lane == 0) p.counts[2 * p.lists * kListSegments] = 0;
-  if (seg >= p.lists * kListSegments) return;
-  const int64_t list = seg / kListSegments, segment = seg % kListSegments;
+// Key lists: a block per list (head, query block), its warps one segment each
+// (ListBuild), written at the list's ListBegin: the room ListBound gives every list, so
+// no list waits for the counts of the lists before it.
+extern "C" __global__ void __launch_bounds__(32 * kListSegments)
+    attntune_select_lists(ListParams p) {
+  __shared__ int32_t counts[2 * kListSegments];
+  const int64_t list = blockIdx.x;
+  if (list >= p.lists) return;  // none: one block launched
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
-  int64_t p0, p1, t_begin, t_end;
+  int64_t p0, p1;
   BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
-  ListSegmentTiles(p.n, p1, segment, &t_begin, &t_end);
-  const ListCounts count =
-      ListWalkTiles(w, p.evict + head * p.n, p.tile_max + head * p.tiles, nullptr, p.n, p0, p1,
-                    p.held_first, t_begin, t_end, [](bool, int64_t, int64_t, int32_t, float) {});
-  if (w.lane == 0) {
-    p.counts[ListCountSlot(list, segment, true)] = static_cast<int32_t>(count.held);
-    p.counts[ListCountSlot(list, segment, false)] = static_cast<int32_t>(count.rest);
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(128) attntune_select_list_fill(ListParams p) {
-  const int64_t seg = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
-  if (w.lane == 0 && seg == 0) p.offsets[p.lists] = p.seg_offsets[2 * p.lists * kListSegments];
-  if (seg >= p.lists * kListSegments) return;
-  const int64_t list = seg / kListSegments, segment = seg % kListSegments;
-  if (w.lane == 0 && segment == 0) p.offsets[list] = p.seg_offsets[ListCountSlot(list, 0, true)];
-  const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
-  int64_t p0, p1, t_begin, t_end;
-  BlockPositions(qb, p.br, p.lq, p.n, &p0, &p1);
-  ListSegmentTiles(p.n, p1, segment, &t_begin, &t_end);
+  const int64_t first = ListBegin(head, qb, p.br, p.lq, p.n, p.k);
+  const int64_t room = ListBound(p0, p1, p.k);
   const int32_t* evict = p.evict + head * p.n;
   const float* bias = p.bias != nullptr ? p.bias + head * p.n : nullptr;
-  const int64_t held_base = p.seg_offsets[ListCountSlot(list, segment, true)];
-  const int64_t rest_base = p.seg_offsets[ListCountSlot(list, segment, false)];
   // Each key's eviction and bias come from the walk's loads (no second, dependent read).
-  ListWalkTiles(w, evict, p.tile_max + head * p.tiles, bias, p.n, p0, p1, p.held_first, t_begin,
-                t_end, [&](bool held, int64_t slot, int64_t j, int32_t e, float b) {
-                  const int64_t x = (held ? held_base : rest_base) + slot;
-                  if (x >= p.capacity) return;  // cannot happen: capacity bounds every list
-                  p.keys[x] = static_cast<int32_t>(j);
-                  p.key_evict[x] = e;
-                  if (bias != nullptr) p.key_bias[x] = b;
-                });
+  const int64_t n = ListBuild(DeviceBlock(), evict, p.tile_max + head * p.tiles,
+                              bias, p.n, p0, p1, p.held_first, counts,
+                              [&](int64_t x, int64_t j, int32_t e, float b) {
+                                if (x >= room) return;  // cannot happen: ListBound bounds it
+                                p.keys[first + x] = static_cast<int32_t>(j);
+                                p.key_evict[first + x] = e;
+                                if (bias != nullptr) p.key_bias[first + x] = b;
+                              });
+  if (threadIdx.x == 0) {
+    p.begin[list] = static_cast<int32_t>(first);
+    p.end[list] = static_cast<int32_t>(first + (n < room ? n : room));
+  }
 }
 
 // LSH bins: a block per kLshBlockRows rows of one head's keys or queries, that head's
@@ -903,8 +887,8 @@ template <class Emit>
 __device__ __forceinline__ int64_t HaxExtras(const BucketKeyParams& p, const DeviceWarp& w, const int64_t* pos,
                              const BlockView& v, const Emit& emit) {
   if (p.evict == nullptr) return 0;
-  const int32_t* list = p.list_keys + p.list_offsets[v.list];
-  const int64_t list_n = p.list_offsets[v.list + 1] - p.list_offsets[v.list];
+  const int32_t* list = p.list_keys + p.list_begin[v.list];
+  const int64_t list_n = p.list_end[v.list] - p.list_begin[v.list];
   const int64_t head_keys = v.head * p.lk;
   return HaxExtrasWalk(w, list, list_n, pos, v.re - v.rb, p.evict + head_keys,
                        p.key_bin + head_keys, p.spos + head_keys, v.bin, v.lo_first, v.hi_last,
@@ -1040,9 +1024,9 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_step(Ste
   const int64_t head = blockIdx.x;
   const DeviceWarp w{static_cast<int>(threadIdx.x)};
   const int64_t list = head * p.query_blocks + (p.step - 1) / kDecodeListSteps;
-  const int32_t first = p.list_offsets[list];
+  const int32_t first = p.list_begin[list];
   const int64_t replaced =
-      StepReplace(w, p.list_keys + first, p.list_evict + first, p.list_offsets[list + 1] - first,
+      StepReplace(w, p.list_keys + first, p.list_evict + first, p.list_end[list] - first,
                   p.step, p.w_kv, p.key + head * p.lk);
   if (w.lane == 0) p.replaced[head] = static_cast<int32_t>(replaced);
 }
@@ -1403,40 +1387,27 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.n = n;
   p.lq = lq;
   p.br = br;
+  p.k = topk.k;
   p.query_blocks = (lq + br - 1) / br;
   p.lists = topk.heads * p.query_blocks;
   p.tiles = (n + 31) / 32;
   p.held_first = order == KeyOrder::kHeldFirst;
-  int64_t per_head = 0;
-  for (int64_t qb = 0; qb < p.query_blocks; ++qb) {
-    int64_t p0, p1;
-    BlockPositions(qb, br, lq, n, &p0, &p1);
-    per_head += ListBound(p0, p1, topk.k);
-  }
-  p.capacity = per_head * topk.heads;
+  p.capacity = ListBegin(topk.heads, 0, br, lq, n, topk.k);  // every head's room
   if (p.capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
-  const int64_t segments = p.lists * kListSegments, counts = 2 * segments;
-  p.counts = ws.Get<int32_t>(tag + ".counts", counts + 1);
-  int32_t* seg_offsets = ws.Get<int32_t>(tag + ".seg_offsets", counts + 1);
-  p.seg_offsets = seg_offsets;
-  int32_t* offsets = ws.Get<int32_t>(tag + ".offsets", p.lists + 1);
-  p.offsets = offsets;
+  if (p.lists > INT32_MAX) return tag + ": 2^31 key lists or more";
+  p.begin = ws.Get<int32_t>(tag + ".begin", p.lists);
+  p.end = ws.Get<int32_t>(tag + ".end", p.lists);
   p.keys = ws.Get<int32_t>(tag + ".keys", p.capacity);
   p.key_evict = ws.Get<int32_t>(tag + ".key_evict", p.capacity);
   p.key_bias = topk.bias_log2 != nullptr ? ws.Get<float>(tag + ".key_bias", p.capacity) : nullptr;
-  const dim3 grid(Blocks(segments, 4));
-  std::string error =
-      Run("attntune_select_list_count", attntune_select_list_count, grid, dim3(128), p, stream);
-  if (error.empty()) {
-    error = ExclusiveSum(ws, tag + ".scan", p.counts, seg_offsets, counts + 1, stream);
-  }
-  if (error.empty()) {
-    error = Run("attntune_select_list_fill", attntune_select_list_fill, grid, dim3(128), p, stream);
-  }
+  const std::string error = Run("attntune_select_lists", attntune_select_lists,
+                                dim3(Blocks(p.lists, 1)), dim3(32 * kListSegments), p,
+                                stream);
   out->query_blocks = p.query_blocks;
   out->lists = p.lists;
   out->capacity = p.capacity;
-  out->offsets = offsets;
+  out->begin = p.begin;
+  out->end = p.end;
   out->keys = p.keys;
   out->key_evict = p.key_evict;
   out->key_bias = p.key_bias;
@@ -1623,7 +1594,8 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
   kp.spos = p.spos;
   kp.key_bin = key_bin;
   kp.evict = hax ? topk->evict : nullptr;
-  kp.list_offsets = hax ? chunk_lists.offsets : nullptr;
+  kp.list_begin = hax ? chunk_lists.begin : nullptr;
+  kp.list_end = hax ? chunk_lists.end : nullptr;
   kp.list_keys = hax ? chunk_lists.keys : nullptr;
   kp.lq = s.Lq;
   kp.lk = s.Lk;
@@ -1789,7 +1761,8 @@ std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
   if (step < 1 || step >= s.Lk) return "a decode step follows step 0 and lies within Lk";
   StepParams sp{};
   sp.key = topk.key;
-  sp.list_offsets = sel.resident.offsets;
+  sp.list_begin = sel.resident.begin;
+  sp.list_end = sel.resident.end;
   sp.list_keys = sel.resident.keys;
   sp.list_evict = sel.resident.key_evict;
   sp.replaced = ws.Get<int32_t>("decode.replaced", s.B * s.Hkv);

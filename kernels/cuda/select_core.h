@@ -562,10 +562,7 @@ ATTNTUNE_HD_INLINE ListCounts ListWalkTiles(const Warp& w, const int32_t* evict,
 /// A list's tiles are walked in kListSegments parts, one warp each, so that the longest
 /// list (the last query block's, every tile of the prefix) is not one warp's chain of
 /// dependent loads: segment s of a list whose keys end at p1 holds tiles
-/// [tiles s / S, tiles (s + 1) / S) of its tiles [0, tiles); the segments' counts are
-/// scanned together, a list's held counts (ListCounts) before its others
-/// (ListCountSlot), so each writes its keys after those of the segments before it and
-/// each part of the list stays in ascending j.
+/// [tiles s / S, tiles (s + 1) / S) of its tiles [0, tiles).
 constexpr int kListSegments = 8;
 ATTNTUNE_HD inline void ListSegmentTiles(int64_t n, int64_t p1, int64_t segment,
                                          int64_t* t_begin, int64_t* t_end) {
@@ -573,12 +570,6 @@ ATTNTUNE_HD inline void ListSegmentTiles(int64_t n, int64_t p1, int64_t segment,
   const int64_t tiles = last < 0 ? 0 : last / 32 + 1;
   *t_begin = tiles * segment / kListSegments;
   *t_end = tiles * (segment + 1) / kListSegments;
-}
-
-/// Where segment `segment` of list `list` counts its held keys (held) or its others in
-/// the counts that are scanned: a list's kListSegments held counts, then its others.
-ATTNTUNE_HD inline int64_t ListCountSlot(int64_t list, int64_t segment, bool held) {
-  return (2 * list + (held ? 0 : 1)) * kListSegments + segment;
 }
 
 /// The positions [p0, p1] of query block qb of br rows (causal, Lq <= Lk).
@@ -595,6 +586,73 @@ ATTNTUNE_HD inline void BlockPositions(int64_t qb, int64_t br, int64_t lq, int64
 ATTNTUNE_HD inline int64_t ListBound(int64_t p0, int64_t p1, int64_t k) {
   const int64_t held = k < p0 + 1 ? k : p0 + 1;
   return held + (p1 - p0);
+}
+
+/// Where the list of query block qb (of br rows; Lq = lq, Lk = n) of head `head` starts
+/// when every list has the room ListBound gives it, the lists of a head in query-block
+/// order and the heads one after the other: the sum of ListBound over the lists before
+/// it, in closed form (the blocks before the last are full; the first c of them hold
+/// fewer than k positions at p0: off + 1 + q br < k, off = n - lq).
+ATTNTUNE_HD inline int64_t ListBegin(int64_t head, int64_t qb, int64_t br, int64_t lq, int64_t n,
+                                     int64_t k) {
+  const auto before = [&](int64_t q) {  // the bounds of blocks 0 .. q - 1 (all full)
+    const int64_t off = n - lq, short_of_k = k - off - 1;
+    int64_t c = short_of_k > 0 ? (short_of_k + br - 1) / br : 0;
+    c = c < q ? c : q;
+    return c * (off + 1) + br * (c * (c - 1) / 2) + (q - c) * k + q * (br - 1);
+  };
+  const int64_t blocks = (lq + br - 1) / br;
+  int64_t p0, p1;
+  BlockPositions(blocks - 1, br, lq, n, &p0, &p1);
+  return head * (before(blocks - 1) + ListBound(p0, p1, k)) + before(qb);
+}
+
+/// The key list of query block [p0, p1] over one head's evict[0, n), built by one block
+/// of kListSegments warps (warp i walks segment i, ListSegmentTiles): each warp counts its
+/// segment's keys (held and others apart), the counts meet in `counts` (2 kListSegments
+/// entries shared by the block), and each warp walks its segment again and writes its
+/// keys after those of the warps before it: emit(x, j, evict[j], bias[j]) with x the
+/// key's place in the list, the held keys (held_first) first. The list is BuildKeyLists'
+/// (ListWalkTiles' order within each part). Returns its length (every thread the same).
+template <class Block, class Emit>
+ATTNTUNE_HD_INLINE int64_t ListBuild(const Block& blk, const int32_t* evict,
+                                     const int32_t* tile_max, const float* bias, int64_t n,
+                                     int64_t p0, int64_t p1, bool held_first, int32_t* counts,
+                                     const Emit& emit) {
+  using Warp = typename Block::Warp;
+  static_assert(Block::kWarps == kListSegments, "one warp per segment");
+  blk.Warps([&](int i, const Warp& w) {
+    int64_t t_begin, t_end;
+    ListSegmentTiles(n, p1, i, &t_begin, &t_end);
+    const ListCounts c = ListWalkTiles(w, evict, tile_max, nullptr, n, p0, p1, held_first,
+                                       t_begin, t_end,
+                                       [](bool, int64_t, int64_t, int32_t, float) {});
+    w.Each([&](int lane) {
+      if (lane != 0) return;
+      counts[i] = static_cast<int32_t>(c.held);
+      counts[kListSegments + i] = static_cast<int32_t>(c.rest);
+    });
+  });
+  blk.Sync();
+  int64_t held = 0, total = 0;
+  for (int i = 0; i < kListSegments; ++i) {
+    held += counts[i];
+    total += counts[i] + counts[kListSegments + i];
+  }
+  blk.Warps([&](int i, const Warp& w) {
+    int64_t held_base = 0, rest_base = held;
+    for (int x = 0; x < i; ++x) {
+      held_base += counts[x];
+      rest_base += counts[kListSegments + x];
+    }
+    int64_t t_begin, t_end;
+    ListSegmentTiles(n, p1, i, &t_begin, &t_end);
+    ListWalkTiles(w, evict, tile_max, bias, n, p0, p1, held_first, t_begin, t_end,
+                  [&](bool h, int64_t slot, int64_t j, int32_t e, float b) {
+                    emit((h ? held_base : rest_base) + slot, j, e, b);
+                  });
+  });
+  return total;
 }
 
 // ---- dma_decode's resident sets from the prefix top-k ----

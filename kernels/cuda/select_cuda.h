@@ -108,12 +108,14 @@ std::string EnqueueDmaScores(const Shape& s, DeviceInput v, const double* delta,
 std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string& tag,
                         void* stream, bool sorted = true);
 
-/// Gathered key lists (KeyLists, CSR) of query blocks of br rows over a top-k selection:
-/// list x = head * query_blocks + qb, its keys in `order`; each listed key's eviction and
-/// bias beside it.
+/// Gathered key lists (KeyLists' lists) of query blocks of br rows over a top-k selection:
+/// list x = head * query_blocks + qb, its keys in `order` at [begin[x], end[x]), each list
+/// at its ListBegin (the room ListBound gives it; the rest of the room unwritten); each
+/// listed key's eviction and bias beside it.
 struct ListsDevice {
   int64_t query_blocks = 0, lists = 0, capacity = 0;
-  int32_t* offsets = nullptr;    // [lists + 1]
+  int32_t* begin = nullptr;      // [lists]
+  int32_t* end = nullptr;        // [lists]
   int32_t* keys = nullptr;       // [capacity]
   int32_t* key_evict = nullptr;  // evict[key] per listed key
   float* key_bias = nullptr;     // bias_log2[key] per listed key (when the selection has one)

@@ -63,6 +63,7 @@ struct BucketParams {
   const int32_t* row_hi;
   const int32_t* spos;
   const int32_t* block_count;  // blocks past it hold no rows and return at once (nullptr: none)
+  const int32_t* list_end;     // one past each list's last key (list_offsets: its first)
   const int32_t* list_aux;
   const int32_t* list_aux2;
   const float* list_bias;
@@ -231,7 +232,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
         BUCKETED ? qb : (static_cast<int64_t>(b) * p.hkv + hk) * p.query_blocks + qb;
     const int64_t first = p.list_offsets[list];
     spans.keys = p.list_keys + first;
-    spans.n = p.list_offsets[list + 1] - first;
+    spans.n = bp.list_end[list] - first;
     aux = bp.list_aux + first;
     if (BUCKETED && bp.list_aux2 != nullptr) aux2 = bp.list_aux2 + first;
     if (!BUCKETED && bp.list_bias != nullptr) aux2 = reinterpret_cast<const int32_t*>(bp.list_bias + first);
@@ -696,6 +697,7 @@ std::string LaunchWindowed(const WindowedProblem& problem, const WindowedTile& t
   }
   BucketParams bucket{};
   if (gathered) {
+    bucket.list_end = args.list_ends != nullptr ? args.list_ends : args.list_offsets + 1;
     bucket.list_aux = args.list_aux;
     bucket.list_aux2 = family == Family::kBucketed ? args.list_aux2 : nullptr;
     bucket.list_bias = family == Family::kTopK ? args.list_bias : nullptr;

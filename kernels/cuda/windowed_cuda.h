@@ -28,7 +28,10 @@ struct WindowedDeviceArgs {
   // below, `blocks` of them), evict for hax's ks part or nullptr (lsh), no bias. Both
   // ignore the problem's window, sink and per-head windows.
   Family family = Family::kWindowed;
+  // List x is list_keys[list_offsets[x], list_ends[x]); list_ends nullptr: the lists are
+  // CSR, list_ends = list_offsets + 1 (the device's top-k lists leave room between them).
   const int32_t* list_offsets = nullptr;
+  const int32_t* list_ends = nullptr;
   const int32_t* list_keys = nullptr;
   const int32_t* evict = nullptr;
   const float* bias_log2 = nullptr;

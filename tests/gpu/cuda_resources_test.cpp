@@ -25,7 +25,7 @@ TEST_CASE("The resource table covers every compiled tile on every arch") {
   CHECK(selection >= 30 * cp::SupportedArchs().size());
   for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
     for (const char* name :
-         {"attntune_select_topk_chunks", "attntune_select_list_count", "attntune_select_list_fill",
+         {"attntune_select_topk_chunks", "attntune_select_lists",
           "attntune_select_ks_scores", "attntune_select_dma_scores", "attntune_select_lsh_bins",
           "attntune_select_block_key_fill", "attntune_select_decode_evict",
           "attntune_select_decode_chosen"}) {

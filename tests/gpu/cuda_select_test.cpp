@@ -175,16 +175,44 @@ TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
       INFO("Lq=" << c.lq << " Lk=" << c.lk << " k=" << c.k << " br=" << c.br << " "
                  << c.pattern << " held first " << (order == cp::KeyOrder::kHeldFirst));
       REQUIRE(lists.query_blocks == host.query_blocks);
-      REQUIRE(lists.offsets == host.offsets);
-      REQUIRE(lists.keys == host.keys);
-      CHECK(lists.offsets.back() <= lists.capacity);
-      for (size_t n = 0; n < lists.keys.size(); ++n) {
-        const int64_t list = std::upper_bound(lists.offsets.begin(), lists.offsets.end(),
-                                              static_cast<int32_t>(n)) -
-                             lists.offsets.begin() - 1;
-        const int64_t head = list / lists.query_blocks;
-        REQUIRE(lists.key_evict[n] == t.evict[head * c.lk + lists.keys[n]]);
-        REQUIRE(lists.key_bias[n] == t.bias[head * c.lk + lists.keys[n]]);
+      const cp::KeyLists compact = lists.Compact();
+      REQUIRE(compact.offsets == host.offsets);
+      REQUIRE(compact.keys == host.keys);
+      for (size_t x = 0; x < lists.begin.size(); ++x) {
+        const int64_t head = static_cast<int64_t>(x) / lists.query_blocks;
+        int64_t p0, p1;
+        cp::BlockPositions(static_cast<int64_t>(x) % lists.query_blocks, c.br, c.lq, c.lk, &p0,
+                           &p1);
+        REQUIRE(lists.end[x] - lists.begin[x] <= cp::ListBound(p0, p1, c.k));  // its room
+        REQUIRE(lists.end[x] <= lists.capacity);
+        for (int32_t n = lists.begin[x]; n < lists.end[x]; ++n) {
+          REQUIRE(lists.key_evict[n] == t.evict[head * c.lk + lists.keys[n]]);
+          REQUIRE(lists.key_bias[n] == t.bias[head * c.lk + lists.keys[n]]);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ListBegin is the sum of ListBound over the lists before it") {
+  for (int64_t br : {1, 16, 32, 64, 128}) {
+    for (int64_t lq : {1, 2, 37, 128, 129, 577}) {
+      for (int64_t extra : {0, 1, 63, 700}) {  // Lk - Lq
+        const int64_t lk = lq + extra, blocks = (lq + br - 1) / br;
+        for (int64_t k : {1, 2, 5, 64, 127, 128, 129, 1000, 5000}) {
+          int64_t sum = 0;
+          for (int64_t head = 0; head < 3; ++head) {
+            for (int64_t qb = 0; qb < blocks; ++qb) {
+              INFO("br=" << br << " Lq=" << lq << " Lk=" << lk << " k=" << k << " head=" << head
+                         << " qb=" << qb);
+              REQUIRE(cp::ListBegin(head, qb, br, lq, lk, k) == sum);
+              int64_t p0, p1;
+              cp::BlockPositions(qb, br, lq, lk, &p0, &p1);
+              sum += cp::ListBound(p0, p1, k);
+            }
+          }
+          REQUIRE(cp::ListBegin(3, 0, br, lq, lk, k) == sum);
+        }
       }
     }
   }
@@ -528,14 +556,15 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
     INFO(c.shape << " w_kv=" << c.w_kv << " w_q=" << c.w_q << " r=" << c.r << " " << c.values);
     REQUIRE(got.evict == want.evict);
     const cp::KeyLists lists = cp::BuildKeyLists(shape, want.evict, cp::kDecodeListSteps);
-    CHECK(got.resident.offsets == lists.offsets);
-    CHECK(got.resident.keys == lists.keys);
+    const cp::KeyLists resident = got.resident.Compact();
+    CHECK(resident.offsets == lists.offsets);
+    CHECK(resident.keys == lists.keys);
     // One step's update from the cache (StepReplace): the key step t replaces, as the
     // whole run's evictions say.
     for (int64_t head = 0; head < shape.B * shape.Hkv; ++head) {
       for (int64_t t = 1; t < shape.Lk; ++t) {
         const int64_t list = head * got.resident.query_blocks + (t - 1) / cp::kDecodeListSteps;
-        const int32_t first = got.resident.offsets[list], last = got.resident.offsets[list + 1];
+        const int32_t first = got.resident.begin[list], last = got.resident.end[list];
         const int64_t replaced = cp::StepReplace(
             cp::HostWarp(), got.resident.keys.data() + first, got.resident.key_evict.data() + first,
             last - first, t, c.w_kv, topk.key.data() + head * shape.Lk);

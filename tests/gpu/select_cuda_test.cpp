@@ -58,10 +58,18 @@ std::vector<int32_t> HostEvictions(const std::vector<double>& x, int64_t heads, 
 // The device's key lists next to BuildKeyLists'.
 void CheckLists(const cp::ListsDevice& lists, const cp::KeyLists& want) {
   REQUIRE(lists.query_blocks == want.query_blocks);
-  const std::vector<int32_t> offsets = Download(lists.offsets, lists.lists + 1);
-  REQUIRE(offsets == want.offsets);
-  REQUIRE(offsets.back() <= lists.capacity);
-  CHECK(Download(lists.keys, offsets.back()) == want.keys);
+  REQUIRE(static_cast<size_t>(lists.lists + 1) == want.offsets.size());
+  const std::vector<int32_t> begin = Download(lists.begin, lists.lists);
+  const std::vector<int32_t> end = Download(lists.end, lists.lists);
+  const std::vector<int32_t> keys = Download(lists.keys, lists.capacity);
+  for (int64_t x = 0; x < lists.lists; ++x) {
+    const size_t at = static_cast<size_t>(x);
+    REQUIRE(begin[at] <= end[at]);
+    REQUIRE(end[at] <= lists.capacity);
+    REQUIRE(end[at] - begin[at] == want.offsets[at + 1] - want.offsets[at]);
+    CHECK(std::equal(keys.begin() + begin[at], keys.begin() + end[at],
+                     want.keys.begin() + want.offsets[at]));
+  }
 }
 
 }  // namespace

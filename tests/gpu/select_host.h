@@ -175,69 +175,56 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
 
 struct Lists {
   int64_t query_blocks = 0, capacity = 0;
-  std::vector<int32_t> offsets, keys, key_evict;
+  std::vector<int32_t> begin, end;  // list x: keys[begin[x], end[x])
+  std::vector<int32_t> keys, key_evict;  // capacity entries; -1 where no list wrote
   std::vector<float> key_bias;
+
+  /// The lists one after the other (KeyLists' CSR form).
+  cp::KeyLists Compact() const {
+    cp::KeyLists out;
+    out.query_blocks = query_blocks;
+    out.offsets.push_back(0);
+    for (size_t x = 0; x < begin.size(); ++x) {
+      out.keys.insert(out.keys.end(), keys.begin() + begin[x], keys.begin() + end[x]);
+      out.offsets.push_back(static_cast<int32_t>(out.keys.size()));
+    }
+    return out;
+  }
 };
 
-/// EnqueueKeyLists: counts of every list's segments (held keys and others apart, at
-/// ListCountSlot), their offsets, fill by segment; a list's offset is its first held
-/// segment's.
+/// EnqueueKeyLists: a block of kListSegments warps per list (ListBuild), the list at its
+/// ListBegin.
 inline Lists RunKeyLists(const TopK& t, int64_t lq, int br,
                          cp::KeyOrder order = cp::KeyOrder::kAscending) {
   Lists out;
   out.query_blocks = (lq + br - 1) / br;
   const bool held_first = order == cp::KeyOrder::kHeldFirst;
-  const int64_t tiles = (t.n + 31) / 32, lists = t.heads * out.query_blocks;
-  std::vector<int32_t> counts(static_cast<size_t>(2 * lists * cp::kListSegments), -1);
-  for (int64_t head = 0; head < t.heads; ++head) {
-    for (int64_t qb = 0; qb < out.query_blocks; ++qb) {
-      int64_t p0, p1;
-      cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
-      out.capacity += cp::ListBound(p0, p1, t.k);
-      const int64_t list = head * out.query_blocks + qb;
-      for (int64_t s = 0; s < cp::kListSegments; ++s) {
-        int64_t t_begin, t_end;
-        cp::ListSegmentTiles(t.n, p1, s, &t_begin, &t_end);
-        const cp::ListCounts c = cp::ListWalkTiles(
-            cp::HostWarp(), t.evict.data() + head * t.n, t.tile_max.data() + head * tiles,
-            nullptr, t.n, p0, p1, held_first, t_begin, t_end,
-            [](bool, int64_t, int64_t, int32_t, float) {});
-        counts[static_cast<size_t>(cp::ListCountSlot(list, s, true))] =
-            static_cast<int32_t>(c.held);
-        counts[static_cast<size_t>(cp::ListCountSlot(list, s, false))] =
-            static_cast<int32_t>(c.rest);
-      }
-    }
-  }
-  const std::vector<int32_t> seg_offsets = ExclusiveSum(counts);
-  for (int64_t list = 0; list <= lists; ++list)
-    out.offsets.push_back(seg_offsets[static_cast<size_t>(2 * list * cp::kListSegments)]);
-  out.keys.assign(static_cast<size_t>(out.offsets.back()), -1);
+  const int64_t tiles = (t.n + 31) / 32;
+  out.capacity = cp::ListBegin(t.heads, 0, br, lq, t.n, t.k);
+  out.keys.assign(static_cast<size_t>(out.capacity), -1);
   out.key_evict.assign(out.keys.size(), -1);
   if (!t.bias.empty()) out.key_bias.assign(out.keys.size(), 0.f);
   for (int64_t head = 0; head < t.heads; ++head) {
     const int32_t* evict = t.evict.data() + head * t.n;
+    const float* bias = t.bias.empty() ? nullptr : t.bias.data() + head * t.n;
     for (int64_t qb = 0; qb < out.query_blocks; ++qb) {
       int64_t p0, p1;
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
-      const float* bias = t.bias.empty() ? nullptr : t.bias.data() + head * t.n;
-      const int64_t list = head * out.query_blocks + qb;
-      for (int64_t s = 0; s < cp::kListSegments; ++s) {
-        const int64_t held_base =
-            seg_offsets[static_cast<size_t>(cp::ListCountSlot(list, s, true))];
-        const int64_t rest_base =
-            seg_offsets[static_cast<size_t>(cp::ListCountSlot(list, s, false))];
-        int64_t t_begin, t_end;
-        cp::ListSegmentTiles(t.n, p1, s, &t_begin, &t_end);
-        cp::ListWalkTiles(cp::HostWarp(), evict, t.tile_max.data() + head * tiles, bias, t.n, p0,
-                          p1, held_first, t_begin, t_end,
-                          [&](bool held, int64_t slot, int64_t j, int32_t e, float b) {
-                            const int64_t x = (held ? held_base : rest_base) + slot;
-                            out.keys[x] = static_cast<int32_t>(j);
-                            out.key_evict[x] = e;
-                            if (bias != nullptr) out.key_bias[x] = b;
-                          });
-      }
+      const int64_t first = cp::ListBegin(head, qb, br, lq, t.n, t.k);
+      const int64_t room = cp::ListBound(p0, p1, t.k);
+      int32_t counts[2 * cp::kListSegments];
+      const int64_t n = cp::ListBuild(
+          cp::HostBlock<cp::kListSegments>(), evict, t.tile_max.data() + head * tiles, bias, t.n,
+          p0, p1, held_first, counts, [&](int64_t x, int64_t j, int32_t e, float b) {
+            REQUIRE(x < room);
+            const size_t at = static_cast<size_t>(first + x);
+            REQUIRE(out.keys[at] == -1);  // each place written once
+            out.keys[at] = static_cast<int32_t>(j);
+            out.key_evict[at] = e;
+            if (bias != nullptr) out.key_bias[at] = b;
+          });
+      out.begin.push_back(static_cast<int32_t>(first));
+      out.end.push_back(static_cast<int32_t>(first + n));
     }
   }
   return out;
@@ -559,8 +546,8 @@ inline Bucket RunBucket(const attntune::Shape& s, int64_t bins, const std::vecto
       std::vector<int64_t> pos;
       for (int64_t r = rb; r < re; ++r) pos.push_back(lk - lq + out.rows[r] % lq);
       const int64_t list = head * chunks + (out.rows[rb] % lq) / chunk;
-      const int32_t* keys = chunk_lists.keys.data() + chunk_lists.offsets[list];
-      const int64_t list_n = chunk_lists.offsets[list + 1] - chunk_lists.offsets[list];
+      const int32_t* keys = chunk_lists.keys.data() + chunk_lists.begin[list];
+      const int64_t list_n = chunk_lists.end[list] - chunk_lists.begin[list];
       extras = cp::HaxExtrasWalk(cp::HostWarp(), keys, list_n, pos.data(), re - rb,
                                  topk->evict.data() + head * lk, key_bin.data() + head * lk,
                                  out.spos.data() + head * lk, qbin[rb], lo_first, hi_last,
