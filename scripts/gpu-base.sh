@@ -4,8 +4,10 @@
 # lean bundle (LEAN=1 scripts/gpu-bundle.sh) in BUNDLE_DIR, to be carried beside the full
 # bundle and named by gpu-checks.sh's BASE:
 #   scripts/gpu-base.sh COMMIT [BUNDLE_DIR]        (BUNDLE_DIR defaults to build-base-gpu)
-# The checkout goes to a git worktree under /tmp, the build to build-base/ (both kept,
-# so that a second call for the same commit only relinks).
+# The checkout goes to a git worktree under /tmp, the build to build-base-SHORT/ (both
+# kept, so that a second call for the same commit only relinks, and the bases of several
+# commits can be built one after the other for one call of gpu-checks.sh:
+# BASE="build-base-gpu build-base2-gpu").
 set -eu
 commit=${1:?commit}
 bundle=${2:-build-base-gpu}
@@ -15,14 +17,11 @@ git rev-parse --verify --quiet "$commit^{commit}" >/dev/null || {
   echo "gpu-base.sh: $commit: no such commit" >&2
   exit 2
 }
-tree=/tmp/attntune-base-$(git rev-parse --short "$commit")
+short=$(git rev-parse --short "$commit")
+tree=/tmp/attntune-base-$short
 [ -d "$tree" ] || git worktree add --detach "$tree" "$commit" >/dev/null
-# build-base/ of another commit's checkout: start it afresh.
-if [ -f build-base/CMakeCache.txt ] &&
-  ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$tree" build-base/CMakeCache.txt; then
-  rm -rf build-base
-fi
-cmake -S "$tree" -B build-base -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+dir=build-base-$short
+cmake -S "$tree" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DATTNTUNE_FLASHINFER=OFF -DATTNTUNE_CUDNN=OFF -DATTNTUNE_TESTS=OFF >/dev/null
-nice cmake --build build-base -j2 --target attntune
-LEAN=1 "$here/scripts/gpu-bundle.sh" build-base "$bundle"
+nice cmake --build "$dir" -j2 --target attntune
+LEAN=1 "$here/scripts/gpu-bundle.sh" "$dir" "$bundle"

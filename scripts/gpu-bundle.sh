@@ -8,6 +8,8 @@
 # then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
 # LEAN=1 packs the attntune binary and its libraries alone (8.2 MB packed for sm_90): the
 # base of an A/B comparison, carried beside a full bundle (gpu-checks.sh's BASE).
+# The bundle's `commit` file names the commit its build's source tree is at ("+changes"
+# where that tree differs from it), which gpu-checks.sh logs and labels the A/B with.
 set -eu
 shopt -s nullglob
 build=${1:?build dir}
@@ -28,6 +30,12 @@ for bin in "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/*; do
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libutil|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 strip -s "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/* 2>/dev/null || true
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  commit="$commit+changes"
+fi
+echo "$commit" >"$bundle/commit"
 du -sh "$bundle"
 tar -C "$bundle" -cJf "$bundle.tar.xz" .
 rm -rf "$bundle"

@@ -27,10 +27,11 @@
 # gpu_windowed_test cases (a Catch2 filter). STEPS (default: all) names the steps to run,
 # e.g. STEPS="sparse metrics ncu": tests sparse decode torch libs memcheck tune metrics ncu
 # grid (the libraries' grid: GRID_* below; not in the default run, which it would overrun).
-# BASE=BUNDLE_DIR (another build's bundle, e.g. LEAN=1 scripts/gpu-bundle.sh of the
-# commit before a change) benches the sparse step's default-tile configurations on that
-# build too, each right after this one's, into sparse-ab.jsonl ("build": "base" or "new")
-# and an A/B table in summary.txt. Every log goes to OUT_DIR; RESULT_DIR, when
+# BASE="BUNDLE_DIR ..." (other builds' bundles, e.g. scripts/gpu-base.sh of the commit
+# before a change, and of one between, to tell two changes apart) benches the sparse
+# step's default-tile configurations on those builds too, each right after this one's,
+# in BASE's order, into sparse-ab.jsonl ("build": "new", or the base's label: its bundle's
+# commit file, else base1, base2, ...) and an A/B table in summary.txt. Every log goes to OUT_DIR; RESULT_DIR, when
 # given, receives the few files worth keeping: summary.txt, sparse.jsonl, sparse-ab.jsonl,
 # sparse-tiles.jsonl, decode.jsonl,
 # torch.jsonl, libs.jsonl, metrics.jsonl and all.tar.gz (every log).
@@ -44,18 +45,25 @@ if [ -f "$build/bundle.tar.xz" ] && [ ! -x "$build/attntune" ]; then  # gpu-bund
   tar -C /tmp/attntune-bundle -xJf "$build/bundle.tar.xz" || exit 1
   build=/tmp/attntune-bundle
 fi
-# BASE: another build's bundle (LEAN=1 gpu-bundle.sh is enough), whose attntune the
+build_commit=$(cat "$build/commit" 2>/dev/null || echo unknown)
+# BASE: other builds' bundles (LEAN=1 gpu-bundle.sh is enough), whose attntune the
 # sparse step benches beside this one's, configuration by configuration.
-base_at=""
-if [ -n "${BASE:-}" ]; then
-  base=$(cd "$BASE" 2>/dev/null && pwd) || { echo "gpu-checks.sh: BASE=$BASE: no such directory" >&2; exit 2; }
+base_ats=()
+base_labels=()
+i=0
+for b in ${BASE:-}; do
+  i=$((i + 1))
+  base=$(cd "$b" 2>/dev/null && pwd) || { echo "gpu-checks.sh: BASE: $b: no such directory" >&2; exit 2; }
   if [ -f "$base/bundle.tar.xz" ] && [ ! -x "$base/attntune" ]; then
-    mkdir -p /tmp/attntune-base
-    tar -C /tmp/attntune-base -xJf "$base/bundle.tar.xz" || exit 1
-    base=/tmp/attntune-base
+    mkdir -p "/tmp/attntune-base$i"
+    tar -C "/tmp/attntune-base$i" -xJf "$base/bundle.tar.xz" || exit 1
+    base=/tmp/attntune-base$i
   fi
-  base_at=$base/attntune
-fi
+  label=$(cat "$base/commit" 2>/dev/null || echo "base$i")
+  for seen in "${base_labels[@]}"; do [ "$seen" = "$label" ] && label="$label#$i"; done
+  base_ats+=("$base/attntune")
+  base_labels+=("$label")
+done
 out=${2:?output dir}
 results=${3:-}
 mkdir -p "$out"
@@ -94,7 +102,7 @@ build_tag() {
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["build"]=sys.argv[2]; print(json.dumps(r))' "$1" "$2"
 }
 
-log "date $(date -u +%FT%TZ) deadline ${deadline}s"
+log "date $(date -u +%FT%TZ) deadline ${deadline}s; bundle of commit $build_commit${BASE:+; bases ${base_labels[*]}}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem \
   --format=csv 2>&1 | tee -a "$out/summary.txt"
 "$at" devices >"$out/devices.txt" 2>&1
@@ -155,42 +163,25 @@ want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "ha
     if [ $rc -ne 0 ]; then tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; continue; fi
     compact "$out/bench.json" >>"$out/sparse-tiles.jsonl"
     if [ "$tile" = "$default_tile" ]; then compact "$out/bench.json" >>"$out/sparse.jsonl"; fi
-    # The same configuration on the base build, right after (its own libraries first).
-    if [ -n "$base_at" ] && [ "$tile" = "$default_tile" ] && fits 30 "base bench $v"; then
+    # The same configuration on each base build, right after (its own libraries first).
+    [ "$tile" = "$default_tile" ] && [ ${#base_ats[@]} -gt 0 ] &&
       build_tag "$out/bench.json" new >>"$out/sparse-ab.jsonl"
+    for ((x = 0; x < ${#base_ats[@]}; ++x)); do
+      [ "$tile" = "$default_tile" ] || break
+      base_at=${base_ats[$x]}
+      fits 30 "base bench ${base_labels[$x]} $v" || break
       LD_LIBRARY_PATH="$(dirname "$base_at")/lib:$LD_LIBRARY_PATH" timeout 120 "$base_at" bench \
         --device cuda:0 --variant "$1" --impl cuda --params "$params" --max-seconds 1 \
         --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
       rc=$?
-      log "base bench L=16384 $v $tile rc=$rc"
-      if [ $rc -eq 0 ]; then build_tag "$out/bench.json" base >>"$out/sparse-ab.jsonl"; fi
-    fi
+      log "base ${base_labels[$x]} bench L=16384 $v $tile rc=$rc"
+      if [ $rc -eq 0 ]; then build_tag "$out/bench.json" "${base_labels[$x]}" >>"$out/sparse-ab.jsonl"; fi
+    done
   done
 done
 if [ -s "$out/sparse-ab.jsonl" ]; then
-  python3 - "$out/sparse-ab.jsonl" <<'EOF' | tee -a "$out/summary.txt"
-import json, sys
-recs = {}
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    key = (r["variant"], json.dumps(r["params"], sort_keys=True))
-    recs.setdefault(key, {})[r["build"]] = r
-def kernels(r):
-    out = {}
-    for k in r.get("kernels", []):
-        out[k["name"]] = out.get(k["name"], 0.0) + k["ms"]
-    return out
-print("A/B (new, then base, same card): variant params | end to end ms base -> new | select_ms base -> new | kernels that moved by 2 us or more")
-for (variant, params), by in recs.items():
-    if "base" not in by or "new" not in by:
-        continue
-    b, n = by["base"], by["new"]
-    kb, kn = kernels(b), kernels(n)
-    moved = ["%s %.4f -> %.4f" % (name.split("::")[-1], kb.get(name, 0.0), kn.get(name, 0.0))
-             for name in sorted(set(kb) | set(kn)) if abs(kb.get(name, 0.0) - kn.get(name, 0.0)) >= 0.002]
-    print("%s %s | %.4f -> %.4f | %.4f -> %.4f | %s" % (variant, params, b["median_ms"], n["median_ms"],
-          b["select_ms"], n["select_ms"], "; ".join(moved)))
-EOF
+  python3 "$here/scripts/ab_table.py" "$out/sparse-ab.jsonl" "${base_labels[@]}" new |
+    tee -a "$out/summary.txt"
 fi
 want sparse && python3 - "$out/sparse.jsonl" "$out/sparse-tiles.jsonl" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
