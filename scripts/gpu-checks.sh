@@ -132,12 +132,12 @@ done
 grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" "$out/gpu_flashinfer.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
 
 # 2. The sparse benches at L=16384: end to end, with the selection's own time, for every
-# compiled fp16 d=128 tile (the tunable Tile, as a tune would search it). sparse.jsonl
-# holds the default tile's records (the one DefaultTile picks: cp::PreferredTile's
-# br128_bc32_w4_s2 for dense and the block-skipping kernels, the first row of
-# instantiations.def for the bucketed), sparse-tiles.jsonl every tile's; the summary gives
-# both, per attended pair against dense at the same choice (default against default,
-# fastest against fastest).
+# compiled fp16 d=128 tile (the tunable Tile, as a tune would search it). Each
+# configuration runs first without a Tile, so bench takes the Tile parameter's default
+# (cp::DefaultTile: the measured preferred tile, else the first) and names it in its
+# record; sparse.jsonl holds those records, sparse-tiles.jsonl every tile's; the summary
+# gives both, per attended pair against dense at the same choice (default against
+# default, fastest against fastest). The bases run that same kernel.
 shape=B=1,Hq=16,Hkv=8,L=16384,d=128
 all_tiles=$(sed -n 's/^ATTNTUNE_WINDOWED_TILE(F16, f16, 128, \([0-9]*\), \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/br\1_bc\2_w\3_s\4/p' \
   "$here/kernels/cuda/instantiations.def")
@@ -147,34 +147,37 @@ rm -f "$out/sparse-ab.jsonl"
 want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   set -- $v
   case $1 in dense) family=windowed ;; ks|dma) family=blocksparse ;; *) family=bucketed ;; esac
-  default_tile=${all_tiles%%$'\n'*}
-  if [ $family != bucketed ] && grep -qx br128_bc32_w4_s2 <<<"$all_tiles"; then
-    default_tile=br128_bc32_w4_s2
-  fi
-  tiles=$all_tiles
-  if [ "${SPARSE_TILES:-all}" = default ]; then tiles=$default_tile; fi
+  default_tile=""
+  tiles=default
+  [ "${SPARSE_TILES:-all}" = default ] || tiles="default $all_tiles"
   for tile in $tiles; do
+    [ "$tile" = "$default_tile" ] && continue  # benched first, as the default
     fits 30 "bench $v $tile" || continue
-    params="${2:+$2,}Tile=attntune_${family}_f16_d128_$tile"
-    timeout 120 "$at" bench --device cuda:0 --variant "$1" --impl cuda --params "$params" --max-seconds 1 \
-      --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
+    params=${2:-}
+    [ "$tile" = default ] || params="${2:+$2,}Tile=attntune_${family}_f16_d128_$tile"
+    timeout 120 "$at" bench --device cuda:0 --variant "$1" --impl cuda ${params:+--params "$params"} \
+      --max-seconds 1 --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
     rc=$?
     log "bench L=16384 $v $tile rc=$rc"
     if [ $rc -ne 0 ]; then tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; continue; fi
     compact "$out/bench.json" >>"$out/sparse-tiles.jsonl"
-    if [ "$tile" = "$default_tile" ]; then compact "$out/bench.json" >>"$out/sparse.jsonl"; fi
-    # The same configuration on each base build, right after (its own libraries first).
-    [ "$tile" = "$default_tile" ] && [ ${#base_ats[@]} -gt 0 ] &&
-      build_tag "$out/bench.json" new >>"$out/sparse-ab.jsonl"
+    [ "$tile" = default ] || continue
+    compact "$out/bench.json" >>"$out/sparse.jsonl"
+    kernel=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params"].get("Tile", ""))' \
+      "$out/bench.json")
+    default_tile=${kernel#attntune_"${family}"_f16_d128_}
+    log "default tile of $v: $kernel"
+    # The same configuration and kernel on each base build, right after (its own
+    # libraries first).
+    [ ${#base_ats[@]} -gt 0 ] && build_tag "$out/bench.json" new >>"$out/sparse-ab.jsonl"
     for ((x = 0; x < ${#base_ats[@]}; ++x)); do
-      [ "$tile" = "$default_tile" ] || break
       base_at=${base_ats[$x]}
       fits 30 "base bench ${base_labels[$x]} $v" || break
       LD_LIBRARY_PATH="$(dirname "$base_at")/lib:$LD_LIBRARY_PATH" timeout 120 "$base_at" bench \
-        --device cuda:0 --variant "$1" --impl cuda --params "$params" --max-seconds 1 \
+        --device cuda:0 --variant "$1" --impl cuda --params "${2:+$2,}Tile=$kernel" --max-seconds 1 \
         --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
       rc=$?
-      log "base ${base_labels[$x]} bench L=16384 $v $tile rc=$rc"
+      log "base ${base_labels[$x]} bench L=16384 $v $default_tile rc=$rc"
       if [ $rc -eq 0 ]; then build_tag "$out/bench.json" "${base_labels[$x]}" >>"$out/sparse-ab.jsonl"; fi
     done
   done

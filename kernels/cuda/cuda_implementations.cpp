@@ -720,8 +720,8 @@ bool CudaKernelsBuilt() { return true; }
 namespace {
 
 // The compiled tiles of `family` for `dt` (and head dimension `d`; 0: any), as the
-// choices of the tunable "Tile" (kernel names); for one head dimension the default is its
-// preferred tile (cp::PreferredTile) where one is, else the first.
+// choices of the tunable "Tile" (kernel names); for one head dimension the default is
+// cp::DefaultTile's (its preferred tile where one is, else the first), else the first.
 ParamDecl TileDecl(cp::Family family, cp::Dtype dt, int64_t d) {
   ParamDecl decl{"Tile", ParamKind::kEnum, 0, 0, {}, "", {}, "compiled CUDA tile (kernel)"};
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
@@ -729,11 +729,12 @@ ParamDecl TileDecl(cp::Family family, cp::Dtype dt, int64_t d) {
     const std::string name = cp::KernelName(tile, family);
     decl.choices.push_back(name);
     decl.grid.push_back(name);
-    if (d != 0 && decl.default_value.empty() && cp::PreferredTile(tile, family)) {
-      decl.default_value = name;
-    }
   }
-  if (decl.default_value.empty() && !decl.choices.empty()) {
+  const cp::WindowedTile* preferred =
+      d != 0 ? cp::DefaultTile(dt, static_cast<int>(d), family) : nullptr;
+  if (preferred != nullptr) {
+    decl.default_value = cp::KernelName(*preferred, family);
+  } else if (!decl.choices.empty()) {
     decl.default_value = decl.choices.front();
   }
   return decl;

@@ -323,17 +323,32 @@ bool PreferredTile(const WindowedTile& tile, Family family) {
          tile.br == 128 && tile.bc == 32 && tile.warps == 4 && tile.stages == 2;
 }
 
-const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
-                                const std::vector<KernelResources>& table, Family family) {
+namespace {
+
+// The first PreferredTile of (dtype, d) that `usable` takes, else its first usable tile.
+template <class Usable>
+const WindowedTile* PreferredOrFirst(Dtype dtype, int d, Family family, const Usable& usable) {
   const WindowedTile* first = nullptr;
   for (const WindowedTile& tile : WindowedTiles()) {
-    if (tile.dtype == dtype && tile.d == d &&
-        TileInfeasibleReason(tile, arch, table, family).empty()) {
+    if (tile.dtype == dtype && tile.d == d && usable(tile)) {
       if (PreferredTile(tile, family)) return &tile;
       if (first == nullptr) first = &tile;
     }
   }
   return first;
+}
+
+}  // namespace
+
+const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
+                                const std::vector<KernelResources>& table, Family family) {
+  return PreferredOrFirst(dtype, d, family, [&](const WindowedTile& tile) {
+    return TileInfeasibleReason(tile, arch, table, family).empty();
+  });
+}
+
+const WindowedTile* DefaultTile(Dtype dtype, int d, Family family) {
+  return PreferredOrFirst(dtype, d, family, [](const WindowedTile&) { return true; });
 }
 
 }  // namespace cuda_plan

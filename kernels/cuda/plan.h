@@ -143,6 +143,8 @@ bool PreferredTile(const WindowedTile& tile, Family family);
 const WindowedTile* DefaultTile(Dtype dtype, int d, const ArchLimits& arch,
                                 const std::vector<KernelResources>& table,
                                 Family family = Family::kWindowed);
+/// The same over every compiled tile, whatever the arch (the "Tile" parameter's default).
+const WindowedTile* DefaultTile(Dtype dtype, int d, Family family);
 
 /// The gathered key lists of the block-skipping family (dma, ks: prefix top-k), CSR over
 /// (batch, KV head, query block): keys[offsets[x] .. offsets[x+1]) ascending, x =

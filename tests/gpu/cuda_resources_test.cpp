@@ -101,6 +101,16 @@ TEST_CASE("Default tiles exist for every dtype and head dim on every arch, witho
     const bool preferred = family != cp::Family::kBucketed;
     CHECK(cp::PreferredTile(*tile, family) == preferred);
     CHECK((tile->br == 128 && tile->bc == 32 && tile->warps == 4) == preferred);
+    // Over every compiled tile (the Tile parameter's default) the same tile, and for bf16
+    // (no preferred tile) the first compiled one.
+    CHECK(cp::DefaultTile(cp::Dtype::kF16, 128, family) == tile);
+    const cp::WindowedTile* bf16 = cp::DefaultTile(cp::Dtype::kBf16, 128, family);
+    REQUIRE(bf16 != nullptr);
+    for (const cp::WindowedTile& t : cp::WindowedTiles()) {
+      if (t.dtype != cp::Dtype::kBf16 || t.d != 128) continue;
+      CHECK(&t == bf16);
+      break;
+    }
   }
   // Every compiled kernel is free of spills too (the search would prune tiles that
   // spill), the selection's and CUB's included, and the selection's use no stack.
