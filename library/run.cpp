@@ -179,8 +179,9 @@ void CheckOutputApart(const Problem& problem, const Buffers& b) {
     if (data == nullptr || bytes <= 0) return;
     const uintptr_t x = reinterpret_cast<uintptr_t>(data);
     if (x < o_end && o < x + static_cast<uintptr_t>(bytes)) {
-      throw UserError(std::string("tensors: 'o' shares memory with '") + name +
-                      "' (the output must not overlap an input: give o a buffer of its own)");
+      // Named "the output": the C and C++ field is o, the Python argument out.
+      throw UserError(std::string("tensors: the output shares memory with '") + name +
+                      "' (it must not overlap an input: give the output a buffer of its own)");
     }
   };
   apart("q", b.q, s.QElems() * element);

@@ -220,8 +220,8 @@ refusal(lambda: attntune.attention(RefusesDLPack(q), k, v, variant="dense", out=
 # The output over an input: refused, the input untouched.
 in_place = q.copy()
 refusal(lambda: attntune.attention(in_place, k, v, variant="dense", out=in_place),
-        "attntune: error: tensors: 'o' shares memory with 'q' (the output must not overlap an "
-        "input: give o a buffer of its own)")
+        "attntune: error: tensors: the output shares memory with 'q' (it must not overlap an "
+        "input: give the output a buffer of its own)")
 expect(np.array_equal(in_place, q), "the refused call left q as it was")
 # hybrid's windows tensor stands for w and full.
 windows = np.array([0] + [3] * (k.shape[1] - 1), np.int32)

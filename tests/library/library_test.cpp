@@ -333,8 +333,9 @@ TEST_CASE("an output that shares memory with an input is refused") {
     for (const size_t at : {size_t{1}, nq, nq + n - 1}) {
       t.o = buffer.data() + at;
       CHECK(ErrorOf(attntune::TryRun(config, c.Api(), t)) ==
-            std::string("attntune: error: tensors: 'o' shares memory with '") + input.name +
-                "' (the output must not overlap an input: give o a buffer of its own)");
+            std::string("attntune: error: tensors: the output shares memory with '") +
+                input.name +
+                "' (it must not overlap an input: give the output a buffer of its own)");
     }
     // Right before the input and right after it: apart, and run as always.
     for (const size_t at : {size_t{0}, nq + n}) {
