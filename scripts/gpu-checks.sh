@@ -396,11 +396,12 @@ if want ncu && command -v ncu >/dev/null; then
     grep -E "^\s+(attntune_|Duration|Compute \(SM\) Throughput|Achieved Occupancy|Issued Warp Per Scheduler|Warp Cycles Per Issued|smsp__inst_executed.sum|sm__pipe_tensor_cycles_active.sum)" \
       "$out/attention-ncu.txt" | tail -8 | tee -a "$out/summary.txt"
   done
-  # The selection's kernels (the first 24 launches of attntune_select_*: one selection;
-  # CUB's kernels are not matched; lsh's bins alone): duration, occupancy, issue rate,
-  # warp stalls and memory throughput, in selection-ncu.txt (all.tar.gz), one summary
-  # line per kernel.
-  for v in "dma w=1024 select_ 24" "ks k=64 select_ 24" "lsh k=64 select_lsh_bins 1"; do
+  # The selection's kernels (the first launches of attntune_select_*: one selection, 12
+  # kernels at dma w=1024 and 15 at ks k=64 (scores, the scan's 1 + 6 or 7 steps, fill,
+  # chunks, tile_max, lists), and the next one's first; lsh's bins alone): duration,
+  # occupancy, issue rate, warp stalls and memory throughput, in selection-ncu.txt
+  # (all.tar.gz), one summary line per kernel.
+  for v in "dma w=1024 select_ 13" "ks k=64 select_ 16" "lsh k=64 select_lsh_bins 1"; do
     set -- $v
     fits 60 "ncu selection $1 $2" || continue
     echo "== $1 $2" >>"$out/selection-ncu.txt"
