@@ -22,6 +22,7 @@
 #include "kernels/cuda/plan.h"
 #include "kernels/cuda/select_cuda.h"
 #include "kernels/cuda/windowed_cuda.h"
+#include "core/check.h"
 #include "core/params.h"
 #include "kernels/selection/selection.h"
 
@@ -610,7 +611,7 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   impl.id = "cuda_decode";
   impl.platform = kCudaPlatform;
   impl.phases = {Phase::kDecode};
-  impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
+  impl.dtypes = {dt};
   impl.summary = "CUDA gathered decode: every step at once, a thread block per (step, KV head) "
                  "over the resident keys and each query head's chosen keys (selection on the "
                  "device), " + dtype + " in, fp32 state";
@@ -693,7 +694,8 @@ DeviceTensors ResidentTensors(const Resident& r, const Shape& shape, Dtype dtype
 
 void WireWindowedDeviceLaunch(Implementation* impl, const std::string& variant, Dtype dtype,
                               WindowedDeviceLaunch launch) {
-  const cp::Dtype dt = dtype == Dtype::kBf16 ? cp::Dtype::kBf16 : cp::Dtype::kF16;
+  ATTNTUNE_CHECK_MSG(dtype != Dtype::kF32, "the CUDA attention kernels take fp16 or bf16");
+  const Dtype dt = dtype;
   auto on_resident = [variant, dtype, dt, launch](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);
     launch(ResidentTensors(r, t.shape, dtype), p, HostWindows(variant, t, p));
@@ -757,7 +759,7 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
   impl.id = "cuda";
   impl.platform = kCudaPlatform;
   impl.phases = {Phase::kPrefill};
-  impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
+  impl.dtypes = {dt};
   const std::string math = dtype + " in, fp32 accumulation";
   if (family == cp::Family::kTopK) {
     impl.summary = "CUDA tensor-core block-skipping kernel over prefix top-k key lists "
@@ -832,7 +834,7 @@ std::optional<Implementation> DecodeImplementation(const Variant& variant, cp::D
   impl.id = "cuda_decode";
   impl.platform = kCudaPlatform;
   impl.phases = {Phase::kDecode};
-  impl.dtypes = {dt == cp::Dtype::kF16 ? Dtype::kF16 : Dtype::kBf16};
+  impl.dtypes = {dt};
   impl.summary = "CUDA split-KV decode (one query row per head), " + dtype + " in, fp32 state";
   impl.tunables = {{"Split", ParamKind::kInt, 1, 65535, {}, "64", {"16", "32", "64", "128", "256"},
                     "key-axis splits (thread blocks per KV head)"}};

@@ -10,7 +10,9 @@
 namespace attntune {
 namespace cuda_plan {
 
-const char* DtypeTag(Dtype dtype) { return dtype == Dtype::kF16 ? "f16" : "bf16"; }
+const char* DtypeTag(Dtype dtype) {
+  return dtype == Dtype::kF16 ? "f16" : dtype == Dtype::kBf16 ? "bf16" : "f32";
+}
 
 const std::vector<ArchLimits>& SupportedArchs() {
   // CUDA C Programming Guide, "Technical Specifications per Compute Capability":

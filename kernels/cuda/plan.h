@@ -14,6 +14,7 @@
 #include "kernels/selection/selection.h"
 #include "core/shape.h"
 #include "core/tensors.h"
+#include "core/types.h"
 
 #if defined(__CUDACC__)
 #define ATTNTUNE_HD __host__ __device__
@@ -24,9 +25,12 @@
 namespace attntune {
 namespace cuda_plan {
 
-enum class Dtype { kF16, kBf16 };
+/// The kernels' element types are the project's (core/types.h): kF16 and kBf16, the
+/// 2-byte types the attention kernels compile for (the selection reads kF32 too).
+using attntune::Dtype;
 
-/// "f16" or "bf16" (the tag used in kernel names and the resource table).
+/// "f16" or "bf16" (the tag used in kernel names and the resource table); "f32" for kF32,
+/// which no attention kernel takes.
 const char* DtypeTag(Dtype dtype);
 
 /// Limits of one compute capability that decide whether a tile can launch.

@@ -183,9 +183,7 @@ TEST_CASE("Device selection reads a caller's fp16 and bf16 tensors in place", "[
           values[e] = cp::FromBits(bits[e], dtype);
         }
         *rounded = attntune::TensorData<float>(std::move(values));
-        const attntune::Dtype type =
-            dtype == cp::Dtype::kF16 ? attntune::Dtype::kF16 : attntune::Dtype::kBf16;
-        return cp::DeviceInput{Upload(ws, name, bits), type};
+        return cp::DeviceInput{Upload(ws, name, bits), dtype};
       };
       const cp::DeviceInput q = in_dtype(t.q, "q", &t.q), k = in_dtype(t.k, "k", &t.k),
                             v = in_dtype(t.v, "v", &t.v);
