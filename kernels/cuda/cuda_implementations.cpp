@@ -695,14 +695,13 @@ DeviceTensors ResidentTensors(const Resident& r, const Shape& shape, Dtype dtype
 void WireWindowedDeviceLaunch(Implementation* impl, const std::string& variant, Dtype dtype,
                               WindowedDeviceLaunch launch) {
   ATTNTUNE_CHECK_MSG(dtype != Dtype::kF32, "the CUDA attention kernels take fp16 or bf16");
-  const Dtype dt = dtype;
-  auto on_resident = [variant, dtype, dt, launch](const Tensors& t, const Params& p) {
-    Resident& r = Prepare(t, dt);
+  auto on_resident = [variant, dtype, launch](const Tensors& t, const Params& p) {
+    Resident& r = Prepare(t, dtype);
     launch(ResidentTensors(r, t.shape, dtype), p, HostWindows(variant, t, p));
   };
-  impl->run = [on_resident, dt](const Tensors& t, const Params& p, float* out) {
+  impl->run = [on_resident, dtype](const Tensors& t, const Params& p, float* out) {
     std::lock_guard<std::mutex> lock(g_mutex);
-    RunChecked(t, dt, [&] { on_resident(t, p); }, out);
+    RunChecked(t, dtype, [&] { on_resident(t, p); }, out);
   };
   impl->launch = [on_resident](const Tensors& t, const Params& p) {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -713,7 +712,7 @@ void WireWindowedDeviceLaunch(Implementation* impl, const std::string& variant, 
     launch(t, p, CallerWindows(variant, t, p));
   };
   // As attntune's own kernels: inputs rounded once to the dtype, P rounded once before P V.
-  const double tolerance = dt == cp::Dtype::kF16 ? 2e-3 : 1.6e-2;
+  const double tolerance = dtype == Dtype::kF16 ? 2e-3 : 1.6e-2;
   impl->tolerance = [tolerance](const Params&) { return tolerance; };
 }
 
@@ -742,8 +741,6 @@ ParamDecl TileDecl(cp::Family family, cp::Dtype dt, int64_t d) {
   return decl;
 }
 
-std::string DtypeText(cp::Dtype dt) { return dt == cp::Dtype::kF16 ? "fp16" : "bf16"; }
-
 // The prefill implementation "cuda" of `variant` for inputs in `dt`; nullopt when the
 // variant has no CUDA kernel (dma_decode) or no tile of `dt` is compiled.
 std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::Dtype dt) {
@@ -754,7 +751,7 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
   }
   const ParamDecl all_tiles = TileDecl(family, dt, 0);
   if (all_tiles.choices.empty()) return std::nullopt;
-  const std::string dtype = DtypeText(dt);
+  const std::string dtype = ToString(dt);
   Implementation impl;
   impl.id = "cuda";
   impl.platform = kCudaPlatform;
@@ -828,7 +825,7 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
 std::optional<Implementation> DecodeImplementation(const Variant& variant, cp::Dtype dt) {
   const std::string id = variant.id;
   if (id != "dense" && id != "swa" && id != "dma_decode") return std::nullopt;
-  const std::string dtype = DtypeText(dt);
+  const std::string dtype = ToString(dt);
   if (id == "dma_decode") return DmaDecodeImplementation(dtype, dt);
   Implementation impl;
   impl.id = "cuda_decode";
