@@ -207,7 +207,7 @@ struct ListParams {
   int32_t* keys;
   int32_t* key_evict;
   float* key_bias;
-  int64_t n, lq, br, k, query_blocks, lists, tiles, capacity;
+  int64_t n, lq, br, k, query_blocks, lists, tiles;
   bool held_first;  // KeyOrder::kHeldFirst
 };
 
@@ -1392,20 +1392,20 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.lists = topk.heads * p.query_blocks;
   p.tiles = (n + 31) / 32;
   p.held_first = order == KeyOrder::kHeldFirst;
-  p.capacity = ListBegin(topk.heads, 0, br, lq, n, topk.k);  // every head's room
-  if (p.capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
+  const int64_t capacity = ListBegin(topk.heads, 0, br, lq, n, topk.k);  // every head's room
+  if (capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
   if (p.lists > INT32_MAX) return tag + ": 2^31 key lists or more";
   p.begin = ws.Get<int32_t>(tag + ".begin", p.lists);
   p.end = ws.Get<int32_t>(tag + ".end", p.lists);
-  p.keys = ws.Get<int32_t>(tag + ".keys", p.capacity);
-  p.key_evict = ws.Get<int32_t>(tag + ".key_evict", p.capacity);
-  p.key_bias = topk.bias_log2 != nullptr ? ws.Get<float>(tag + ".key_bias", p.capacity) : nullptr;
+  p.keys = ws.Get<int32_t>(tag + ".keys", capacity);
+  p.key_evict = ws.Get<int32_t>(tag + ".key_evict", capacity);
+  p.key_bias = topk.bias_log2 != nullptr ? ws.Get<float>(tag + ".key_bias", capacity) : nullptr;
   const std::string error = Run("attntune_select_lists", attntune_select_lists,
                                 dim3(Blocks(p.lists, 1)), dim3(32 * kListSegments), p,
                                 stream);
   out->query_blocks = p.query_blocks;
   out->lists = p.lists;
-  out->capacity = p.capacity;
+  out->capacity = capacity;
   out->begin = p.begin;
   out->end = p.end;
   out->keys = p.keys;

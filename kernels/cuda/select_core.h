@@ -602,6 +602,7 @@ ATTNTUNE_HD inline int64_t ListBegin(int64_t head, int64_t qb, int64_t br, int64
     return c * (off + 1) + br * (c * (c - 1) / 2) + (q - c) * k + q * (br - 1);
   };
   const int64_t blocks = (lq + br - 1) / br;
+  if (blocks == 0) return 0;  // no query rows: no lists
   int64_t p0, p1;
   BlockPositions(blocks - 1, br, lq, n, &p0, &p1);
   return head * (before(blocks - 1) + ListBound(p0, p1, k)) + before(qb);

@@ -215,6 +215,7 @@ TEST_CASE("ListBegin is the sum of ListBound over the lists before it") {
         }
       }
     }
+    CHECK(cp::ListBegin(3, 0, br, 0, 100, 64) == 0);  // no query rows, no room
   }
 }
 

@@ -55,20 +55,29 @@ std::vector<int32_t> HostEvictions(const std::vector<double>& x, int64_t heads, 
   return evict;
 }
 
-// The device's key lists next to BuildKeyLists'.
-void CheckLists(const cp::ListsDevice& lists, const cp::KeyLists& want) {
+// The device's key lists next to BuildKeyLists' (over evict [heads, n]), each listed key's
+// eviction beside it.
+void CheckLists(const cp::ListsDevice& lists, const cp::KeyLists& want,
+                const std::vector<int32_t>& evict, int64_t n) {
   REQUIRE(lists.query_blocks == want.query_blocks);
   REQUIRE(static_cast<size_t>(lists.lists + 1) == want.offsets.size());
   const std::vector<int32_t> begin = Download(lists.begin, lists.lists);
   const std::vector<int32_t> end = Download(lists.end, lists.lists);
   const std::vector<int32_t> keys = Download(lists.keys, lists.capacity);
+  const std::vector<int32_t> key_evict = Download(lists.key_evict, lists.capacity);
   for (int64_t x = 0; x < lists.lists; ++x) {
     const size_t at = static_cast<size_t>(x);
+    REQUIRE(0 <= begin[at]);
     REQUIRE(begin[at] <= end[at]);
     REQUIRE(end[at] <= lists.capacity);
     REQUIRE(end[at] - begin[at] == want.offsets[at + 1] - want.offsets[at]);
     CHECK(std::equal(keys.begin() + begin[at], keys.begin() + end[at],
                      want.keys.begin() + want.offsets[at]));
+    const int64_t head = x / lists.query_blocks;
+    for (int32_t y = begin[at]; y < end[at]; ++y) {
+      REQUIRE(key_evict[static_cast<size_t>(y)] ==
+              evict[static_cast<size_t>(head * n + keys[static_cast<size_t>(y)])]);
+    }
   }
 }
 
@@ -118,7 +127,7 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
       if (sorted) CHECK(Download(topk.order, 4 * c.lk) == host.order);
       if (!sorted) CHECK(topk.order == nullptr);
       CHECK(Download(topk.tile_max, 4 * ((c.lk + 31) / 32)) == host.tile_max);
-      CheckLists(lists, cp::BuildKeyLists(shape, evict, c.br, order));
+      CheckLists(lists, cp::BuildKeyLists(shape, evict, c.br, order), evict, c.lk);
     }
   }
 }
@@ -331,7 +340,8 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos", "[gpu]") {
     const attntune::DecodeSelection want =
         attntune::SelectDecodeKokkos(t, attntune::DmaScores(t, 4), c.w_kv, c.w_q, c.r);
     REQUIRE(Download(got.evict, heads * shape.Lk) == want.evict);
-    CheckLists(got.resident, cp::BuildKeyLists(shape, want.evict, cp::kDecodeListSteps));
+    CheckLists(got.resident, cp::BuildKeyLists(shape, want.evict, cp::kDecodeListSteps),
+               want.evict, shape.Lk);
     const std::vector<int32_t> offsets = Download(got.chosen_offsets, shape.B * shape.Hq * shape.Lk + 1);
     REQUIRE(offsets == want.offsets);
     std::vector<int32_t> chosen = Download(got.chosen, offsets.back());
