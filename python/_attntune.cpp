@@ -42,20 +42,23 @@ std::string StrArg(const py::handle& x, const std::string& what) {
   return x.cast<std::string>();
 }
 
-bool BoolArg(const py::handle& x, const std::string& what) {
+// Python's bool or numpy's (numpy.bool_, named "bool" since numpy 2).
+bool IsBool(const py::handle& x) {
+  if (py::isinstance<py::bool_>(x)) return true;
   const std::string type = TypeName(x);
-  const bool numpy_bool = (type == "bool_" || type == "bool") &&
-                          std::string(py::str(py::type::of(x).attr("__module__"))) == "numpy";
-  if (!py::isinstance<py::bool_>(x) && !numpy_bool) {
-    RaiseUser(what + ": True or False is expected, not " + type);
-  }
+  return (type == "bool_" || type == "bool") &&
+         std::string(py::str(py::type::of(x).attr("__module__"))) == "numpy";
+}
+
+bool BoolArg(const py::handle& x, const std::string& what) {
+  if (!IsBool(x)) RaiseUser(what + ": True or False is expected, not " + TypeName(x));
   return py::bool_(x.cast<py::object>());
 }
 
 // An int, or an integer that says so (__index__: numpy's integers); never a bool.
 int IntArg(const py::handle& x, const std::string& what) {
   const bool integer = py::isinstance<py::int_>(x) || py::hasattr(x, "__index__");
-  if (!integer || py::isinstance<py::bool_>(x) || TypeName(x) == "bool_") {
+  if (!integer || IsBool(x)) {
     RaiseUser(what + ": an int is expected, not " + TypeName(x));
   }
   const py::int_ v = py::reinterpret_steal<py::int_>(PyNumber_Index(x.ptr()));
@@ -71,8 +74,7 @@ int IntArg(const py::handle& x, const std::string& what) {
 double FloatArg(const py::handle& x, const std::string& what) {
   const bool number = py::isinstance<py::int_>(x) || py::isinstance<py::float_>(x) ||
                       py::hasattr(x, "__float__");
-  if (!number || py::isinstance<py::bool_>(x) || TypeName(x) == "bool_" ||
-      py::isinstance<py::str>(x)) {
+  if (!number || IsBool(x) || py::isinstance<py::str>(x)) {
     RaiseUser(what + ": a number is expected, not " + TypeName(x));
   }
   return py::float_(py::reinterpret_borrow<py::object>(x)).cast<double>();

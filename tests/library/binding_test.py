@@ -170,6 +170,8 @@ numpy_args = tuned.lookup("swa", head_dim=np.int64(d), seq_len=np.int32(L),
 expect(numpy_args.params == by_path.params, f"numpy's integers and floats as arguments: {numpy_args}")
 refusal(lambda: tuned.lookup("swa", head_dim=True, seq_len=L),
         "attntune: error: head_dim: an int is expected, not bool")
+refusal(lambda: tuned.lookup("swa", head_dim=d, seq_len=L, min_mass_recall=np.bool_(True)),
+        "attntune: error: min_mass_recall: a number is expected, not " + type(np.bool_(True)).__name__)
 
 cpu = attntune.device_name()
 other = attntune.load_config(other_json)
