@@ -4,7 +4,6 @@
 
 namespace attntune {
 
-
 Tensors GaussianTensors(const Shape& shape, uint64_t seed) {
   Tensors t;
   t.shape = shape;
@@ -16,6 +15,14 @@ Tensors GaussianTensors(const Shape& shape, uint64_t seed) {
     for (float& e : *x) e = static_cast<float>(normal.Next());
   }
   return t;
+}
+
+void RoundInputs(Tensors* t, Dtype dtype) {
+  if (dtype == Dtype::kF32) return;
+  for (TensorData<float>* x : {&t->q, &t->k, &t->v}) {
+    if (x->IsView()) *x = TensorData<float>(x->ToVector());
+    for (float& e : *x) e = RoundToDtype(e, dtype);
+  }
 }
 
 }  // namespace attntune

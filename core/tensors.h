@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/shape.h"
+#include "core/types.h"
 
 namespace attntune {
 
@@ -132,6 +133,12 @@ struct Tensors {
 
 /// Standard-normal q, k, v drawn from `seed` (same seed, same tensors, any machine).
 Tensors GaussianTensors(const Shape& shape, uint64_t seed);
+
+/// q, k and v rounded to `dtype`'s values (RoundToDtype; a view becomes an owned copy):
+/// the inputs as a kernel that reads `dtype` sees them, so that the fp64 reference and
+/// the selection are of the values the kernels read. The optional tensors are parameters
+/// of the selection, read as given. fp32: nothing changes.
+void RoundInputs(Tensors* t, Dtype dtype);
 
 /// Index of element (b, h, i, c) in an output O[B,Hq,Lq,d].
 inline int64_t OutIndex(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t c) {

@@ -1,6 +1,9 @@
 #include "core/types.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 namespace attntune {
 
@@ -21,6 +24,25 @@ std::optional<Dtype> DtypeFromString(const std::string& text) {
 }
 
 double ElementBytes(Dtype dtype) { return dtype == Dtype::kF32 ? 4.0 : 2.0; }
+
+float RoundToDtype(float x, Dtype dtype) {
+  if (dtype == Dtype::kF32 || !std::isfinite(x)) return x;
+  if (dtype == Dtype::kBf16) {  // keep the top 16 bits, rounding the low 16 to even
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;  // a carry into the exponent is right
+    float r;
+    std::memcpy(&r, &u, sizeof r);
+    return r;
+  }
+  // fp16: 11 significant bits down to 2^-14, then a fixed step of 2^-24 (subnormals). The
+  // scalings by powers of two are exact and nearbyint rounds ties to even (the default mode).
+  const float ax = std::fabs(x);
+  const int step_log2 = ax < 0x1p-14f ? -24 : std::ilogb(ax) - 10;
+  const float r = std::ldexp(std::nearbyint(std::ldexp(x, -step_log2)), step_log2);
+  if (std::fabs(r) > 65504.f) return std::copysign(INFINITY, x);
+  return r;
+}
 
 const char* ToString(Phase phase) { return phase == Phase::kPrefill ? "prefill" : "decode"; }
 

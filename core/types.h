@@ -17,6 +17,10 @@ const char* ToString(Dtype dtype);
 std::optional<Dtype> DtypeFromString(const std::string& text);
 /// Bytes of one element.
 double ElementBytes(Dtype dtype);
+/// The value of `dtype` nearest `x` (ties to even, as the CUDA conversions round; past
+/// the largest finite value, infinity; NaN stays NaN): what a kernel that reads `dtype`
+/// sees of `x`. fp32: x.
+float RoundToDtype(float x, Dtype dtype);
 
 /// prefill: every query row of an L-token prompt (Lq = Lk = L); decode: one new query row
 /// per head against L cached keys (Lq = 1), or every step of a token-by-token variant.

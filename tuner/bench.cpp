@@ -60,8 +60,9 @@ BenchRecord Bench(const BenchRequest& request, Backend& backend) {
       ResolveParams(variant, &impl, shape, ParseParams(request.params, "--params"), "--params");
   ProblemContext problem =
       request.inputs == "gaussian"
-          ? ProblemContext(shape, request.seed)
-          : ProblemContext(StructuredTensors(shape, request.inputs, request.seed, "--inputs"));
+          ? ProblemContext(shape, request.seed, dtype)
+          : ProblemContext(StructuredTensors(shape, request.inputs, request.seed, "--inputs"),
+                           dtype);
   BenchRecord rec;
   const std::unique_ptr<CalibrationSet> calibration = BenchCalibration(request, shape);
   std::unique_ptr<CalibrationQuality> quality;

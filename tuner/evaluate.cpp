@@ -15,13 +15,21 @@
 
 namespace attntune {
 
-ProblemContext::ProblemContext(const Shape& shape, uint64_t seed) : shape_(shape), seed_(seed) {}
+ProblemContext::ProblemContext(const Shape& shape, uint64_t seed, Dtype dtype)
+    : shape_(shape), seed_(seed), dtype_(dtype) {}
 
-ProblemContext::ProblemContext(Tensors tensors)
-    : shape_(tensors.shape), tensors_(std::make_unique<Tensors>(std::move(tensors))) {}
+ProblemContext::ProblemContext(Tensors tensors, Dtype dtype)
+    : shape_(tensors.shape),
+      dtype_(dtype),
+      tensors_(std::make_unique<Tensors>(std::move(tensors))) {
+  RoundInputs(tensors_.get(), dtype_);
+}
 
 const Tensors& ProblemContext::Inputs() {
-  if (!tensors_) tensors_ = std::make_unique<Tensors>(GaussianTensors(shape_, seed_));
+  if (!tensors_) {
+    tensors_ = std::make_unique<Tensors>(GaussianTensors(shape_, seed_));
+    RoundInputs(tensors_.get(), dtype_);
+  }
   return *tensors_;
 }
 

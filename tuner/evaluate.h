@@ -18,12 +18,14 @@
 namespace attntune {
 
 /// The inputs of one problem and the truths derived from them, each built on first use
-/// and kept: a re-run that reuses every trial never generates inputs or references.
+/// and kept: a re-run that reuses every trial never generates inputs or references. The
+/// inputs are those of the problem's dtype (RoundInputs): the kernels read them, the fp64
+/// references are of them, and the device selection reads the kernels' own copies.
 class ProblemContext {
  public:
-  ProblemContext(const Shape& shape, uint64_t seed);
+  ProblemContext(const Shape& shape, uint64_t seed, Dtype dtype);
   /// Wraps given tensors (attntune run / captured inputs).
-  explicit ProblemContext(Tensors tensors);
+  ProblemContext(Tensors tensors, Dtype dtype);
 
   const Shape& GetShape() const { return shape_; }
   const Tensors& Inputs();
@@ -43,6 +45,7 @@ class ProblemContext {
  private:
   Shape shape_;
   uint64_t seed_ = 0;
+  Dtype dtype_ = Dtype::kF32;
   std::unique_ptr<Tensors> tensors_;
   std::map<std::string, Truth> truths_;  // key: "variant|params"
 };

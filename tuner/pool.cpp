@@ -42,7 +42,7 @@ TrialResult CandidateRunner::Run(const CandidateTask& task) {
   Context& slot = contexts_[key];
   if (!slot.context) {
     slot.context = std::make_unique<ProblemContext>(
-        problem.shape, plan_.options.seed ^ static_cast<uint64_t>(problem.L));
+        problem.shape, plan_.options.seed ^ static_cast<uint64_t>(problem.L), plan_.options.dtype);
     for (size_t i = 0; i < problems_.size(); ++i) {
       if (problems_[i].L == key.first && problems_[i].shape.Lq == key.second)
         slot.last_problem = static_cast<int64_t>(i);

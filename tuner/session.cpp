@@ -66,7 +66,10 @@ void CounterPasses(TunePlan& plan, const std::map<int64_t, std::vector<Uncounted
       const Variant& variant = *plan.variants[t.variant];
       const Shape shape = TuneShape(options, plan.model, variant, L);
       std::unique_ptr<ProblemContext>& slot = contexts[shape.Lq];
-      if (!slot) slot = std::make_unique<ProblemContext>(shape, options.seed ^ static_cast<uint64_t>(L));
+      if (!slot) {
+        slot = std::make_unique<ProblemContext>(shape, options.seed ^ static_cast<uint64_t>(L),
+                                                options.dtype);
+      }
       const Tensors& inputs = slot->Inputs();
       const Implementation& impl = *t.impl;
       auto launch = [&] {

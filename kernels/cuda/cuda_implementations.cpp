@@ -68,8 +68,10 @@ struct Resident {
                              // address, with the same shape, must not hit stale buffers
   DeviceBuffer q, k, v, o, windows;
   std::vector<int32_t> windows_host;  // what `windows` holds on the device
-  // fp32 q, k, v for the selection on the device: the values the fp64 reference selects
-  // on (the kernels' fp16/bf16 copies would select other keys). Uploaded on first use.
+  // Whether every element of q, k and v is a value of `dtype` (tune's and bench's inputs
+  // are: RoundInputs): the selection then reads q, k and v above, else fp32 copies of the
+  // values the fp64 reference selects on (q32, k32, v32, uploaded on first use).
+  bool exact = false;
   DeviceBuffer q32, k32, v32;
   bool have_fp32 = false;
   // What the selection takes from the parameters alone (supplied scores, dma's Delta
@@ -86,12 +88,19 @@ Resident& TheResident() {
   return *resident;
 }
 
-void Upload(DeviceBuffer& buffer, const TensorData<float>& host, cp::Dtype dtype) {
+// Uploads `host` in `dtype`; returns whether every element was exactly a value of it.
+bool Upload(DeviceBuffer& buffer, const TensorData<float>& host, cp::Dtype dtype) {
   std::vector<uint16_t> bits(host.size());
-  for (size_t x = 0; x < host.size(); ++x) bits[x] = cp::ToBits(host[x], dtype);
+  bool exact = true;
+  for (size_t x = 0; x < host.size(); ++x) {
+    bits[x] = cp::ToBits(host[x], dtype);
+    // Compared as values: -0 stays -0 in both dtypes, and NaN (never equal) is not exact.
+    exact = exact && cp::FromBits(bits[x], dtype) == host[x];
+  }
   buffer.Resize(bits.size() * 2);
   Check(cudaMemcpy(buffer.ptr, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice),
         "cudaMemcpy");
+  return exact;
 }
 
 // FNV-1a over up to 64 evenly spaced values of q, k and v (and their data addresses).
@@ -130,9 +139,10 @@ Resident& Prepare(const Tensors& t, cp::Dtype dtype) {
   r.have_fp32 = false;
   r.inputs_key.clear();
   r.windows_host.clear();
-  Upload(r.q, t.q, dtype);
-  Upload(r.k, t.k, dtype);
-  Upload(r.v, t.v, dtype);
+  const bool exact_q = Upload(r.q, t.q, dtype);
+  const bool exact_k = Upload(r.k, t.k, dtype);
+  const bool exact_v = Upload(r.v, t.v, dtype);
+  r.exact = exact_q && exact_k && exact_v;
   r.o.Resize(t.q.size() * 2);
   r.windows.Resize(static_cast<size_t>(s.Hkv) * 4);
   r.source = &t;
@@ -250,13 +260,20 @@ struct SelectSources {
   void* stream = nullptr;
 };
 
-// The resident inputs' sources (after EnsureFp32 and EnsureSelectInputs), on the default
-// stream.
+// The resident inputs' sources (after EnsureSelectInputs), on the default stream: the
+// kernels' copies when the inputs are exactly their dtype's values, else fp32 copies.
 SelectSources ResidentSources(const Tensors& t, Resident& r) {
   SelectSources src;
-  src.q = cp::F32Input(Ptr<float>(r.q32));
-  src.k = cp::F32Input(Ptr<float>(r.k32));
-  src.v = cp::F32Input(Ptr<float>(r.v32));
+  if (r.exact) {
+    src.q = {r.q.ptr, r.dtype};
+    src.k = {r.k.ptr, r.dtype};
+    src.v = {r.v.ptr, r.dtype};
+  } else {
+    EnsureFp32(t, r);
+    src.q = cp::F32Input(Ptr<float>(r.q32));
+    src.k = cp::F32Input(Ptr<float>(r.k32));
+    src.v = cp::F32Input(Ptr<float>(r.v32));
+  }
   src.scores = t.scores.empty() ? nullptr : Ptr<double>(r.scores);
   src.delta = Ptr<double>(r.delta);
   src.a = Ptr<double>(r.a);
@@ -566,7 +583,6 @@ Resident& Launch(const std::string& variant, const Tensors& t, const Params& p) 
   args.windows = static_cast<const int32_t*>(r.windows.ptr);
   args.family = family;
   if (family != cp::Family::kWindowed) {
-    EnsureFp32(t, r);
     EnsureSelectInputs(variant, t, p, r);
     const SelectSources src = ResidentSources(t, r);
     if (family == cp::Family::kTopK) EnqueueTopKSelection(variant, t.shape, p, tile, src, &args);
@@ -624,7 +640,7 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   auto launch = [dt](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);
     const Shape& s = t.shape;
-    EnsureFp32(t, r);
+    EnsureFp32(t, r);  // the decode selection reads fp32 q and k
     EnsureSelectInputs("dma_decode", t, p, r);
     const bool bias = ParamInt(p, "bias") == 1;
     const cp::TopKDevice topk =

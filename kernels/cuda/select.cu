@@ -356,9 +356,10 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_fill(FillParam
 }
 
 // The kernels that read q, k or v come in one kernel per element type (DeviceInput::type): `name`
-// reads fp32 (tune's and bench's copies), `name`_f16 and `name`_bf16 a library caller's
-// tensors in place, each element widened where it is read (ToFloat). Body<E>(p) is the
-// kernel; each kernel holds one body, so the fp32 kernels compile as they did alone.
+// reads fp32 (copies of inputs that are not values of the kernels' dtype), `name`_f16 and
+// `name`_bf16 the kernels' own tensors in place (a library caller's, tune's and bench's),
+// each element widened where it is read (ToFloat). Body<E>(p) is the kernel; each kernel
+// holds one body, so the fp32 kernels compile as they did alone.
 #define ATTNTUNE_SELECT_KERNELS(name, threads, Params, Body)                                   \
   extern "C" __global__ void __launch_bounds__(threads) name(Params p) { Body<float>(p); }    \
   extern "C" __global__ void __launch_bounds__(threads) name##_f16(Params p) {                \

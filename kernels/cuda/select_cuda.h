@@ -61,10 +61,11 @@ class SelectWorkspace {
 std::string CopyToDevice(void* device, const void* host, size_t bytes);
 std::string CopyToHost(void* host, const void* device, size_t bytes);
 
-/// A tensor the selection reads (q, k or v) on the device: fp32 (tune's and bench's copies
-/// of the inputs as given), or a library caller's fp16 or bf16 tensor read in place, each
-/// element widened to its fp32 value where it is read (exact: the selection is the
-/// reference's on the values the kernel reads); `type` is its element type.
+/// A tensor the selection reads (q, k or v) on the device: an fp16 or bf16 tensor read in
+/// place (a library caller's, or tune's and bench's copies for the kernels when the inputs
+/// are exactly that dtype's values), each element widened to its fp32 value where it is
+/// read (exact: the selection is the reference's on the values the kernel reads), or fp32
+/// (tune's and bench's copies of inputs that are not); `type` is its element type.
 struct DeviceInput {
   const void* data = nullptr;
   attntune::Dtype type = attntune::Dtype::kF32;

@@ -146,10 +146,14 @@ TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[g
   CHECK(kernel_ms < 20.0);  // kernel time only, not the host sleep
 }
 
+// Twice per dtype: on inputs as given (the selection reads fp32 copies) and on inputs
+// rounded to the dtype, as tune's and bench's are (it reads the kernels' own copies).
 TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]") {
   const Shape shape = ParseShape("B=1,Hq=4,Hkv=2,L=333,d=128", "test");
-  const Tensors tensors = GaussianTensors(shape, 5);
-  for (const char* dtype : {"fp16", "bf16"}) {
+  for (const auto& [dtype, rounded] : {std::pair{"fp16", false}, std::pair{"bf16", false},
+                                       std::pair{"fp16", true}, std::pair{"bf16", true}}) {
+    Tensors tensors = GaussianTensors(shape, 5);
+    if (rounded) RoundInputs(&tensors, *DtypeFromString(dtype));
     // ks_all (k past L: every key held to the end) and dma_long (w = 300 of 333) give
     // key tiles that every row of a warp attends, which skip the mask.
     for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "ks_all",
@@ -174,7 +178,7 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
       for (const std::string& tile : impl->tunables.front().grid) {
         Params p = params;
         p["Tile"] = tile;
-        INFO(dtype << " " << id << " " << tile);
+        INFO(dtype << (rounded ? " rounded " : " ") << id << " " << tile);
         REQUIRE(impl->check(shape, p) == "");
         std::vector<float> out(tensors.q.size(), 0.f);
         impl->run(tensors, p, out.data());

@@ -136,7 +136,7 @@ TEST_CASE("EvaluateCandidate measures quality on its source and keeps a calibrat
   CalibrationQuality quality(set);
   const Variant& swa = FindVariant("swa", "test");
   const Implementation& impl = *swa.FindImplementation("generic");
-  ProblemContext problem(Shape{1, 4, 2, 64, 64, 16, true}, 9);
+  ProblemContext problem(Shape{1, 4, 2, 64, 64, 16, true}, 9, Dtype::kF32);
   CpuTimer timer;
   EvaluateOptions options;
   options.policy.max_seconds = 0.01;

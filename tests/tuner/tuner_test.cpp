@@ -208,7 +208,7 @@ TEST_CASE("LoadModel reads at most 16 MiB of config.json (a device never ended)"
 }
 
 TEST_CASE("EvaluateCandidate measures a correct candidate") {
-  ProblemContext problem(SmallShape(), 7);
+  ProblemContext problem(SmallShape(), 7, Dtype::kF32);
   const Variant& swa = FindVariant("swa", "test");
   const Implementation& impl = swa.implementations.front();
   Params params = ResolveParams(swa, &impl, SmallShape(), {{"w", "8"}, {"sink", "2"}}, "test");
@@ -233,7 +233,7 @@ TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a t
   CountingTimer timer;
   EvaluateOptions options;
   SECTION("a row left unwritten") {
-    ProblemContext problem(SmallShape(), 7);
+    ProblemContext problem(SmallShape(), 7, Dtype::kF32);
     // Skip the last row of the last head: NaN poison stays there.
     Implementation impl = dense.implementations.front();
     auto real = impl.run;
@@ -250,7 +250,7 @@ TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a t
     CHECK(timer.calls == 0);
   }
   SECTION("one element slightly off") {
-    ProblemContext problem(SmallShape(), 7);
+    ProblemContext problem(SmallShape(), 7, Dtype::kF32);
     Implementation impl = Damaged([](const Shape&, float* out) { out[17] += 0.01f; });
     const Params params = ResolveParams(dense, &impl, SmallShape(), {}, "test");
     const Evaluated ev = EvaluateCandidate(problem, dense, impl, params, timer, options);
@@ -258,7 +258,7 @@ TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a t
     CHECK(ev.result.message.find("exceeds") != std::string::npos);
   }
   SECTION("a kernel that throws is launch_failed") {
-    ProblemContext problem(SmallShape(), 7);
+    ProblemContext problem(SmallShape(), 7, Dtype::kF32);
     Implementation impl = dense.implementations.front();
     impl.run = [](const Tensors&, const Params&, float*) { throw std::runtime_error("boom"); };
     const Params params = ResolveParams(dense, &impl, SmallShape(), {}, "test");
@@ -269,11 +269,30 @@ TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a t
 }
 
 TEST_CASE("ProblemContext builds inputs and references once") {
-  ProblemContext problem(SmallShape(), 7);
+  ProblemContext problem(SmallShape(), 7, Dtype::kF32);
   const auto* first = &problem.Dense();
   const auto* again = &problem.TruthOf(FindVariant("dense", "test"), {{"Br", "16"}});
   CHECK(first == again);  // tunables do not change the truth
   CHECK(problem.Dense().pairs == 4 * 45 * 46 / 2);
+}
+
+TEST_CASE("ProblemContext's inputs are its dtype's values, and its references are of them") {
+  ProblemContext wide(SmallShape(), 7, Dtype::kF32);
+  for (const Dtype dtype : {Dtype::kF16, Dtype::kBf16}) {
+    INFO(ToString(dtype));
+    ProblemContext narrow(SmallShape(), 7, dtype);
+    Tensors given = GaussianTensors(SmallShape(), 7);
+    ProblemContext wrapped(std::move(given), dtype);
+    Tensors rounded = wide.Inputs();
+    RoundInputs(&rounded, dtype);
+    CHECK(narrow.Inputs().q == rounded.q);
+    CHECK(narrow.Inputs().k == rounded.k);
+    CHECK(narrow.Inputs().v == rounded.v);
+    CHECK(wrapped.Inputs().v == rounded.v);
+    CHECK(narrow.Inputs().v != wide.Inputs().v);
+    const auto sets = FindVariant("dense", "test").key_sets(rounded, {});
+    CHECK(narrow.Dense().reference == ReferenceAttention(rounded, *sets));
+  }
 }
 
 namespace {

@@ -51,8 +51,9 @@ CostMeter::CostMeter(const ModelGeometry& model, const CostOptions& options, Mea
   decode.Lq = 1;
   // Inputs and references are made on first use: a re-run answered by stored trials
   // makes none. Seeds 11 and 12: the prefill's and the decode step's own inputs.
-  prefill_ = std::make_unique<ProblemContext>(prefill, 11);
-  decode_ = std::make_unique<ProblemContext>(decode, 12);
+  // fp32: the allocation's problems are stored as fp32 (MeasureProblem).
+  prefill_ = std::make_unique<ProblemContext>(prefill, 11, Dtype::kF32);
+  decode_ = std::make_unique<ProblemContext>(decode, 12, Dtype::kF32);
 }
 
 Variant CostMeter::Pinned(int64_t swa_heads, const Params& more) const {

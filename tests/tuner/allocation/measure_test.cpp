@@ -113,7 +113,7 @@ TEST_CASE("MeasureProblem: a wrong output is stored as wrong_result and not chos
   garbage.run = [](const Tensors& t, const Params&, float* out) {
     for (int64_t n = 0; n < t.shape.QElems(); ++n) out[n] = 1.0f;
   };
-  ProblemContext problem(Shape{1, 4, 2, 64, 64, 16, true}, 3);
+  ProblemContext problem(Shape{1, 4, 2, 64, 64, 16, true}, 3, Dtype::kF32);
   const ProblemSearch all{"exhaustive", 10, 1};
   const ProblemMeasurement m =
       MeasureProblem(run, problem, Phase::kPrefill, pinned, {&garbage, tiled}, all);
