@@ -3,7 +3,9 @@
 records, one per line, each with "build" (a base's label, or "new"). BUILD... names the
 builds in the order the table shows them (the oldest first, "new" last). One row per
 configuration: each build's end-to-end median and select_ms, and every kernel whose time
-moved by 2 us or more from one build to the next.
+moved by 2 us or more from one build to the next. A selection kernel is compared with its
+other element types' forms (`attntune_select_ks_scores` and `..._f16`: the one phase
+reading fp32 copies in one build and fp16 tensors in the other), its types shown.
 
     scripts/ab_table.py SPARSE_AB_JSONL BUILD... new
 """
@@ -11,11 +13,24 @@ import json
 import sys
 
 
+def kernel_phase(name):
+    """(the kernel's name without an element type's suffix, that type: f32, f16, bf16)."""
+    short = name.split("::")[-1]
+    for suffix in ("_f16", "_bf16"):
+        if short.startswith("attntune_select_") and short.endswith(suffix):
+            return short[: -len(suffix)], suffix[1:]
+    return short, "f32" if short.startswith("attntune_select_") else ""
+
+
 def kernels(record):
-    out = {}
+    """{phase: (ms summed over its launches, its element types joined by '+')}."""
+    ms, types = {}, {}
     for k in record.get("kernels", []):
-        out[k["name"]] = out.get(k["name"], 0.0) + k["ms"]
-    return out
+        phase, dtype = kernel_phase(k["name"])
+        ms[phase] = ms.get(phase, 0.0) + k["ms"]
+        if dtype:
+            types.setdefault(phase, set()).add(dtype)
+    return {p: (t, "+".join(sorted(types.get(p, ())))) for p, t in ms.items()}
 
 
 def rows(records, builds):
@@ -32,9 +47,10 @@ def rows(records, builds):
         for a, b in zip(have, have[1:]):
             ka, kb = kernels(by[a]), kernels(by[b])
             for name in sorted(set(ka) | set(kb)):
-                ta, tb = ka.get(name, 0.0), kb.get(name, 0.0)
+                (ta, da), (tb, db) = ka.get(name, (0.0, "")), kb.get(name, (0.0, ""))
                 if abs(ta - tb) >= 0.002:
-                    moved.append("%s %s %.4f -> %s %.4f" % (name.split("::")[-1], a, ta, b, tb))
+                    types = " [%s -> %s]" % (da or "-", db or "-") if da != db else ""
+                    moved.append("%s%s %s %.4f -> %s %.4f" % (name, types, a, ta, b, tb))
         out.append("%s %s (%s) | %s | %s | %s" % (
             variant, params, ", ".join(have),
             " -> ".join("%.4f" % by[b]["median_ms"] for b in have),
