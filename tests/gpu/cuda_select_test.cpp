@@ -408,10 +408,11 @@ uint16_t RoundF16(float x) {
   return bits;
 }
 
-uint16_t RoundBf16(float x) {  // round to nearest even (finite x)
+uint16_t RoundBf16(float x) {  // the nearest bf16 (finite x): its top 16 bits
+  const float r = attntune::RoundToDtype(x, attntune::Dtype::kBf16);
   uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  std::memcpy(&u, &r, 4);
+  return static_cast<uint16_t>(u >> 16);
 }
 
 TEST_CASE("A caller's fp16 and bf16 values read in place give the scores of their fp32 values") {
