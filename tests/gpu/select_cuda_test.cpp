@@ -70,6 +70,7 @@ void CheckLists(const cp::ListsDevice& lists, const cp::KeyLists& want,
     REQUIRE(0 <= begin[at]);
     REQUIRE(begin[at] <= end[at]);
     REQUIRE(end[at] <= lists.capacity);
+    if (x > 0) REQUIRE(end[at - 1] <= begin[at]);  // apart from the list before it
     REQUIRE(end[at] - begin[at] == want.offsets[at + 1] - want.offsets[at]);
     CHECK(std::equal(keys.begin() + begin[at], keys.begin() + end[at],
                      want.keys.begin() + want.offsets[at]));
