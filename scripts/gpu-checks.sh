@@ -31,10 +31,10 @@
 # before a change, and of one between, to tell two changes apart) benches the sparse
 # step's default-tile configurations on those builds too, each right after this one's,
 # in BASE's order, into sparse-ab.jsonl ("build": "new", or the base's label: its bundle's
-# commit file, else base1, base2, ...) and an A/B table in summary.txt. Every log goes to OUT_DIR; RESULT_DIR, when
-# given, receives the few files worth keeping: summary.txt, sparse.jsonl, sparse-ab.jsonl,
-# sparse-tiles.jsonl, decode.jsonl,
-# torch.jsonl, libs.jsonl, metrics.jsonl and all.tar.gz (every log).
+# commit file, else base1, base2, ...) and an A/B table in summary.txt (scripts/ab_table.py).
+# Every log goes to OUT_DIR; RESULT_DIR, when given, receives the few files worth keeping:
+# summary.txt, sparse.jsonl, sparse-ab.jsonl, sparse-tiles.jsonl, decode.jsonl, torch.jsonl,
+# libs.jsonl, metrics.jsonl and all.tar.gz (every log).
 # libcudnn is loaded at run time (kernels/cuda/libraries/cudnn_loader.h): where it is not
 # on the loader's path, ATTNTUNE_CUDNN_LIBRARY is set to the one python3's nvidia-cudnn
 # package holds, and that package's neighbours (nvrtc, cuBLAS) join LD_LIBRARY_PATH.
