@@ -562,6 +562,62 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
   }
 }
 
+TEST_CASE("A tune's checks, timings and counter passes run on inputs of its dtype") {
+  // The table's Kokkos kernels take fp32 only, so the plan is made for fp32 and then
+  // given fp16 with a probe in place of each implementation: the probe records whether
+  // every q, k and v element it is handed is a value of fp16 (RoundInputs did it) and
+  // runs the real kernel. Every run through it must see them: the check, each timing and
+  // each counter pass (the last builds its own problem contexts).
+  TempDir dir;
+  CountingTimer timer;
+  TuneOptions o = TinyTune(dir.path, {48, 64}, 2);
+  o.metrics = true;
+  FakeBackend cpu(kKokkosPlatform, {Dtype::kF32});
+  int passes = 0;
+  cpu.counters = [&](const std::function<void()>& launch) {
+    ++passes;
+    launch();
+    return std::map<std::string, double>{{"hw_passes", 1}};
+  };
+  TunePlan plan = PlanTune(o, cpu);
+  REQUIRE(plan.impls.size() == 1);
+  plan.options.dtype = Dtype::kF16;
+  int rounded = 0, wide = 0;
+  auto of_dtype = [](const TensorData<float>& x) {
+    for (const float e : x) {
+      if (RoundToDtype(e, Dtype::kF16) != e) return false;
+    }
+    return true;
+  };
+  std::vector<Implementation> probes;
+  probes.reserve(plan.impls[0].size());
+  for (const Implementation* impl : plan.impls[0]) {
+    Implementation probe = *impl;
+    probe.dtypes = {Dtype::kF16};
+    auto real = impl->run;
+    probe.run = [&, real](const Tensors& t, const Params& p, float* out) {
+      (of_dtype(t.q) && of_dtype(t.k) && of_dtype(t.v) ? rounded : wide) += 1;
+      real(t, p, out);
+    };
+    probe.launch = nullptr;
+    probes.push_back(std::move(probe));
+  }
+  plan.impls[0].clear();
+  for (const Implementation& probe : probes) plan.impls[0].push_back(&probe);
+
+  const TuneSummary s = RunTune(plan, timer, nullptr);
+  REQUIRE(s.measured > 0);
+  REQUIRE(s.counted > 0);
+  CHECK(passes == s.counted);
+  CHECK(wide == 0);
+  // At least a check, a timing and a counter pass per measured trial.
+  CHECK(rounded >= 2 * s.measured + s.counted);
+  for (const TrialRow& t : plan.db->Trials(TrialFilter{})) {
+    CHECK(t.problem.dtype == Dtype::kF16);
+    CHECK(t.result.status == TrialStatus::kOk);
+  }
+}
+
 namespace {
 
 // The trials of `db` by variant, each with its problem.
