@@ -82,11 +82,10 @@ void Step(int64_t t) {
   s.Hkv = 8;
   s.d = 128;
   s.Lq = s.Lk = t;
-  const attntune::Tensors in = attntune::GaussianTensors(s, 1);
+  // fp16 inputs: the kernels and the selection read the same tensors (in place).
+  attntune::Tensors in = attntune::GaussianTensors(s, 1);
+  attntune::RoundInputs(&in, attntune::Dtype::kF16);
   cp::SelectWorkspace ws;
-  const float* q32 = Upload(ws, "q32", in.q.ToVector());
-  const float* k32 = Upload(ws, "k32", in.k.ToVector());
-  const float* v32 = Upload(ws, "v32", in.v.ToVector());
   std::vector<double> delta, a;
   attntune::DmaDeltaA(in, 0, &delta, &a);
   const double* delta_d = Upload(ws, "delta", delta);
@@ -96,15 +95,17 @@ void Step(int64_t t) {
   args.k = Upload(ws, "k", Half(in.k.ToVector()));
   args.v = Upload(ws, "v", Half(in.v.ToVector()));
   args.o = ws.Get<uint16_t>("o", static_cast<int64_t>(in.q.size()));
+  const cp::DeviceInput q16{args.q, cp::Dtype::kF16}, k16{args.k, cp::Dtype::kF16},
+      v16{args.v, cp::Dtype::kF16};
   cp::TopKDevice topk;
   cp::DecodeDevice sel;
   auto select = [&] {
     cp::AllocTopK(s.B * s.Hkv, s.Lk, w_kv, true, ws, "topk", &topk);
-    Require(cp::EnqueueDmaScores(s, cp::F32Input(v32), delta_d, a_d, cp::HostFusesDmaProducts(),
+    Require(cp::EnqueueDmaScores(s, v16, delta_d, a_d, cp::HostFusesDmaProducts(),
                                  &topk, nullptr),
             "dma scores");
     Require(cp::EnqueueTopK(&topk, ws, "topk", nullptr), "top-k");
-    Require(cp::EnqueueDecodeSelection(s, q32, k32, topk, w_q, r, &sel, ws, nullptr), "decode");
+    Require(cp::EnqueueDecodeSelection(s, q16, k16, topk, w_q, r, &sel, ws, nullptr), "decode");
     args.list_offsets = sel.resident.begin;
     args.list_ends = sel.resident.end;
     args.list_keys = sel.resident.keys;
@@ -132,7 +133,7 @@ void Step(int64_t t) {
   };
   copy_rows(&whole);
   const double step_ms = MedianMs(200, [&] {
-    Require(cp::EnqueueDecodeStep(s, q32, k32, topk, w_q, r, t - 1, sel, ws, nullptr), "step");
+    Require(cp::EnqueueDecodeStep(s, q16, k16, topk, w_q, r, t - 1, sel, ws, nullptr), "step");
     args.first_step = t - 1;
     args.steps = 1;
     Require(cp::LaunchGatheredDecode(s, cp::Dtype::kF16, args), "gathered decode step");

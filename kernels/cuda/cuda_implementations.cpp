@@ -619,9 +619,9 @@ std::string DecodeHeadDims(const ProblemKind& kind) {
          std::to_string(kind.head_dim);
 }
 
-// dma_decode on the gathered decode kernel: the selection (scores, then the resident
-// sets' eviction steps and the chosen keys, by the Kokkos decode's own code) on the host
-// once per inputs and parameters, then one launch for every step.
+// dma_decode on the gathered decode kernel: the selection on the device (scores, the
+// resident sets' eviction steps and the chosen keys, equal to the Kokkos decode's; q, k
+// and v read as ResidentSources gives them), then one launch for every step.
 Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   Implementation impl;
   impl.id = "cuda_decode";
@@ -640,15 +640,13 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   auto launch = [dt](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);
     const Shape& s = t.shape;
-    EnsureFp32(t, r);  // the decode selection reads fp32 q and k
     EnsureSelectInputs("dma_decode", t, p, r);
     const bool bias = ParamInt(p, "bias") == 1;
-    const cp::TopKDevice topk =
-        EnqueuePrefixTopK("dma_decode", s, ParamInt(p, "w_kv"), bias, ResidentSources(t, r));
+    const SelectSources src = ResidentSources(t, r);
+    const cp::TopKDevice topk = EnqueuePrefixTopK("dma_decode", s, ParamInt(p, "w_kv"), bias, src);
     cp::DecodeDevice sel;
-    ThrowIf(cp::EnqueueDecodeSelection(s, Ptr<float>(r.q32), Ptr<float>(r.k32), topk,
-                                       ParamInt(p, "w_q"), ParamInt(p, "r"), &sel, r.select,
-                                       nullptr));
+    ThrowIf(cp::EnqueueDecodeSelection(s, src.q, src.k, topk, ParamInt(p, "w_q"),
+                                       ParamInt(p, "r"), &sel, r.select, nullptr));
     cp::WindowedDeviceArgs args = TensorArgs(r);
     args.list_offsets = sel.resident.begin;
     args.list_ends = sel.resident.end;

@@ -300,8 +300,8 @@ struct DecodeParams {
 };
 
 struct ChosenParams {
-  const float* q;  // [B,Hq,Lk,d]
-  const float* k;  // [B,Hkv,Lk,d]
+  const void* q;  // [B,Hq,Lk,d] of the kernel's element type (ATTNTUNE_SELECT_KERNELS)
+  const void* k;  // [B,Hkv,Lk,d]
   const int32_t* evict;    // dma_decode's, [B,Hkv,Lk]
   const int32_t* dropped;  // dma_decode's, [B,Hkv,Lk]
   int32_t* counts;         // [B*Hq*Lk + 1]
@@ -992,7 +992,8 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_count(Ch
   }
 }
 
-extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_chosen(ChosenParams p) {
+template <class E>
+__device__ __forceinline__ void DecodeChosenKernel(const ChosenParams& p) {
   extern __shared__ double dots[];  // [capacity], then the candidates' keys
   int32_t* cand = reinterpret_cast<int32_t*>(dots + p.capacity);
   const int64_t t = p.first_step + blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
@@ -1003,10 +1004,10 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_chosen(C
                                        if (slot < p.capacity) cand[slot] = static_cast<int32_t>(j);
                                      });
   __syncwarp();
-  const float* kh = p.k + head * p.lk * p.d;
+  const E* kh = static_cast<const E*>(p.k) + head * p.lk * p.d;
   for (int64_t g = 0; g < p.group; ++g) {
     const int64_t row = (b * p.hq + hk * p.group + g) * p.lk + t;
-    const float* q = p.q + row * p.d;
+    const E* q = static_cast<const E*>(p.q) + row * p.d;
     for (int64_t x = w.lane; x < m; x += 32) dots[x] = DecodeDot(q, kh + cand[x] * p.d, p.d);
     __syncwarp();
     const int64_t base = p.offsets[row];
@@ -1018,6 +1019,7 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_chosen(C
     __syncwarp();
   }
 }
+ATTNTUNE_SELECT_KERNELS(attntune_select_decode_chosen, 32, ChosenParams, DecodeChosenKernel)
 
 // One decode step's update of the resident sets (a warp per KV head and batch): the key
 // step `step` replaces, from the resident set of step - 1 (StepReplace).
@@ -1649,11 +1651,12 @@ std::string CanSelectDecode(const Shape& s, int64_t r) {
   return "";
 }
 
-std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* k,
+std::string EnqueueDecodeSelection(const Shape& s, DeviceInput q, DeviceInput k,
                                    const TopKDevice& topk, int64_t w_q, int64_t r,
                                    DecodeDevice* out, SelectWorkspace& ws, void* stream) {
   const std::string why = CanSelectDecode(s, r);
   if (!why.empty()) return why;
+  if (q.type != k.type) return "dma_decode's selection: q and k of two element types";
   const int64_t heads = topk.heads, n = topk.n;
   const std::string t = "decode";
   DecodeParams p{};
@@ -1721,8 +1724,8 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   }
   // Chosen keys: counts per (b, hq, t), offsets, then the chosen ones.
   ChosenParams cp{};
-  cp.q = q;
-  cp.k = k;
+  cp.q = q.data;
+  cp.k = k.data;
   cp.evict = out->evict;
   cp.dropped = dropped_d;
   cp.lk = s.Lk;
@@ -1750,16 +1753,18 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
   if (error.empty()) error = ExclusiveSum(ws, t + ".chosen_scan", cp.counts, out->chosen_offsets, rows + 1, stream);
   if (error.empty() && w_q > 0 && cp.capacity > 0) {
     const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
-    error = Run("attntune_select_decode_chosen", attntune_select_decode_chosen, steps, dim3(32), cp,
-                stream, smem);
+    error = RunTyped(q.type, "attntune_select_decode_chosen",
+                     ATTNTUNE_TYPED(attntune_select_decode_chosen), steps, dim3(32), cp, stream,
+                     smem);
   }
   return error;
 }
 
-std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
+std::string EnqueueDecodeStep(const Shape& s, DeviceInput q, DeviceInput k,
                               const TopKDevice& topk, int64_t w_q, int64_t r, int64_t step,
                               const DecodeDevice& sel, SelectWorkspace& ws, void* stream) {
   if (step < 1 || step >= s.Lk) return "a decode step follows step 0 and lies within Lk";
+  if (q.type != k.type) return "dma_decode's step: q and k of two element types";
   StepParams sp{};
   sp.key = topk.key;
   sp.list_begin = sel.resident.begin;
@@ -1774,8 +1779,8 @@ std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
   std::string error = Run("attntune_select_decode_step", attntune_select_decode_step,
                           dim3(static_cast<unsigned>(s.B * s.Hkv)), dim3(32), sp, stream);
   ChosenParams cp{};
-  cp.q = q;
-  cp.k = k;
+  cp.q = q.data;
+  cp.k = k.data;
   cp.evict = sel.evict;
   cp.dropped = sel.dropped;
   cp.offsets = sel.chosen_offsets;
@@ -1791,9 +1796,10 @@ std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
   cp.first_step = step;
   if (error.empty() && w_q > 0 && cp.capacity > 0) {
     const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
-    error = Run("attntune_select_decode_chosen", attntune_select_decode_chosen,
-                dim3(1, static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B)), dim3(32), cp,
-                stream, smem);
+    error = RunTyped(q.type, "attntune_select_decode_chosen",
+                     ATTNTUNE_TYPED(attntune_select_decode_chosen),
+                     dim3(1, static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B)), dim3(32),
+                     cp, stream, smem);
   }
   return error;
 }

@@ -765,10 +765,12 @@ ATTNTUNE_HD_INLINE int64_t DecodeCandidates(const Warp& w, int64_t t, int64_t r,
 }
 
 /// q · k in fp64, in index order, as the host's decode scores its candidates (each
-/// product of two fp32 values is exact, so fused or not the sum is the same).
-ATTNTUNE_HD inline double DecodeDot(const float* q, const float* k, int64_t d) {
+/// product of two fp32 values is exact, so fused or not the sum is the same); fp16 and
+/// bf16 elements (the kernels' own tensors) widened where they are read (ToFloat, exact).
+template <class E>
+ATTNTUNE_HD inline double DecodeDot(const E* q, const E* k, int64_t d) {
   double dot = 0.0;
-  for (int64_t c = 0; c < d; ++c) dot = ExactProductAdd(q[c], k[c], dot);
+  for (int64_t c = 0; c < d; ++c) dot = ExactProductAdd(ToFloat(q[c]), ToFloat(k[c]), dot);
   return dot;
 }
 

@@ -162,7 +162,8 @@ struct DecodeDevice {
 };
 /// Why dma_decode's device selection cannot take (shape, r) ("" = it can).
 std::string CanSelectDecode(const Shape& s, int64_t r);
-std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* k,
+/// q and k are read for the candidates' q·k (one element type, fp32 or the kernels' own).
+std::string EnqueueDecodeSelection(const Shape& s, DeviceInput q, DeviceInput k,
                                    const TopKDevice& topk, int64_t w_q, int64_t r,
                                    DecodeDevice* out, SelectWorkspace& ws, void* stream);
 
@@ -171,7 +172,7 @@ std::string EnqueueDecodeSelection(const Shape& s, const float* q, const float* 
 /// the resident sets' update for key `step` (StepReplace, from the set of step - 1) and
 /// the chosen keys of that step (rewritten in place). With LaunchGatheredDecode of that
 /// step alone it is the work of one step, for timing (benchmarks/cuda_decode_step).
-std::string EnqueueDecodeStep(const Shape& s, const float* q, const float* k,
+std::string EnqueueDecodeStep(const Shape& s, DeviceInput q, DeviceInput k,
                               const TopKDevice& topk, int64_t w_q, int64_t r, int64_t step,
                               const DecodeDevice& sel, SelectWorkspace& ws, void* stream);
 

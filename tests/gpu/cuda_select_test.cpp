@@ -355,8 +355,8 @@ TEST_CASE("ToFloat widens every fp16 and bf16 value exactly") {
   }
 }
 
-// A caller's 2-byte tensors read in place: the ks scores and the LSH terms of fp16/bf16
-// bits equal those of their fp32 values, bit for bit.
+// A caller's 2-byte tensors read in place: the ks scores, the LSH terms and dma_decode's
+// q·k of fp16/bf16 bits equal those of their fp32 values, bit for bit.
 template <class E>
 void CheckReadInPlace(uint16_t (*round)(float)) {
   std::mt19937 rng(11);
@@ -398,6 +398,12 @@ void CheckReadInPlace(uint16_t (*round)(float)) {
     }
     CHECK(cp::LshTail(0.25, q16.data(), nullptr, r.data(), d) ==
           cp::LshTail(0.25, q32.data(), nullptr, r.data(), d));
+    for (int64_t i = 0; i < rows; i += 7) {
+      for (int64_t j = 0; j < rows + shift; j += 5) {
+        CHECK(cp::DecodeDot(q16.data() + i * d, k16.data() + j * d, d) ==
+              cp::DecodeDot(q32.data() + i * d, k32.data() + j * d, d));
+      }
+    }
   }
 }
 

@@ -319,39 +319,56 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos", "[gpu]") {
                         {"B=1,Hq=8,Hkv=1,L=300,d=128", 16, 4, 8, true},
                         {"B=1,Hq=6,Hkv=3,L=130,d=64", 1000, 5, 3, false},
                         {"B=1,Hq=16,Hkv=8,L=2048,d=128", 256, 16, 32, false}};
+  // fp32 copies (bench's inputs that are not values of the dtype), and the kernels' own
+  // fp16 and bf16 tensors read in place, the host selecting on their values.
   for (const Case& c : cases) {
-    const Shape shape = attntune::ParseShape(c.shape, "test");
-    Tensors t = attntune::GaussianTensors(shape, 23);
-    if (c.tied) t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
-    const int64_t heads = shape.B * shape.Hkv;
-    INFO(c.shape << " w_kv=" << c.w_kv << " w_q=" << c.w_q << " r=" << c.r);
-    cp::SelectWorkspace ws;
-    ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
-    std::vector<double> delta, a;
-    attntune::DmaDeltaA(t, 4, &delta, &a);
-    cp::TopKDevice topk;
-    cp::AllocTopK(heads, shape.Lk, c.w_kv, true, ws, "topk", &topk);
-    REQUIRE(cp::EnqueueDmaScores(shape, cp::F32Input(Upload(ws, "v", t.v.ToVector())),
-                                 Upload(ws, "delta", delta), Upload(ws, "a", a),
-                                 cp::HostFusesDmaProducts(), &topk, nullptr) == "");
-    REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr) == "");
-    cp::DecodeDevice got;
-    REQUIRE(cp::EnqueueDecodeSelection(shape, Upload(ws, "q", t.q.ToVector()), Upload(ws, "k", t.k), topk,
-                                       c.w_q, c.r, &got, ws, nullptr) == "");
-    const attntune::DecodeSelection want =
-        attntune::SelectDecodeKokkos(t, attntune::DmaScores(t, 4), c.w_kv, c.w_q, c.r);
-    REQUIRE(Download(got.evict, heads * shape.Lk) == want.evict);
-    CheckLists(got.resident, cp::BuildKeyLists(shape, want.evict, cp::kDecodeListSteps),
-               want.evict, shape.Lk);
-    const std::vector<int32_t> offsets = Download(got.chosen_offsets, shape.B * shape.Hq * shape.Lk + 1);
-    REQUIRE(offsets == want.offsets);
-    std::vector<int32_t> chosen = Download(got.chosen, offsets.back());
-    for (size_t row = 0; row + 1 < offsets.size(); ++row) {
-      std::sort(chosen.begin() + offsets[row], chosen.begin() + offsets[row + 1]);
-      std::vector<int32_t> w(want.chosen.begin() + want.offsets[row],
-                             want.chosen.begin() + want.offsets[row + 1]);
-      std::sort(w.begin(), w.end());
-      REQUIRE(std::vector<int32_t>(chosen.begin() + offsets[row], chosen.begin() + offsets[row + 1]) == w);
+    for (const cp::Dtype dtype : {cp::Dtype::kF32, cp::Dtype::kF16, cp::Dtype::kBf16}) {
+      const Shape shape = attntune::ParseShape(c.shape, "test");
+      Tensors t = attntune::GaussianTensors(shape, 23);
+      if (c.tied) t.delta.assign(static_cast<size_t>(shape.Hkv * shape.d), 0.0f);
+      const int64_t heads = shape.B * shape.Hkv;
+      INFO(c.shape << " w_kv=" << c.w_kv << " w_q=" << c.w_q << " r=" << c.r << " "
+                   << attntune::ToString(dtype));
+      cp::SelectWorkspace ws;
+      ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
+      auto input = [&](attntune::TensorData<float>* x, const std::string& name) {
+        if (dtype == cp::Dtype::kF32) return cp::F32Input(Upload(ws, name, *x));
+        std::vector<uint16_t> bits(x->size());
+        std::vector<float> values(x->size());
+        for (size_t e = 0; e < x->size(); ++e) {
+          bits[e] = cp::ToBits((*x)[e], dtype);
+          values[e] = cp::FromBits(bits[e], dtype);
+        }
+        *x = attntune::TensorData<float>(std::move(values));
+        return cp::DeviceInput{Upload(ws, name, bits), dtype};
+      };
+      const cp::DeviceInput q = input(&t.q, "q"), k = input(&t.k, "k"), v = input(&t.v, "v");
+      std::vector<double> delta, a;
+      attntune::DmaDeltaA(t, 4, &delta, &a);
+      cp::TopKDevice topk;
+      cp::AllocTopK(heads, shape.Lk, c.w_kv, true, ws, "topk", &topk);
+      REQUIRE(cp::EnqueueDmaScores(shape, v, Upload(ws, "delta", delta), Upload(ws, "a", a),
+                                   cp::HostFusesDmaProducts(), &topk, nullptr) == "");
+      REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr) == "");
+      cp::DecodeDevice got;
+      REQUIRE(cp::EnqueueDecodeSelection(shape, q, k, topk, c.w_q, c.r, &got, ws, nullptr) == "");
+      const attntune::DecodeSelection want =
+          attntune::SelectDecodeKokkos(t, attntune::DmaScores(t, 4), c.w_kv, c.w_q, c.r);
+      REQUIRE(Download(got.evict, heads * shape.Lk) == want.evict);
+      CheckLists(got.resident, cp::BuildKeyLists(shape, want.evict, cp::kDecodeListSteps),
+                 want.evict, shape.Lk);
+      const std::vector<int32_t> offsets =
+          Download(got.chosen_offsets, shape.B * shape.Hq * shape.Lk + 1);
+      REQUIRE(offsets == want.offsets);
+      std::vector<int32_t> chosen = Download(got.chosen, offsets.back());
+      for (size_t row = 0; row + 1 < offsets.size(); ++row) {
+        std::sort(chosen.begin() + offsets[row], chosen.begin() + offsets[row + 1]);
+        std::vector<int32_t> w(want.chosen.begin() + want.offsets[row],
+                               want.chosen.begin() + want.offsets[row + 1]);
+        std::sort(w.begin(), w.end());
+        REQUIRE(std::vector<int32_t>(chosen.begin() + offsets[row],
+                                     chosen.begin() + offsets[row + 1]) == w);
+      }
     }
   }
 }
