@@ -40,6 +40,14 @@ struct DeviceWarp {
     return x;
   }
   template <class F>
+  __host__ __device__ int32_t Max(const F& f) const {
+#if defined(__CUDA_ARCH__)
+    return __reduce_max_sync(0xffffffffu, static_cast<int32_t>(f(lane)));
+#else
+    return f(lane);
+#endif
+  }
+  template <class F>
   __host__ __device__ uint32_t Ballot(const F& f) const {
 #if defined(__CUDA_ARCH__)
     return __ballot_sync(0xffffffffu, f(lane));
@@ -620,15 +628,16 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_top_merge(Scan
   p.out_pos[base + o] = p.in_pos[from];
 }
 
-// The largest eviction of each tile of 32 keys (ListWalkTiles skips tiles held by no row).
+// The largest eviction of each tile of 32 keys (ListWalkTiles skips tiles held by no row):
+// a warp per tile, a lane per key (one coalesced load; a thread per tile with 32 loads
+// of its own took 8.3 us at n = 16384, 8 heads, on the H200).
 extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKParams p) {
-  const int64_t x = GlobalThread();
+  const int64_t x = GlobalThread() / 32;  // the warp's tile: the same for all its lanes
   if (x >= p.heads * p.tiles) return;
   const int64_t head = x / p.tiles, t = x % p.tiles;
-  const int32_t* e = p.evict + head * p.n;
-  int32_t m = -1;
-  for (int64_t j = t * 32; j < min(p.n, t * 32 + 32); ++j) m = max(m, e[j]);
-  p.tile_max[x] = m;
+  const DeviceWarp w{static_cast<int>(threadIdx.x % 32)};
+  const int32_t m = TileMax(w, p.evict + head * p.n, p.n, t);
+  if (w.lane == 0) p.tile_max[x] = m;
 }
 
 // Key lists: a block per list (head, query block), its warps one segment each
@@ -1374,7 +1383,7 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
   }
   if (error.empty()) {
     error = Run("attntune_select_tile_max", attntune_select_tile_max,
-                dim3(Blocks(heads * p.tiles, 256)), dim3(256), p, stream);
+                dim3(Blocks(heads * p.tiles, 8)), dim3(256), p, stream);
   }
   return error;
 }
@@ -1716,7 +1725,7 @@ std::string EnqueueDecodeSelection(const Shape& s, DeviceInput q, DeviceInput k,
     tp.heads = heads;
     tp.tiles = (n + 31) / 32;
     error = Run("attntune_select_tile_max", attntune_select_tile_max,
-                dim3(Blocks(heads * tp.tiles, 256)), dim3(256), tp, stream);
+                dim3(Blocks(heads * tp.tiles, 8)), dim3(256), tp, stream);
   }
   if (error.empty()) {
     error = EnqueueKeyLists(resident, n, kDecodeListSteps, KeyOrder::kAscending, &out->resident,

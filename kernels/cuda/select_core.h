@@ -88,6 +88,12 @@ struct HostWarp {
     return sum;
   }
   template <class F>
+  int32_t Max(const F& f) const {
+    int32_t m = f(0);
+    for (int lane = 1; lane < 32; ++lane) m = f(lane) > m ? f(lane) : m;
+    return m;
+  }
+  template <class F>
   uint32_t Ballot(const F& f) const {
     uint32_t mask = 0;
     for (int lane = 0; lane < 32; ++lane) {
@@ -486,6 +492,16 @@ ATTNTUNE_HD inline int64_t ChunkKeyBefore(const uint64_t* state_key, int64_t n_s
 /// positions [p0, p1] (j <= p1 is the caller's bound): it enters and is still held at p0.
 ATTNTUNE_HD inline bool Listed(int64_t j, int64_t e, int64_t p0) { return e > j && e > p0; }
 
+/// The largest eviction position of tile t's keys [32 t, 32 t + 32) of one head's
+/// evict[0, n) (-1 for none), by one warp: lane l reads key 32 t + l.
+template <class Warp>
+ATTNTUNE_HD_INLINE int32_t TileMax(const Warp& w, const int32_t* evict, int64_t n, int64_t t) {
+  return w.Max([&](int lane) {
+    const int64_t j = t * 32 + lane;
+    return j < n ? evict[j] : -1;
+  });
+}
+
 /// The part of the list of a query block with rows at positions [p0, p1] over one head's
 /// evict[0, n) that lies in tiles [t_begin, t_end) (keys [32 t_begin, 32 t_end)), walked
 /// by one warp in ascending j: tile_max[t] = the largest eviction position of keys
@@ -857,19 +873,6 @@ ATTNTUNE_HD inline double LshTail(double sum, const E* x, const float* mu, const
     sum = ExactProductAdd(u, r[e], sum);
   }
   return sum;
-}
-
-/// The projection from the 16 lanes' sums and the tail.
-template <class E>
-ATTNTUNE_HD inline double LshCombine(const float lanes[16], const E* x, const float* mu,
-                                     const float* r, int64_t d) {
-  double v[8];
-  for (int k = 0; k < 8; ++k) {
-    v[k] = AddD(static_cast<double>(lanes[k]), static_cast<double>(lanes[k + 8]));
-  }
-  const double a0 = AddD(v[0], v[4]), a1 = AddD(v[1], v[5]), a2 = AddD(v[2], v[6]),
-               a3 = AddD(v[3], v[7]);
-  return LshTail(AddD(AddD(a0, a2), AddD(a1, a3)), x, mu, r, d);
 }
 
 /// One projection c = 0, 1, ... of a bin: the sign rule appends bit [P_c > 0] (bin =

@@ -163,11 +163,7 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
   const int64_t tiles = (n + 31) / 32;
   for (int64_t head = 0; head < heads; ++head) {
     for (int64_t tile = 0; tile < tiles; ++tile) {
-      int32_t m = -1;
-      for (int64_t j = tile * 32; j < std::min(n, tile * 32 + 32); ++j) {
-        m = std::max(m, t.evict[head * n + j]);
-      }
-      t.tile_max.push_back(m);
+      t.tile_max.push_back(cp::TileMax(cp::HostWarp(), t.evict.data() + head * n, n, tile));
     }
   }
   return t;
@@ -326,11 +322,8 @@ inline Decode RunDecode(const attntune::Tensors& tensors, const TopK& t, int64_t
   resident.tile_max.clear();
   for (int64_t head = 0; head < heads; ++head) {
     for (int64_t tile = 0; tile < (n + 31) / 32; ++tile) {
-      int32_t m = -1;
-      for (int64_t j = tile * 32; j < std::min(n, tile * 32 + 32); ++j) {
-        m = std::max(m, out.evict[head * n + j]);
-      }
-      resident.tile_max.push_back(m);
+      resident.tile_max.push_back(
+          cp::TileMax(cp::HostWarp(), out.evict.data() + head * n, n, tile));
     }
   }
   out.resident = RunKeyLists(resident, n, cp::kDecodeListSteps);
