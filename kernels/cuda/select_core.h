@@ -229,7 +229,10 @@ ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a
 /// adds k_{i + shift} · S / |S| to xs[i - i0] (when |S| > 0). Lane l holds dims l, l + 32,
 /// ... (d <= 32 * kPer: the kernel takes kPer = 4 up to d = 128, KsPerLane; every term
 /// past d is zero, so a larger kPer gives the same sums); q rows of head g at
-/// q + g * q_head_stride.
+/// q + g * q_head_stride. A lane's elements of q row i + 1 and k row i + 1 + shift are
+/// loaded before row i's reductions, so that they are in flight while those run (loaded
+/// where they were used, each row waited for its loads); the arithmetic and its order
+/// are the same. (Two rows ahead took the sm_90 kernel from 64 registers to 76.)
 constexpr int kKsMaxPerLane = 8;
 /// The dims a lane holds for head dim d: 4 up to d = 128, else kKsMaxPerLane.
 ATTNTUNE_HD inline int KsPerLane(int64_t d) { return d <= 128 ? 4 : kKsMaxPerLane; }
@@ -247,12 +250,33 @@ ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const E* q, int64_t q_head_
         s[w.Slot(lane)][m] = e < d ? prefix[g * d + e] : 0.0;
       }
     });
+    // The lane's elements of the next row (zeros past d).
+    float qn[Warp::kSlots][kPer], kn[Warp::kSlots][kPer];
+    auto load = [&](int64_t i) {
+      w.Each([&](int lane) {
+        ATTNTUNE_UNROLL
+        for (int m = 0; m < kPer; ++m) {
+          const int64_t e = lane + 32 * m;
+          qn[w.Slot(lane)][m] = e < d ? ToFloat(qg[i * d + e]) : 0.f;
+          kn[w.Slot(lane)][m] = e < d ? ToFloat(k[(i + shift) * d + e]) : 0.f;
+        }
+      });
+    };
+    if (i0 < i1) load(i0);
     for (int64_t i = i0; i < i1; ++i) {
-      const E* kj = k + (i + shift) * d;
+      float qi[Warp::kSlots][kPer], ki[Warp::kSlots][kPer];
+      w.Each([&](int lane) {
+        ATTNTUNE_UNROLL
+        for (int m = 0; m < kPer; ++m) {
+          qi[w.Slot(lane)][m] = qn[w.Slot(lane)][m];
+          ki[w.Slot(lane)][m] = kn[w.Slot(lane)][m];
+        }
+      });
+      if (i + 1 < i1) load(i + 1);
       w.Each([&](int lane) {
         for (int m = 0; m < kPer; ++m) {
           const int64_t e = lane + 32 * m;
-          if (e < d) s[w.Slot(lane)][m] += static_cast<double>(ToFloat(qg[i * d + e]));
+          if (e < d) s[w.Slot(lane)][m] += static_cast<double>(qi[w.Slot(lane)][m]);
         }
       });
       const double norm = w.Sum([&](int lane) {
@@ -264,7 +288,7 @@ ATTNTUNE_HD_INLINE void KsChunkScores(const Warp& w, const E* q, int64_t q_head_
         double x = 0.0;
         for (int m = 0; m < kPer; ++m) {
           const int64_t e = lane + 32 * m;
-          if (e < d) x = fma(static_cast<double>(ToFloat(kj[e])), s[w.Slot(lane)][m], x);
+          if (e < d) x = fma(static_cast<double>(ki[w.Slot(lane)][m]), s[w.Slot(lane)][m], x);
         }
         return x;
       });
