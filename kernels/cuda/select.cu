@@ -576,7 +576,13 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
       const int64_t before = ChunkKeyBefore(member_keys, ns, chunk_key, a, j);
       e = EvictedInChunk(chunk_key, a, b, chunk_key[j - a], j, before, j + 1, p.k);
     }
-    if (e >= 0) evict[j] = static_cast<int32_t>(e);
+    // Each key's eviction is written by the chunk that holds its position; the last
+    // chunk writes n for those it holds to the end (so nothing fills evict first).
+    if (e >= 0) {
+      evict[j] = static_cast<int32_t>(e);
+    } else if (c == p.chunks - 1) {
+      evict[j] = static_cast<int32_t>(p.n);
+    }
   }
 }
 
@@ -1368,8 +1374,9 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
     error = SortHeads(ws, tag + ".sort", out->key, out->sorted_key, out->order, heads, n,
                       stream);
   }
-  if (error.empty()) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
-  if (error.empty() && k < n) {  // k >= n: every key is held to the end
+  // k >= n: every key is held to the end; else topk_chunks writes every eviction.
+  if (error.empty() && k >= n) error = Fill(out->evict, heads * n, static_cast<int32_t>(n), stream);
+  if (error.empty() && k < n) {
     const bool shared = TopKStateShared(p.chunk, p.state_cap);
     p.state_global = !shared;
     if (!shared && !scan) {

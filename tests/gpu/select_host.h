@@ -115,7 +115,8 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
   t.n = n;
   t.k = k;
   t.key = std::move(key);
-  t.evict.assign(static_cast<size_t>(heads * n), static_cast<int32_t>(n));
+  // Poisoned where the chunks write every eviction (k < n), as the device's workspace.
+  t.evict.assign(static_cast<size_t>(heads * n), static_cast<int32_t>(k < n ? -7 : n));
   for (int64_t head = 0; head < heads && sorted; ++head) {
     const uint64_t* key_h = t.key.data() + head * n;
     const std::vector<int32_t> order = StableOrder(key_h, n);
@@ -156,7 +157,11 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
           const int64_t before = cp::ChunkKeyBefore(state_key.data(), ns, chunk_key.data(), a, j);
           e = cp::EvictedInChunk(chunk_key.data(), a, b, chunk_key[j - a], j, before, j + 1, k);
         }
-        if (e >= 0) evict[j] = static_cast<int32_t>(e);
+        if (e >= 0) {
+          evict[j] = static_cast<int32_t>(e);
+        } else if (c == chunks - 1) {
+          evict[j] = static_cast<int32_t>(n);
+        }
       }
     }
   }
