@@ -190,9 +190,23 @@ want sparse && python3 - "$out/sparse.jsonl" "$out/sparse-tiles.jsonl" <<'EOF' |
 import json, sys
 def budgets(r):
     return ",".join("%s=%s" % kv for kv in sorted(r["params"].items()) if kv[0] != "Tile")
+# What the selection read q, k, v as: the element type of its typed kernels (the kernels'
+# fp16/bf16 tensors in place, or fp32 copies), from the kernels the checked run launched.
+TYPED = ("ks_chunk_sums", "ks_scores", "dma_scores", "lsh_bins", "lsh_bins_wide",
+         "decode_chosen")
+def reads(r):
+    found = set()
+    for k in r.get("kernels") or []:
+        name = k.get("name", "")
+        for phase in TYPED:  # bench names them attntune::select::<phase>[_f16|_bf16]
+            for suffix, dtype in (("_f16", "fp16"), ("_bf16", "bf16"), ("", "fp32")):
+                if name in ("attntune::select::" + phase + suffix,
+                            "attntune_select_" + phase + suffix):
+                    found.add(dtype)
+    return "+".join(sorted(found)) or "-"
 def table(title, recs):
     print(title)
-    print("variant params | Tile | median_ms (end to end) | select_ms | selection share | pairs | pair_ratio | per pair vs dense")
+    print("variant params | Tile | median_ms (end to end) | select_ms | selection share | pairs | pair_ratio | per pair vs dense | selection reads")
     dense = next((r for r in recs if r["variant"] == "dense"), None)
     for r in recs:
         if r.get("status") != "ok":
@@ -202,9 +216,9 @@ def table(title, recs):
         if dense and dense.get("status") == "ok":
             per_pair = "%.2f" % ((r["median_ms"] / r["pairs"]) / (dense["median_ms"] / dense["pairs"]))
         share = r["select_ms"] / r["median_ms"] if r["median_ms"] > 0 else 0
-        print("%s %s | %s | %.4f | %.4f | %.2f | %d | %.4f | %s" % (r["variant"], budgets(r),
-              r["params"].get("Tile", ""), r["median_ms"], r["select_ms"], share, r["pairs"],
-              r.get("pair_ratio", 0), per_pair))
+        print("%s %s | %s | %.4f | %.4f | %.2f | %d | %.4f | %s | %s" % (r["variant"],
+              budgets(r), r["params"].get("Tile", ""), r["median_ms"], r["select_ms"], share,
+              r["pairs"], r.get("pair_ratio", 0), per_pair, reads(r)))
 load = lambda f: [json.loads(line) for line in open(f) if line.strip()]
 table("default tile:", load(sys.argv[1]))
 best = {}
