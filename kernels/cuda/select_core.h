@@ -354,6 +354,63 @@ struct HostBlock {
   void Sync() const {}
 };
 
+/// ks: the exclusive prefix over the chunks of the chunk sums of 32 dims [e0, e0 + 32) of
+/// one query head (sums[c * d + e], c < chunks), in place, by a block: rounds of
+/// 32 kWarps chunks, warp i the round's chunks [32 i, 32 i + 32), each lane a dim with its
+/// 32 sums loaded at once (every warp's loads in flight together). A warp takes its
+/// chunks' exclusive running sum from 0 and their total (totals[i][lane], shared by the
+/// block); chunk c's prefix is then (carry + the totals of the warps before, in warp
+/// order) + its running sum, and the carry adds the round's totals in warp order (each
+/// warp keeps the same carry). A fixed order, so the same bits on every run; not the
+/// host's one running sum, so the ks scores agree with KsScores to rounding.
+constexpr int kKsPrefixChunks = 32;  // a warp's chunks of a round
+template <class Block>
+ATTNTUNE_HD_INLINE void KsChunkPrefix(const Block& blk, double* sums, int64_t chunks,
+                                      int64_t d, int64_t e0, double (*totals)[32]) {
+  using Warp = typename Block::Warp;
+  double carry[Block::kWarpSlots][Warp::kSlots];
+  blk.Warps([&](int i, const Warp& w) {
+    w.Each([&](int lane) { carry[blk.WarpSlot(i)][w.Slot(lane)] = 0.0; });
+  });
+  for (int64_t c0 = 0; c0 < chunks; c0 += kKsPrefixChunks * Block::kWarps) {
+    double run[Block::kWarpSlots][Warp::kSlots][kKsPrefixChunks];
+    blk.Warps([&](int i, const Warp& w) {
+      w.Each([&](int lane) {
+        const int64_t e = e0 + lane, c1 = c0 + kKsPrefixChunks * i;
+        double* r = run[blk.WarpSlot(i)][w.Slot(lane)];
+        ATTNTUNE_UNROLL
+        for (int u = 0; u < kKsPrefixChunks; ++u) {
+          r[u] = e < d && c1 + u < chunks ? sums[(c1 + u) * d + e] : 0.0;
+        }
+        double total = 0.0;
+        ATTNTUNE_UNROLL
+        for (int u = 0; u < kKsPrefixChunks; ++u) {
+          const double x = r[u];
+          r[u] = total;
+          total += x;
+        }
+        totals[i][lane] = total;
+      });
+    });
+    blk.Sync();  // every warp's totals
+    blk.Warps([&](int i, const Warp& w) {
+      w.Each([&](int lane) {
+        const int64_t e = e0 + lane, c1 = c0 + kKsPrefixChunks * i;
+        double& c = carry[blk.WarpSlot(i)][w.Slot(lane)];
+        double base = c;
+        for (int x = 0; x < i; ++x) base += totals[x][lane];
+        const double* r = run[blk.WarpSlot(i)][w.Slot(lane)];
+        ATTNTUNE_UNROLL
+        for (int u = 0; u < kKsPrefixChunks; ++u) {
+          if (e < d && c1 + u < chunks) sums[(c1 + u) * d + e] = base + r[u];
+        }
+        for (int x = 0; x < Block::kWarps; ++x) c += totals[x][lane];
+      });
+    });
+    blk.Sync();  // the totals are the next round's
+  }
+}
+
 /// The state of chunk [a, ...): the top-min(k, a) keys of the prefix [0, a) in rank
 /// order (best first), read off `order` by the whole block: each round, warp i takes
 /// entries [32 kScanAhead i, 32 kScanAhead (i + 1)) of the round's next

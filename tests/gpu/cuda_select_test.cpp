@@ -262,6 +262,37 @@ TEST_CASE("Device ks and dma scores agree with KsScores and equal DmaScores") {
   }
 }
 
+TEST_CASE("The chunk sums' prefix by a block is the running sum to rounding, rounds apart") {
+  // Rounds of 256 chunks (kKsPrefixChunks x kChunkWarps): 600 chunks take three, and
+  // one call covers 32 dims, leaving the others as they were.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal;
+  for (int64_t chunks : {1, 5, 31, 33, 255, 256, 257, 600}) {
+    for (int64_t d : {16, 37, 70}) {
+      std::vector<double> sums(static_cast<size_t>(chunks * d));
+      for (double& x : sums) x = normal(rng);
+      const std::vector<double> given = sums;
+      double totals[cp::kChunkWarps][32];
+      const int64_t e0 = d > 32 ? 32 : 0;
+      cp::KsChunkPrefix(cp::HostBlock<cp::kChunkWarps>(), sums.data(), chunks, d, e0, totals);
+      INFO("chunks=" << chunks << " d=" << d);
+      for (int64_t e = 0; e < d; ++e) {
+        double run = 0.0, mass = 0.0;
+        for (int64_t c = 0; c < chunks; ++c) {
+          const size_t x = static_cast<size_t>(c * d + e);
+          if (e < e0 || e >= e0 + 32) {
+            REQUIRE(sums[x] == given[x]);
+            continue;
+          }
+          REQUIRE(std::fabs(sums[x] - run) <= 1e-13 * std::max(1.0, mass));
+          run += given[x];
+          mass += std::fabs(given[x]);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
   struct Case {
     const char* shape;

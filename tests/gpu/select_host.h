@@ -239,15 +239,18 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
   std::vector<double> sums(static_cast<size_t>(s.B * s.Hq * chunks * s.d), 0.0);
   for (int64_t bh = 0; bh < s.B * s.Hq; ++bh) {
     for (int64_t e = 0; e < s.d; ++e) {
-      double run = 0.0;
       for (int64_t c = 0; c < chunks; ++c) {
         double sum = 0.0;
         for (int64_t i = c * chunk; i < std::min(s.Lq, c * chunk + chunk); ++i) {
           sum += static_cast<double>(t.q[(bh * s.Lq + i) * s.d + e]);
         }
-        sums[(bh * chunks + c) * s.d + e] = run;
-        run += sum;
+        sums[(bh * chunks + c) * s.d + e] = sum;
       }
+    }
+    double totals[cp::kChunkWarps][32];  // the prefix's block per 32 dims
+    for (int64_t e0 = 0; e0 < s.d; e0 += 32) {
+      cp::KsChunkPrefix(cp::HostBlock<cp::kChunkWarps>(), sums.data() + bh * chunks * s.d,
+                        chunks, s.d, e0, totals);
     }
   }
   std::vector<double> x(static_cast<size_t>(s.B * s.Hkv * s.Lk), 0.0);
