@@ -231,8 +231,9 @@ ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a
 /// past d is zero, so a larger kPer gives the same sums); q rows of head g at
 /// q + g * q_head_stride. A lane's elements of q row i + 1 and k row i + 1 + shift are
 /// loaded before row i's reductions, so that they are in flight while those run (loaded
-/// where they were used, each row waited for its loads); the arithmetic and its order
-/// are the same. (Two rows ahead took the sm_90 kernel from 64 registers to 76.)
+/// at their use, every row would wait for its own); the arithmetic and its order are
+/// those of loading at the use. (Two rows ahead take the sm_90 kernel from 64 registers
+/// to 76.)
 constexpr int kKsMaxPerLane = 8;
 /// The dims a lane holds for head dim d: 4 up to d = 128, else kKsMaxPerLane.
 ATTNTUNE_HD inline int KsPerLane(int64_t d) { return d <= 128 ? 4 : kKsMaxPerLane; }
