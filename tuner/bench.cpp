@@ -49,6 +49,11 @@ std::unique_ptr<CalibrationSet> BenchCalibration(const BenchRequest& r, const Sh
 
 }  // namespace
 
+ProblemContext BenchProblem(const BenchRequest& request, const Shape& shape, Dtype dtype) {
+  if (request.inputs == "gaussian") return ProblemContext(shape, request.seed, dtype);
+  return ProblemContext(StructuredTensors(shape, request.inputs, request.seed, "--inputs"), dtype);
+}
+
 BenchRecord Bench(const BenchRequest& request, Backend& backend) {
   const Variant& variant = FindVariant(request.variant, "--variant");
   const Dtype dtype = ResolveDtype(backend, request.dtype, "--dtype");
@@ -58,11 +63,7 @@ BenchRecord Bench(const BenchRequest& request, Backend& backend) {
   const Implementation& impl = ImplementationNamed(backend, variant, dtype, shape.d, request.impl);
   const Params params =
       ResolveParams(variant, &impl, shape, ParseParams(request.params, "--params"), "--params");
-  ProblemContext problem =
-      request.inputs == "gaussian"
-          ? ProblemContext(shape, request.seed, dtype)
-          : ProblemContext(StructuredTensors(shape, request.inputs, request.seed, "--inputs"),
-                           dtype);
+  ProblemContext problem = BenchProblem(request, shape, dtype);
   BenchRecord rec;
   const std::unique_ptr<CalibrationSet> calibration = BenchCalibration(request, shape);
   std::unique_ptr<CalibrationQuality> quality;

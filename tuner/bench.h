@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "reports/bench_record.h"
+#include "tuner/evaluate.h"
 
 namespace attntune {
 
@@ -29,6 +30,10 @@ struct BenchRequest {
   /// on the inputs it is timed on.
   std::vector<std::string> calib;
 };
+
+/// The problem a bench runs: the request's inputs (seeded Gaussian or a pattern) of
+/// `shape`, as values of `dtype` (what the kernels read; the references are of them).
+ProblemContext BenchProblem(const BenchRequest& request, const Shape& shape, Dtype dtype);
 
 /// Checks (unless unchecked) and times the request's candidate on `backend`, then reads
 /// its hardware counters when asked; UserError naming the flag for bad input.

@@ -946,6 +946,26 @@ TEST_CASE("Bench: the record of one checked, timed candidate, tunables apart fro
   CHECK_THROWS_WITH(Bench(r, TestCpu()), "--metrics: the fake backend was given no counters");
 }
 
+TEST_CASE("Bench's problem is the request's inputs as values of its dtype") {
+  BenchRequest r;
+  r.seed = 3;
+  const Shape shape = SmallShape();
+  for (const std::string inputs : {"gaussian", "band"}) {
+    r.inputs = inputs;
+    ProblemContext wide = BenchProblem(r, shape, Dtype::kF32);
+    for (const Dtype dtype : {Dtype::kF16, Dtype::kBf16}) {
+      INFO(inputs << " " << ToString(dtype));
+      ProblemContext narrow = BenchProblem(r, shape, dtype);
+      Tensors rounded = wide.Inputs();
+      RoundInputs(&rounded, dtype);
+      CHECK(narrow.Inputs().q == rounded.q);
+      CHECK(narrow.Inputs().k == rounded.k);
+      CHECK(narrow.Inputs().v == rounded.v);
+      CHECK(narrow.Inputs().v != wide.Inputs().v);
+    }
+  }
+}
+
 TEST_CASE("--params: a variant parameter searched at the values given, each checked against its declaration") {
   TempDir dir;
   TuneOptions o = TinyTune(dir.path, {64}, 2);
