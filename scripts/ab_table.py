@@ -13,13 +13,24 @@ import json
 import sys
 
 
+# The selection's phases that read q, k or v, one kernel per element type (fp32 copies,
+# or the kernels' fp16/bf16 tensors in place: select.cu's ATTNTUNE_SELECT_KERNELS).
+TYPED_PHASES = ("ks_chunk_sums", "ks_scores", "dma_scores", "lsh_bins", "lsh_bins_wide",
+                "decode_chosen")
+
+
 def kernel_phase(name):
-    """(the kernel's name without an element type's suffix, that type: f32, f16, bf16)."""
-    short = name.split("::")[-1]
-    for suffix in ("_f16", "_bf16"):
-        if short.startswith("attntune_select_") and short.endswith(suffix):
-            return short[: -len(suffix)], suffix[1:]
-    return short, "f32" if short.startswith("attntune_select_") else ""
+    """(the kernel's short name, its element type: f32, f16 or bf16 for a typed selection
+    kernel, else ""). Bench names a selection kernel attntune::select::<phase>[_f16|_bf16],
+    the launch attntune_select_<phase>[_f16|_bf16]; the short name drops the type."""
+    for prefix in ("attntune::select::", "attntune_select_"):
+        if name.startswith(prefix):
+            phase = name[len(prefix):]
+            for suffix in ("_f16", "_bf16"):
+                if phase.endswith(suffix) and phase[: -len(suffix)] in TYPED_PHASES:
+                    return phase[: -len(suffix)], suffix[1:]
+            return phase, "f32" if phase in TYPED_PHASES else ""
+    return name.split("::")[-1], ""
 
 
 def kernels(record):

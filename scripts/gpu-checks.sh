@@ -186,24 +186,17 @@ if [ -s "$out/sparse-ab.jsonl" ]; then
   python3 "$here/scripts/ab_table.py" "$out/sparse-ab.jsonl" "${base_labels[@]}" new |
     tee -a "$out/summary.txt"
 fi
-want sparse && python3 - "$out/sparse.jsonl" "$out/sparse-tiles.jsonl" <<'EOF' | tee -a "$out/summary.txt"
+want sparse && python3 - "$out"/sparse{,-tiles}.jsonl "$here/scripts" <<'EOF' | tee -a "$out/summary.txt"
 import json, sys
 def budgets(r):
     return ",".join("%s=%s" % kv for kv in sorted(r["params"].items()) if kv[0] != "Tile")
-# What the selection read q, k, v as: the element type of its typed kernels (the kernels'
-# fp16/bf16 tensors in place, or fp32 copies), from the kernels the checked run launched.
-TYPED = ("ks_chunk_sums", "ks_scores", "dma_scores", "lsh_bins", "lsh_bins_wide",
-         "decode_chosen")
+# What the selection read q, k, v as: the element types of its typed kernels (the
+# kernels' fp16/bf16 tensors in place, or fp32 copies) among those the checked run launched.
+sys.path.insert(0, sys.argv[3])
+from ab_table import kernel_phase
 def reads(r):
-    found = set()
-    for k in r.get("kernels") or []:
-        name = k.get("name", "")
-        for phase in TYPED:  # bench names them attntune::select::<phase>[_f16|_bf16]
-            for suffix, dtype in (("_f16", "fp16"), ("_bf16", "bf16"), ("", "fp32")):
-                if name in ("attntune::select::" + phase + suffix,
-                            "attntune_select_" + phase + suffix):
-                    found.add(dtype)
-    return "+".join(sorted(found)) or "-"
+    types = {kernel_phase(k.get("name", ""))[1] for k in r.get("kernels") or []} - {""}
+    return "+".join(sorted(types)) or "-"
 def table(title, recs):
     print(title)
     print("variant params | Tile | median_ms (end to end) | select_ms | selection share | pairs | pair_ratio | per pair vs dense | selection reads")
