@@ -63,6 +63,8 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   ATTNTUNE_CHECK(policy.warmup >= 0);
   ATTNTUNE_CHECK(policy.min_reps >= 1);
   ATTNTUNE_CHECK(policy.max_reps >= policy.min_reps);
+  std::vector<double> spans;
+  bool every_span = true;
   auto timed = [&] {
     if (policy.before_each) policy.before_each();
     return timer.TimeMs(fn);
@@ -78,6 +80,9 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   while (static_cast<int>(samples.size()) < policy.max_reps) {
     const double ms = timed();
     samples.push_back(ms);
+    const std::optional<double> span = timer.LastSpanMs();
+    every_span = every_span && span.has_value();
+    if (span) spans.push_back(*span);
     const int n = static_cast<int>(samples.size());
     if (n < policy.min_reps) continue;
     if (n > policy.min_reps) beyond_floor_ms += ms;
@@ -86,6 +91,7 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   }
   Stats stats = Summarize(std::move(samples));
   stats.warmup_runs = policy.warmup;
+  if (every_span) stats.span_median_ms = Summarize(std::move(spans)).median_ms;
   return stats;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "profiler/timer.h"
@@ -32,6 +33,9 @@ struct Stats {
   double mean_ms = 0.0;
   double cv = 0.0;  // stddev / mean
   int warmup_runs = 0;
+  /// The median of the timer's spans of the timed repetitions (Timer::LastSpanMs), where
+  /// it gave one for each.
+  std::optional<double> span_median_ms;
 };
 
 /// Statistics of given samples (non-empty).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace attntune {
@@ -13,6 +14,9 @@ class Timer {
   virtual std::string Name() const = 0;
   /// Runs `fn` once and returns its duration in milliseconds (fn synchronises).
   virtual double TimeMs(const std::function<void()>& fn) = 0;
+  /// Of the last TimeMs, where its time is the device's kernels summed: the span from the
+  /// first kernel's start to the last one's end (the gaps between launches included).
+  virtual std::optional<double> LastSpanMs() const { return std::nullopt; }
 };
 
 /// steady_clock around the call.

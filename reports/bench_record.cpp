@@ -106,6 +106,9 @@ std::string RenderBenchRecordText(const BenchRecord& r) {
   if (r.status == TrialStatus::kOk) {
     Append(&out, "  median %.3f ms (p10 %.3f, p90 %.3f, cv %.3f, %lld samples)\n", r.median_ms,
            r.p10_ms, r.p90_ms, r.cv, static_cast<long long>(r.samples));
+    if (r.metrics.count("span_ms"))
+      Append(&out, "  kernels' span %.3f ms (median, first start to last end: the gaps between "
+             "launches included)\n", Metric(r, "span_ms"));
     Append(&out, "  %.2f GFLOP/s useful, %.0f pairs (%.4f of dense)", Metric(r, "gflops"),
            Metric(r, "pairs"), Metric(r, "pair_ratio"));
     if (r.metrics.count("rel_err")) {

@@ -199,7 +199,7 @@ def reads(r):
     return "+".join(sorted(types)) or "-"
 def table(title, recs):
     print(title)
-    print("variant params | Tile | median_ms (end to end) | select_ms | selection share | pairs | pair_ratio | per pair vs dense | selection reads")
+    print("variant params | Tile | median_ms (end to end) | span_ms | select_ms | selection share | pairs | pair_ratio | per pair vs dense | selection reads")
     dense = next((r for r in recs if r["variant"] == "dense"), None)
     for r in recs:
         if r.get("status") != "ok":
@@ -209,9 +209,11 @@ def table(title, recs):
         if dense and dense.get("status") == "ok":
             per_pair = "%.2f" % ((r["median_ms"] / r["pairs"]) / (dense["median_ms"] / dense["pairs"]))
         share = r["select_ms"] / r["median_ms"] if r["median_ms"] > 0 else 0
-        print("%s %s | %s | %.4f | %.4f | %.2f | %d | %.4f | %s | %s" % (r["variant"],
-              budgets(r), r["params"].get("Tile", ""), r["median_ms"], r["select_ms"], share,
-              r["pairs"], r.get("pair_ratio", 0), per_pair, reads(r)))
+        # The kernels' span (first start to last end, launch gaps included) beside their sum.
+        span = "%.4f" % r["span_ms"] if "span_ms" in r else "-"
+        print("%s %s | %s | %.4f | %s | %.4f | %.2f | %d | %.4f | %s | %s" % (r["variant"],
+              budgets(r), r["params"].get("Tile", ""), r["median_ms"], span, r["select_ms"],
+              share, r["pairs"], r.get("pair_ratio", 0), per_pair, reads(r)))
 load = lambda f: [json.loads(line) for line in open(f) if line.strip()]
 table("default tile:", load(sys.argv[1]))
 best = {}

@@ -188,6 +188,9 @@ void RecordOk(const Stats& stats, const Shape& shape, const ProblemContext::Trut
       dense.pairs > 0 ? static_cast<double>(truth.pairs) / static_cast<double>(dense.pairs) : 0.0;
   m["useful_flops"] = flops;
   m["gflops"] = stats.median_ms > 0 ? flops / (stats.median_ms * 1e6) : 0.0;
+  // The kernels' span beside their summed time (a CUPTI timer's): what the gaps between
+  // launches add for a caller that launches this way.
+  if (stats.span_median_ms) m["span_ms"] = *stats.span_median_ms;
   m["io_bytes"] = element_bytes * static_cast<double>(2 * shape.QElems() + 2 * shape.KvElems());
 }
 

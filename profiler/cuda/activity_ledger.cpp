@@ -13,6 +13,18 @@ double CandidateKernels::TotalMs() const {
   return static_cast<double>(ns) * 1e-6;
 }
 
+double CandidateKernels::SpanMs() const {
+  uint64_t first = 0, last = 0;
+  bool any = false;
+  for (const KernelRecord& k : kernels) {
+    if (k.end_ns <= k.start_ns) continue;  // untimed
+    first = any ? std::min(first, k.start_ns) : k.start_ns;
+    last = any ? std::max(last, k.end_ns) : k.end_ns;
+    any = true;
+  }
+  return any ? static_cast<double>(last - first) * 1e-6 : 0.0;
+}
+
 void ActivityLedger::AddKernel(const KernelRecord& record) {
   std::lock_guard<std::mutex> lock(mutex_);
   kernels_.push_back(record);

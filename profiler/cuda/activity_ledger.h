@@ -24,7 +24,12 @@ struct KernelRecord {
 struct CandidateKernels {
   std::vector<KernelRecord> kernels;
   int untimed = 0;  // records with zero timestamps
+  /// The kernels' durations summed (what the device spent in them).
   double TotalMs() const;
+  /// From the first kernel's start to the last one's end (0 with none timed): the device's
+  /// wall time for them, less any overlap and with every gap between launches (where it
+  /// waited for the host's next launch, or ran work CUPTI does not record as a kernel).
+  double SpanMs() const;
 };
 
 /// Thread-safe store of the records of every completed buffer. Kernel and external

@@ -165,6 +165,7 @@ std::string FlushCuptiActivity() {
 }
 
 double CuptiTimer::TimeMs(const std::function<void()>& fn) {
+  last_span_ms_.reset();
   const uint64_t id = next_id_++;
   std::string error = BeginCandidate(id);
   if (!error.empty()) throw std::runtime_error(error);
@@ -182,6 +183,7 @@ double CuptiTimer::TimeMs(const std::function<void()>& fn) {
     throw std::runtime_error("CUPTI recorded no timed kernel for candidate " + std::to_string(id) +
                              " (" + CuptiLedger().Counts() + ")");
   }
+  last_span_ms_ = kernels.SpanMs();
   return kernels.TotalMs();
 }
 

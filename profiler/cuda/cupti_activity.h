@@ -36,15 +36,17 @@ std::string EndCandidate();
 std::string FlushCuptiActivity();
 
 /// Timer over CUPTI: runs fn under a fresh external id, synchronises, flushes, and
-/// returns the summed kernel time of that id. Throws std::runtime_error when records
-/// were dropped or no kernel of fn was recorded.
+/// returns the summed kernel time of that id (LastSpanMs: their span). Throws
+/// std::runtime_error when records were dropped or no kernel of fn was recorded.
 class CuptiTimer : public Timer {
  public:
   std::string Name() const override { return "cupti-activity"; }
   double TimeMs(const std::function<void()>& fn) override;
+  std::optional<double> LastSpanMs() const override { return last_span_ms_; }
 
  private:
   uint64_t next_id_ = 1;
+  std::optional<double> last_span_ms_;
 };
 
 /// Records the kernels of the work done while it is alive from CUPTI's activity records

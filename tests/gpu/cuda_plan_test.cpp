@@ -437,6 +437,21 @@ TEST_CASE("ActivityLedger::Take returns one id's kernels and keeps the others'")
   CHECK(ledger.Unattributed() == 0);
 }
 
+TEST_CASE("CandidateKernels::SpanMs runs from the first start to the last end") {
+  attntune::CandidateKernels c;
+  CHECK(c.SpanMs() == 0.0);  // nothing timed
+  c.kernels = {{1, 1000, 1400, "a"}, {2, 3000, 3500, "b"}};
+  CHECK(c.TotalMs() == Approx(0.0009));
+  CHECK(c.SpanMs() == Approx(0.0025));  // the 1,600 ns gap between them counts
+  c.kernels.push_back({3, 1200, 5000, "overlapping"});  // concurrent with both
+  CHECK(c.TotalMs() == Approx(0.0047));
+  CHECK(c.SpanMs() == Approx(0.004));  // less than the sum: the overlap counts once
+  c.kernels.push_back({4, 0, 0, "untimed"});  // no timestamps: not the first start
+  CHECK(c.SpanMs() == Approx(0.004));
+  c.kernels.push_back({5, 500, 600, "listed last, started first"});
+  CHECK(c.SpanMs() == Approx(0.0045));
+}
+
 TEST_CASE("ResolveMetrics picks each role's first valid name and reports the rest") {
   const std::vector<attntune::MetricRole> roles = {{"a", {"x.sum", "y.sum"}}, {"b", {"z.sum"}}};
   const auto sel =

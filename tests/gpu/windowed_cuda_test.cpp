@@ -141,9 +141,20 @@ TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[g
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     REQUIRE(cp::RunWindowedOnDevice(problem, tile, tensors, {}, &out) == "");
   });
-  StopCuptiActivity();
   CHECK(kernel_ms > 0.0);
   CHECK(kernel_ms < 20.0);  // kernel time only, not the host sleep
+  REQUIRE(cupti.LastSpanMs().has_value());
+  CHECK(*cupti.LastSpanMs() >= kernel_ms * (1 - 1e-9));  // one stream: none overlap
+  // Two kernels with the host asleep between them: their span holds the sleep.
+  const double two_ms = cupti.TimeMs([&] {
+    REQUIRE(cp::RunWindowedOnDevice(problem, tile, tensors, {}, &out) == "");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(cp::RunWindowedOnDevice(problem, tile, tensors, {}, &out) == "");
+  });
+  StopCuptiActivity();
+  CHECK(two_ms < 20.0);
+  REQUIRE(cupti.LastSpanMs().has_value());
+  CHECK(*cupti.LastSpanMs() >= 20.0 + two_ms / 2);
 }
 
 // Twice per dtype: on inputs as given (the selection reads fp32 copies) and on inputs

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,23 @@ class FakeTimer : public Timer {
  private:
   std::vector<double> script_;
   size_t calls_ = 0;
+};
+
+// A FakeTimer whose every time has a span, as a device timer's kernels do: the scripted
+// spans, repeating the last (none after `spans_until` calls: a timer that lost them).
+class FakeSpanTimer : public FakeTimer {
+ public:
+  FakeSpanTimer(std::vector<double> times, std::vector<double> spans,
+                size_t spans_until = SIZE_MAX)
+      : FakeTimer(std::move(times)), spans_(std::move(spans)), spans_until_(spans_until) {}
+  std::optional<double> LastSpanMs() const override {
+    if (calls() == 0 || calls() > spans_until_) return std::nullopt;
+    return spans_[std::min(calls() - 1, spans_.size() - 1)];
+  }
+
+ private:
+  std::vector<double> spans_;
+  size_t spans_until_;
 };
 
 // Alternates between two very different durations: the median never settles.
@@ -147,6 +166,23 @@ TEST_CASE("Measure: a zero time cap still runs the floor") {
       timer, [] {}, policy);
   CHECK(s.samples_ms.size() == 6);
   CHECK(timer.calls() == 7);
+}
+
+TEST_CASE("Measure: the spans' median is of the timed repetitions, where each has one") {
+  MeasurePolicy policy;
+  policy.warmup = 1;
+  policy.min_reps = 5;
+  FakeTimer plain({2.0});
+  CHECK_FALSE(Measure(plain, [] {}, policy).span_median_ms.has_value());
+  // The warm-up's span (50) is not a sample; the timed ones are 3, 9, 4, 3, 5.
+  FakeSpanTimer timer({2.0}, {50.0, 3.0, 9.0, 4.0, 3.0, 5.0});
+  const Stats s = Measure(timer, [] {}, policy);
+  CHECK(s.samples_ms.size() == 5);
+  REQUIRE(s.span_median_ms.has_value());
+  CHECK(*s.span_median_ms == 4.0);
+  // A repetition without a span: no median of the others passed off as the whole's.
+  FakeSpanTimer partial({2.0}, {3.0}, 4);
+  CHECK_FALSE(Measure(partial, [] {}, policy).span_median_ms.has_value());
 }
 
 TEST_CASE("CpuTimer times the call") {

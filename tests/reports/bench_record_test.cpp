@@ -113,6 +113,17 @@ TEST_CASE("The bench text output of an ok record") {
         "  kernel attntune::attend::topk (parallel_for) 0.059 ms\n");
 }
 
+TEST_CASE("A device-timed record shows its kernels' span under the median") {
+  BenchRecord r = KsRecord();
+  r.metrics["span_ms"] = 0.0734;
+  const std::string text = RenderBenchRecordText(r);
+  CHECK(text.find("  median 0.020 ms (p10 0.020, p90 0.020, cv 0.017, 11 samples)\n"
+                  "  kernels' span 0.073 ms (median, first start to last end: the gaps between "
+                  "launches included)\n"
+                  "  11.57 GFLOP/s") != std::string::npos);
+  CHECK(RenderBenchRecordJson(r).find("  \"span_ms\": 0.0734,\n") != std::string::npos);
+}
+
 TEST_CASE("A failed bench record: no statistics, the message, the counters' error") {
   BenchRecord r = KsRecord();
   r.status = TrialStatus::kWrongResult;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -38,6 +39,13 @@ class CountingTimer : public Timer {
     return 1.0;
   }
   int calls = 0;
+};
+
+// A CountingTimer whose times are kernels summed over a span, as CUPTI's are: 1 ms of
+// kernels spread over calls + 1 ms.
+class SpanningTimer : public CountingTimer {
+ public:
+  std::optional<double> LastSpanMs() const override { return 1.0 + calls; }
 };
 
 Shape SmallShape() {
@@ -226,6 +234,16 @@ TEST_CASE("EvaluateCandidate measures a correct candidate") {
   CHECK(ev.result.metrics.at("rel_err") > 1e-3);
   CHECK(ev.result.metrics.at("pair_ratio") < 1.0);
   CHECK(ev.kernels.size() >= 1);
+  CHECK(ev.result.metrics.count("span_ms") == 0);  // a host timer: no kernels' span
+
+  // A device timer's spans: their median beside the summed time. The warm-up is call 1
+  // (the gate run is not timed), so the 3 timed repetitions' spans are 3, 4 and 5.
+  SpanningTimer spanning;
+  const Evaluated spanned = EvaluateCandidate(problem, swa, impl, params, spanning, options);
+  REQUIRE(spanned.result.status == TrialStatus::kOk);
+  REQUIRE(spanned.result.samples_ms.size() == 3);
+  CHECK(spanned.result.median_ms == 1.0);
+  CHECK(spanned.result.metrics.at("span_ms") == 4.0);
 }
 
 TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a time") {
