@@ -11,9 +11,7 @@ Tensors GaussianTensors(const Shape& shape, uint64_t seed) {
   t.k.resize(static_cast<size_t>(shape.KvElems()));
   t.v.resize(static_cast<size_t>(shape.KvElems()));
   Normal normal(seed);
-  for (TensorData<float>* x : {&t.q, &t.k, &t.v}) {
-    for (float& e : *x) e = static_cast<float>(normal.Next());
-  }
+  for (TensorData<float>* x : {&t.q, &t.k, &t.v}) normal.Fill(x->data(), x->size());
   return t;
 }
 

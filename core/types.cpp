@@ -35,11 +35,20 @@ float RoundToDtype(float x, Dtype dtype) {
     std::memcpy(&r, &u, sizeof r);
     return r;
   }
-  // fp16: 11 significant bits down to 2^-14, then a fixed step of 2^-24 (subnormals). The
-  // scalings by powers of two are exact and nearbyint rounds ties to even (the default mode).
+  // fp16: 11 significant bits down to 2^-14 (the 13 low bits of fp32's 24 rounded off, ties
+  // to even; a carry into the exponent is right), then a fixed step of 2^-24 (subnormals:
+  // the scalings by powers of two are exact and nearbyint rounds ties to even, the default
+  // mode). Past 65504, infinity.
   const float ax = std::fabs(x);
-  const int step_log2 = ax < 0x1p-14f ? -24 : std::ilogb(ax) - 10;
-  const float r = std::ldexp(std::nearbyint(std::ldexp(x, -step_log2)), step_log2);
+  float r;
+  if (ax >= 0x1p-14f) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+    std::memcpy(&r, &u, sizeof r);
+  } else {
+    r = std::ldexp(std::nearbyint(std::ldexp(x, 24)), -24);
+  }
   if (std::fabs(r) > 65504.f) return std::copysign(INFINITY, x);
   return r;
 }

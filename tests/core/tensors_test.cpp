@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "core/random.h"
 #include "core/tensors.h"
 
 namespace attntune {
@@ -85,6 +86,13 @@ TEST_CASE("RoundToDtype gives the nearest fp16 value, as the compiler's conversi
   for (int e = -26; e < 17; ++e) {  // exact ties of fp16's step at every binade
     for (uint32_t m = 0; m < 64; ++m) xs.push_back(std::ldexp(1.f + (2 * m + 1) * 0x1p-11f, e));
   }
+  // Every fp32 value near where the rounding changes kind: the smallest normal fp16 (below
+  // it, the subnormals' fixed step) and the largest finite one (above it, infinity).
+  for (const float edge : {0x1p-14f, 65504.f, 65520.f}) {
+    for (int32_t d = -20000; d <= 20000; ++d) {
+      for (const float sign : {1.f, -1.f}) xs.push_back(sign * FromBits(Bits(edge) + d));
+    }
+  }
   for (const float x : xs) {
     INFO("x = " << x << " (bits " << Bits(x) << ")");
     REQUIRE(Bits(RoundToDtype(x, Dtype::kF16)) == Bits(CompilerF16(x)));
@@ -117,6 +125,29 @@ TEST_CASE("RoundToDtype gives the nearest bf16 value, ties to even") {
   CHECK(RoundToDtype(1.f + 0x1p-8f, Dtype::kBf16) == 1.f);          // a tie: down to even
   CHECK(RoundToDtype(1.f + 0x3p-8f, Dtype::kBf16) == 1.f + 0x1p-6f);  // a tie: up to even
   CHECK(std::isinf(RoundToDtype(std::numeric_limits<float>::max(), Dtype::kBf16)));
+}
+
+TEST_CASE("Normal::Fill gives what Next gives, one call at a time") {
+  // Sizes about the block of pairs (2^18) and the threads' share (2^15 pairs), odd and
+  // even, from a fresh stream and from one with a spare left by an odd count.
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{65535},
+                         size_t{65536}, size_t{65537}, size_t{1} << 19, (size_t{1} << 19) + 1,
+                         (size_t{1} << 20) + 3}) {
+    for (const size_t before : {size_t{0}, size_t{1}, size_t{2}}) {
+      INFO("n " << n << " after " << before);
+      Normal filled(11), called(11);
+      std::vector<float> lead(before + 1);
+      filled.Fill(lead.data(), before);
+      for (size_t x = 0; x < before; ++x) REQUIRE(lead[x] == static_cast<float>(called.Next()));
+      std::vector<float> out(n + 1, -1.f);
+      filled.Fill(out.data(), n);
+      CHECK(out[n] == -1.f);  // nothing written past n
+      size_t differ = 0;
+      for (size_t x = 0; x < n; ++x) differ += out[x] != static_cast<float>(called.Next());
+      CHECK(differ == 0);
+      CHECK(filled.Next() == called.Next());  // the stream goes on alike, spare included
+    }
+  }
 }
 
 TEST_CASE("RoundInputs rounds q, k and v (a view to an owned copy) and nothing else") {
