@@ -1,6 +1,7 @@
 #include "core/random.h"
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -35,11 +36,18 @@ void Normal::Fill(float* out, size_t n) {
       }
     };
     const size_t threads = std::min<size_t>(cores, (pairs + kPairsPerThread - 1) / kPairsPerThread);
+    auto part = [&](size_t t) { return pairs * t / threads; };  // part t: [part(t), part(t + 1))
     std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) {
-      pool.emplace_back(transform, pairs * t / threads, pairs * (t + 1) / threads);
+    size_t started = 1;
+    for (; started < threads; ++started) {
+      try {
+        pool.emplace_back(transform, part(started), part(started + 1));
+      } catch (const std::system_error&) {  // no thread to be had: this one does the rest
+        break;
+      }
     }
-    transform(0, pairs / threads);
+    transform(0, part(1));
+    for (size_t t = started; t < threads; ++t) transform(part(t), part(t + 1));
     for (std::thread& t : pool) t.join();
     at += 2 * pairs;
   }
