@@ -128,11 +128,11 @@ TEST_CASE("RoundToDtype gives the nearest bf16 value, ties to even") {
 }
 
 TEST_CASE("Normal::Fill gives what Next gives, one call at a time") {
-  // Sizes about the block of pairs (2^18) and the threads' share (2^15 pairs), odd and
+  // Sizes about the block of pairs (2^20) and the threads' share (2^15 pairs), odd and
   // even, from a fresh stream and from one with a spare left by an odd count.
   for (const size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{65535},
-                         size_t{65536}, size_t{65537}, size_t{1} << 19, (size_t{1} << 19) + 1,
-                         (size_t{1} << 20) + 3}) {
+                         size_t{65536}, size_t{65537}, size_t{1} << 21, (size_t{1} << 21) + 1,
+                         (size_t{1} << 22) + 3}) {
     for (const size_t before : {size_t{0}, size_t{1}, size_t{2}}) {
       INFO("n " << n << " after " << before);
       Normal filled(11), called(11);
