@@ -46,22 +46,27 @@ bool HostFusesLshProducts() {
 bool HostFusesDmaProducts() {
   static const bool fused = [] {
     Tensors t;
-    t.shape.d = 4;  // one value row v and Delta; A = 1
+    t.shape.d = 4;  // one value row v; Delta and A drawn by DmaDeltaA as DmaScores draws them
     t.q.assign(4, 0.0f);
     t.k.assign(4, 0.0f);
-    t.delta.assign(4, 0.0f);
-    t.a.assign(1, 1.0f);
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-    for (int attempt = 0; attempt < 100000; ++attempt) {  // a few hundred suffice
+    // Delta must be drawn in fp64: with fp32 values (a caller's delta) every product of
+    // two floats is exact in fp64, and fused and unfused dots never differ.
+    for (uint64_t seed = 0; seed < 100000; ++seed) {  // a few suffice
       t.v.resize(4);
       for (float& x : t.v) x = uniform(rng);
-      for (float& x : t.delta) x = uniform(rng);
-      const std::vector<double> delta(t.delta.begin(), t.delta.end());
-      const double with = DmaScore(t.v.data(), delta.data(), 1.0, 4, true);
-      const double without = DmaScore(t.v.data(), delta.data(), 1.0, 4, false);
-      if (with != without) return DmaScores(t, 0)[0] == with;
+      std::vector<double> delta, a;
+      DmaDeltaA(t, seed, &delta, &a);
+      const double with = DmaScore(t.v.data(), delta.data(), a[0], 4, true);
+      const double without = DmaScore(t.v.data(), delta.data(), a[0], 4, false);
+      if (with == without) continue;
+      const double host = DmaScores(t, seed)[0];
+      ATTNTUNE_CHECK_MSG(host == with || host == without,
+                         "DmaScores is neither the fused nor the unfused dot");
+      return host == with;
     }
+    ATTNTUNE_CHECK_MSG(false, "no value row tells fused from unfused dot products");
     return false;
   }();
   return fused;
