@@ -554,22 +554,10 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
   }
   __syncthreads();  // chunk_key and state_key
   for (int64_t x = threadIdx.x; x < ns + (b - a); x += blockDim.x) {
-    int64_t j, e;
-    if (x < ns) {
-      j = members[x];
-      e = EvictedInChunk(chunk_key, a, b, member_keys[x], j, x, a, p.k);
-    } else {
-      j = a + (x - ns);
-      const int64_t before = ChunkKeyBefore(member_keys, ns, chunk_key, a, j);
-      e = EvictedInChunk(chunk_key, a, b, chunk_key[j - a], j, before, j + 1, p.k);
-    }
-    // Each key's eviction is written by the chunk that holds its position; the last
-    // chunk writes n for those it holds to the end (so nothing fills evict first).
-    if (e >= 0) {
-      evict[j] = static_cast<int32_t>(e);
-    } else if (c == p.chunks - 1) {
-      evict[j] = static_cast<int32_t>(p.n);
-    }
+    int64_t j;
+    const int64_t e = ChunkPassWrite(chunk_key, a, b, members, member_keys, ns, x, p.k, p.n,
+                                     c == p.chunks - 1, &j);
+    if (e >= 0) evict[j] = static_cast<int32_t>(e);
   }
 }
 

@@ -568,6 +568,27 @@ ATTNTUNE_HD inline int64_t ChunkKeyBefore(const uint64_t* state_key, int64_t n_s
   return before;
 }
 
+/// Entry x of chunk c's pass in attntune_select_topk_chunks (the state's ns members, then
+/// the chunk's keys [a, b) in order): its position in *j, and what the pass writes to
+/// evict[*j] (-1: nothing). Each key's eviction is written by the chunk that holds its
+/// position; the last chunk (`last`) writes n for the keys it holds to the end, so that
+/// nothing fills evict first.
+ATTNTUNE_HD inline int64_t ChunkPassWrite(const uint64_t* chunk_key, int64_t a, int64_t b,
+                                          const int32_t* members, const uint64_t* member_keys,
+                                          int64_t ns, int64_t x, int64_t k, int64_t n,
+                                          bool last, int64_t* j) {
+  int64_t e;
+  if (x < ns) {
+    *j = members[x];
+    e = EvictedInChunk(chunk_key, a, b, member_keys[x], *j, x, a, k);
+  } else {
+    *j = a + (x - ns);
+    const int64_t before = ChunkKeyBefore(member_keys, ns, chunk_key, a, *j);
+    e = EvictedInChunk(chunk_key, a, b, chunk_key[*j - a], *j, before, *j + 1, k);
+  }
+  return e >= 0 ? e : last ? n : -1;
+}
+
 // ---- gathered key lists (BuildKeyLists in parallel) ----
 
 /// Whether key j (eviction position e) is in the union of the sets of the rows at

@@ -148,20 +148,10 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
         }
       }
       for (int64_t x = 0; x < ns + (b - a); ++x) {
-        int64_t j, e;
-        if (x < ns) {
-          j = state[x];
-          e = cp::EvictedInChunk(chunk_key.data(), a, b, state_key[x], j, x, a, k);
-        } else {
-          j = a + (x - ns);
-          const int64_t before = cp::ChunkKeyBefore(state_key.data(), ns, chunk_key.data(), a, j);
-          e = cp::EvictedInChunk(chunk_key.data(), a, b, chunk_key[j - a], j, before, j + 1, k);
-        }
-        if (e >= 0) {
-          evict[j] = static_cast<int32_t>(e);
-        } else if (c == chunks - 1) {
-          evict[j] = static_cast<int32_t>(n);
-        }
+        int64_t j;
+        const int64_t e = cp::ChunkPassWrite(chunk_key.data(), a, b, state.data(),
+                                             state_key.data(), ns, x, k, n, c == chunks - 1, &j);
+        if (e >= 0) evict[j] = static_cast<int32_t>(e);
       }
     }
   }
