@@ -337,10 +337,15 @@ if want memcheck && command -v compute-sanitizer >/dev/null && fits 120 "memchec
   # The library on caller buffers: every family, the selection in a stream-ordered workspace.
   fits 40 "memcheck (library)" && sanitize "memcheck (library)" memcheck 90 memcheck-library.log \
     gpu_library_test "the library runs on caller device buffers*"
-  # Shared-memory hazards of the prefix top-k (its block-wide scan of the sorted order) and
-  # of the LSH bins (the staged projections).
-  fits 40 "racecheck (prefix top-k, LSH bins)" && sanitize "racecheck (prefix top-k, LSH bins)" \
-    racecheck 60 racecheck.log gpu_windowed_test "Device prefix top-k*,Device LSH bins*"
+  # Shared-memory hazards and barrier misuse of the selection's block-level kernels: the
+  # prefix top-k (the chunks' top lists, the block-wide scan of the sorted order), the key
+  # lists (a block's segment counts), the ks scores (the chunk sums' prefix by a block),
+  # the LSH bins (the staged projections).
+  race_tests="Device prefix top-k*,Device ks and dma scores*,Device LSH bins*"
+  fits 40 "racecheck (selection)" && sanitize "racecheck (selection)" \
+    racecheck 60 racecheck.log gpu_windowed_test "$race_tests"
+  fits 30 "synccheck (selection)" && sanitize "synccheck (selection)" \
+    synccheck 45 synccheck.log gpu_windowed_test "$race_tests"
 fi
 
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse
