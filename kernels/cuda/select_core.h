@@ -341,16 +341,19 @@ constexpr int kChunkWarps = 8;
 /// each warp i runs f(i, warp); Sync(), a barrier. select.cu's DeviceBlock runs the
 /// calling thread's warp and maps Sync onto __syncthreads; HostBlock runs its warps one
 /// after the other to the end of f, so every write of one Warps call is done before the
-/// next call starts and Sync has nothing to wait for.
+/// next call starts and Sync has nothing to wait for. `reverse` runs them last warp
+/// first: a step whose warps read what other warps write in the same Warps call (a race
+/// on the device) gives another result then, which the CPU tests compare.
 template <int N>
 struct HostBlock {
   static constexpr int kWarps = N;
   static constexpr int kWarpSlots = N;
   using Warp = HostWarp;
+  bool reverse = false;
   int WarpSlot(int i) const { return i; }
   template <class F>
   void Warps(const F& f) const {
-    for (int i = 0; i < kWarps; ++i) f(i, HostWarp());
+    for (int x = 0; x < kWarps; ++x) f(reverse ? kWarps - 1 - x : x, HostWarp());
   }
   void Sync() const {}
 };

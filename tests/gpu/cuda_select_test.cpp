@@ -100,6 +100,8 @@ TEST_CASE("Device prefix top-k evictions equal PrefixTopKEvictions") {
           const sh::TopK t = sh::RunTopK(sh::Keys(x), 2, n, k, sorted);
           INFO("n=" << n << " k=" << k << " " << pattern << " sorted=" << sorted);
           REQUIRE(t.evict == want);
+          // The block's warps last first: no warp reads another's writes of the same step.
+          if (sorted) REQUIRE(sh::RunTopK(sh::Keys(x), 2, n, k, true, true).evict == want);
           for (size_t tile = 0; tile < t.tile_max.size(); ++tile) {
             const int64_t head = tile / ((n + 31) / 32), t0 = tile % ((n + 31) / 32) * 32;
             const auto first = t.evict.begin() + head * n + t0;
@@ -193,6 +195,14 @@ TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
       const cp::KeyLists compact = lists.Compact();
       REQUIRE(compact.offsets == host.offsets);
       REQUIRE(compact.keys == host.keys);
+      {  // the block's warps last first: the same lists at the same places
+        const sh::Lists reversed = sh::RunKeyLists(t, c.lq, c.br, order, true);
+        REQUIRE(reversed.begin == lists.begin);
+        REQUIRE(reversed.end == lists.end);
+        REQUIRE(reversed.keys == lists.keys);
+        REQUIRE(reversed.key_evict == lists.key_evict);
+        REQUIRE(reversed.key_bias == lists.key_bias);
+      }
       for (size_t x = 0; x < lists.begin.size(); ++x) {
         const int64_t head = static_cast<int64_t>(x) / lists.query_blocks;
         int64_t p0, p1;
@@ -276,6 +286,11 @@ TEST_CASE("The chunk sums' prefix by a block is the running sum to rounding, rou
       const int64_t e0 = d > 32 ? 32 : 0;
       cp::KsChunkPrefix(cp::HostBlock<cp::kChunkWarps>(), sums.data(), chunks, d, e0, totals);
       INFO("chunks=" << chunks << " d=" << d);
+      std::vector<double> reversed = given;  // the block's warps last first: the same bits
+      for (auto& row : totals) std::fill(std::begin(row), std::end(row), std::nan(""));
+      cp::KsChunkPrefix(cp::HostBlock<cp::kChunkWarps>{true}, reversed.data(), chunks, d, e0,
+                        totals);
+      REQUIRE(reversed == sums);
       for (int64_t e = 0; e < d; ++e) {
         double run = 0.0, mass = 0.0;
         for (int64_t c = 0; c < chunks; ++c) {

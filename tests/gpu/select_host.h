@@ -107,9 +107,9 @@ inline ScanLists RunTopKScan(const std::vector<uint64_t>& key, int64_t heads, in
 }
 
 /// EnqueueTopK: sort (with `sorted`) or the scan of the chunks' top lists, chunks, tile
-/// maxima.
+/// maxima. `reverse_warps`: the block-level steps' warps run last first (HostBlock).
 inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t k,
-                    bool sorted = true) {
+                    bool sorted = true, bool reverse_warps = false) {
   TopK t;
   t.heads = heads;
   t.n = n;
@@ -136,8 +136,9 @@ inline TopK RunTopK(std::vector<uint64_t> key, int64_t heads, int64_t n, int64_t
       int64_t ns;
       if (sorted) {
         int32_t counts[cp::kChunkWarps];
-        ns = cp::ChunkState(cp::HostBlock<cp::kChunkWarps>(), t.order.data() + head * n, n, a,
-                            k, state.data(), counts);
+        std::fill(counts, counts + cp::kChunkWarps, -7);  // poisoned, as shared memory
+        const cp::HostBlock<cp::kChunkWarps> block{reverse_warps};
+        ns = cp::ChunkState(block, t.order.data() + head * n, n, a, k, state.data(), counts);
         for (int64_t x = 0; x < ns; ++x) state_key[x] = key_h[state[x]];
       } else {  // the scan's entry c - 1
         const int64_t before = head * chunks + c - 1;
@@ -184,9 +185,10 @@ struct Lists {
 };
 
 /// EnqueueKeyLists: a block of kListSegments warps per list (ListBuild), the list at its
-/// ListBegin.
+/// ListBegin. `reverse_warps`: the block's warps run last first (HostBlock).
 inline Lists RunKeyLists(const TopK& t, int64_t lq, int br,
-                         cp::KeyOrder order = cp::KeyOrder::kAscending) {
+                         cp::KeyOrder order = cp::KeyOrder::kAscending,
+                         bool reverse_warps = false) {
   Lists out;
   out.query_blocks = (lq + br - 1) / br;
   const bool held_first = order == cp::KeyOrder::kHeldFirst;
@@ -204,8 +206,10 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br,
       const int64_t first = cp::ListBegin(head, qb, br, lq, t.n, t.k);
       const int64_t room = cp::ListBound(p0, p1, t.k);
       int32_t counts[2 * cp::kListSegments];
+      std::fill(counts, counts + 2 * cp::kListSegments, -7);  // poisoned, as shared memory
+      const cp::HostBlock<cp::kListSegments> block{reverse_warps};
       const int64_t n = cp::ListBuild(
-          cp::HostBlock<cp::kListSegments>(), evict, t.tile_max.data() + head * tiles, bias, t.n,
+          block, evict, t.tile_max.data() + head * tiles, bias, t.n,
           p0, p1, held_first, counts, [&](int64_t x, int64_t j, int32_t e, float b) {
             REQUIRE(x < room);
             const size_t at = static_cast<size_t>(first + x);
