@@ -571,7 +571,7 @@ ATTNTUNE_HD inline int64_t ChunkKeyBefore(const uint64_t* state_key, int64_t n_s
   return before;
 }
 
-/// Entry x of chunk c's pass in attntune_select_topk_chunks (the state's ns members, then
+/// Entry x of a chunk's pass in attntune_select_topk_chunks (the state's ns members, then
 /// the chunk's keys [a, b) in order): its position in *j, and what the pass writes to
 /// evict[*j] (-1: nothing). Each key's eviction is written by the chunk that holds its
 /// position; the last chunk (`last`) writes n for the keys it holds to the end, so that
