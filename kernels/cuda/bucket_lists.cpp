@@ -53,7 +53,7 @@ bool HostFusesDmaProducts() {
     std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
     // Delta must be drawn in fp64: with fp32 values (a caller's delta) every product of
     // two floats is exact in fp64, and fused and unfused dots never differ.
-    for (uint64_t seed = 0; seed < 100000; ++seed) {  // a few suffice
+    for (uint64_t seed = 0; seed < 100000; ++seed) {
       t.v.resize(4);
       for (float& x : t.v) x = uniform(rng);
       std::vector<double> delta, a;
