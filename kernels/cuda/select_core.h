@@ -105,6 +105,8 @@ struct HostWarp {
   void Each(const F& f) const {
     for (int lane = 0; lane < 32; ++lane) f(lane);
   }
+  /// The warp's barrier (the device's __syncwarp): the lanes run each step whole here.
+  void Sync() const {}
 };
 
 /// Appends the lanes of `mask` in lane order: lane l of the mask goes to slot
@@ -206,21 +208,80 @@ ATTNTUNE_HD int64_t UpperBound(const T* a, int64_t lo, int64_t hi, T v) {
 
 // ---- scores ----
 
-/// The row of element x of a block of rows of d values, carried as x advances by
-/// `stride` (x / d, without a division a step): col += stride, then whole rows out.
-ATTNTUNE_HD inline void AdvanceRow(int stride, int d, int* row, int* col) {
-  for (*col += stride; *col >= d; *col -= d) ++*row;
+/// a * softplus(z), softplus written to stay finite for large |z| (the device's exp and
+/// log1p may differ from the host's in the last bit).
+ATTNTUNE_HD inline double DmaSoftplus(double z, double a) {
+  const double softplus = z > 0.0 ? z + log1p(exp(-z)) : log1p(exp(z));
+  return a * softplus;
 }
 
 /// dma's score b_j = a * softplus(v_j · delta) (DmaScores): the dot in index order,
-/// fused or not as the host's build computes it, softplus written to stay finite for
-/// large |z| (the device's exp and log1p may differ from the host's in the last bit).
+/// fused or not as the host's build computes it.
 ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a, int64_t d,
                                    bool fused) {
   double z = 0.0;
   for (int64_t c = 0; c < d; ++c) z = MulAddD(static_cast<double>(v[c]), delta[c], z, fused);
-  const double softplus = z > 0.0 ? z + log1p(exp(-z)) : log1p(exp(z));
-  return a * softplus;
+  return DmaSoftplus(z, a);
+}
+
+/// Dims of the value rows that DmaWarpScores stages at a time: a 32-byte sector of fp16
+/// or bf16 per row.
+constexpr int kDmaDims = 16;
+/// Floats of one warp's staging area in DmaWarpScores: 32 rows of kDmaDims, each padded
+/// by one so that lane l reading row l hits its own bank.
+constexpr int kDmaStageFloats = 32 * (kDmaDims + 1);
+
+/// dma's scores of `count` (1 to 32) consecutive keys by one warp, a key a lane:
+/// emit(lane, b) with lane l's b = DmaScore of row l (the dot in index order, kFused the
+/// host's fusing, DmaSoftplus). v: the keys' value rows, d elements each, read as fp32
+/// (ToFloat); delta: the head's Δ. The warp stages its rows kDmaDims dims at a time in
+/// `stage` (kDmaStageFloats, its own): in load step u lane l reads dim l % 16 of row
+/// 2u + l / 16, so each step reads two rows' segments whole; the next segment is loaded
+/// into registers before the products of the current one, so every lane of every warp
+/// runs a key's chain of products while the loads are in flight.
+template <bool kFused, class Warp, class E, class Emit>
+ATTNTUNE_HD_INLINE void DmaWarpScores(const Warp& w, const E* v, int count, int d,
+                                      const double* delta, double a, float* stage,
+                                      const Emit& emit) {
+  constexpr int kLd = kDmaDims + 1;
+  float next[Warp::kSlots][kDmaDims];  // each lane's elements of the next segment
+  double z[Warp::kSlots];              // each lane's dot so far
+  auto load = [&](int c0) {
+    w.Each([&](int lane) {
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kDmaDims; ++u) {
+        const int row = 2 * u + lane / 16, c = c0 + lane % 16;
+        next[w.Slot(lane)][u] =
+            row < count && c < d ? ToFloat(v[static_cast<int64_t>(row) * d + c]) : 0.f;
+      }
+    });
+  };
+  w.Each([&](int lane) { z[w.Slot(lane)] = 0.0; });
+  load(0);
+  for (int c0 = 0; c0 < d; c0 += kDmaDims) {
+    w.Each([&](int lane) {
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < kDmaDims; ++u) {
+        stage[(2 * u + lane / 16) * kLd + lane % 16] = next[w.Slot(lane)][u];
+      }
+    });
+    w.Sync();  // the segment staged
+    if (c0 + kDmaDims < d) load(c0 + kDmaDims);
+    const int n = d - c0 < kDmaDims ? d - c0 : kDmaDims;
+    w.Each([&](int lane) {
+      const float* row = stage + lane * kLd;
+      double x = z[w.Slot(lane)];
+      ATTNTUNE_UNROLL
+      for (int c = 0; c < kDmaDims; ++c) {
+        if (c < n) x = MulAddD(static_cast<double>(row[c]), delta[c0 + c], x, kFused);
+      }
+      z[w.Slot(lane)] = x;
+    });
+    w.Sync();  // read before the next segment overwrites it
+  }
+  w.Each([&](int lane) {
+    if (lane < count) emit(lane, DmaSoftplus(z[w.Slot(lane)], a));
+  });
 }
 
 /// ks's default scores (KsScores) of one chunk [i0, i1) of query rows of one KV head, by

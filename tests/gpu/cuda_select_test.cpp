@@ -244,9 +244,26 @@ TEST_CASE("ListBegin is the sum of ListBound over the lists before it") {
   }
 }
 
+// dma's scores of one warp's keys (DmaWarpScores, kFused the host's fusing) from rows v
+// (count rows of d), its staging area and the lanes past count poisoned first.
+template <class E>
+std::vector<double> WarpDmaScores(const E* v, int count, int d, const double* delta,
+                                  double a) {
+  std::vector<float> stage(cp::kDmaStageFloats, std::numeric_limits<float>::quiet_NaN());
+  std::vector<double> out(32, std::numeric_limits<double>::quiet_NaN());
+  auto emit = [&](int lane, double b) { out[static_cast<size_t>(lane)] = b; };
+  if (cp::HostFusesDmaProducts()) {
+    cp::DmaWarpScores<true>(cp::HostWarp(), v, count, d, delta, a, stage.data(), emit);
+  } else {
+    cp::DmaWarpScores<false>(cp::HostWarp(), v, count, d, delta, a, stage.data(), emit);
+  }
+  return out;
+}
+
 TEST_CASE("Device ks and dma scores agree with KsScores and equal DmaScores") {
   for (const char* text : {"B=2,Hq=4,Hkv=2,L=37,d=16", "B=1,Hq=2,Hkv=1,L=1,d=64",
-                           "B=1,Hq=8,Hkv=2,Lq=130,Lk=300,d=64", "B=1,Hq=3,Hkv=3,L=200,d=128"}) {
+                           "B=1,Hq=8,Hkv=2,Lq=130,Lk=300,d=64", "B=1,Hq=3,Hkv=3,L=200,d=128",
+                           "B=1,Hq=2,Hkv=2,L=70,d=33"}) {
     const Shape shape = attntune::ParseShape(text, "test");
     const Tensors t = attntune::GaussianTensors(shape, 7);
     INFO(text);
@@ -267,6 +284,21 @@ TEST_CASE("Device ks and dma scores agree with KsScores and equal DmaScores") {
       for (int64_t j = 0; j < shape.Lk; ++j) {
         REQUIRE(cp::DmaScore(t.V(bh / shape.Hkv, hk, j), delta.data() + hk * shape.d, a[hk],
                              shape.d, cp::HostFusesDmaProducts()) == b[bh * shape.Lk + j]);
+      }
+      // A warp per 32 keys (attntune_select_dma_scores), the last one short.
+      for (int64_t j0 = 0; j0 < shape.Lk; j0 += 32) {
+        const int count = static_cast<int>(std::min<int64_t>(32, shape.Lk - j0));
+        const std::vector<double> got =
+            WarpDmaScores(t.V(bh / shape.Hkv, hk, j0), count, static_cast<int>(shape.d),
+                          delta.data() + hk * shape.d, a[hk]);
+        for (int lane = 0; lane < 32; ++lane) {
+          INFO("head " << bh << " key " << j0 + lane);
+          if (lane < count) {
+            REQUIRE(got[lane] == b[bh * shape.Lk + j0 + lane]);
+          } else {
+            REQUIRE(std::isnan(got[lane]));  // nothing emitted past the warp's keys
+          }
+        }
       }
     }
   }
@@ -380,20 +412,6 @@ TEST_CASE("Device LSH bins equal ComputeLshBins bit for bit") {
   CHECK(other != want.key_bin);
 }
 
-TEST_CASE("The staged rows' carried row is x / d at every step") {
-  for (int d = 1; d <= 300; ++d) {
-    for (int thread : {0, 1, 36, 127}) {
-      int row = thread / d, col = thread % d;
-      for (int x = thread; x < 32 * d + 1024; x += 128) {
-        INFO("d=" << d << " x=" << x);
-        REQUIRE(row == x / d);
-        REQUIRE(col == x % d);
-        cp::AdvanceRow(128, d, &row, &col);
-      }
-    }
-  }
-}
-
 TEST_CASE("ToFloat widens every fp16 and bf16 value exactly") {
   for (uint32_t b = 0; b < 65536; ++b) {
     const uint16_t bits = static_cast<uint16_t>(b);
@@ -416,7 +434,7 @@ TEST_CASE("ToFloat widens every fp16 and bf16 value exactly") {
   }
 }
 
-// A caller's 2-byte tensors read in place: the ks scores, the LSH terms and dma_decode's
+// A caller's 2-byte tensors read in place: the ks and dma scores, the LSH terms and dma_decode's
 // q·k of fp16/bf16 bits equal those of their fp32 values, bit for bit.
 template <class E>
 void CheckReadInPlace(uint16_t (*round)(float)) {
@@ -459,6 +477,16 @@ void CheckReadInPlace(uint16_t (*round)(float)) {
     }
     CHECK(cp::LshTail(0.25, q16.data(), nullptr, r.data(), d) ==
           cp::LshTail(0.25, q32.data(), nullptr, r.data(), d));
+    std::vector<double> delta(static_cast<size_t>(d));
+    for (double& e : delta) e = normal(rng);
+    for (int64_t j0 = 0; j0 < rows + shift; j0 += 32) {
+      const int count = static_cast<int>(std::min<int64_t>(32, rows + shift - j0));
+      const std::vector<double> w16 = WarpDmaScores(k16.data() + j0 * d, count,
+                                                     static_cast<int>(d), delta.data(), 0.7);
+      const std::vector<double> w32 = WarpDmaScores(k32.data() + j0 * d, count,
+                                                     static_cast<int>(d), delta.data(), 0.7);
+      for (int lane = 0; lane < count; ++lane) CHECK(w16[lane] == w32[lane]);
+    }
     for (int64_t i = 0; i < rows; i += 7) {
       for (int64_t j = 0; j < rows + shift; j += 5) {
         CHECK(cp::DecodeDot(q16.data() + i * d, k16.data() + j * d, d) ==

@@ -134,8 +134,8 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
 }
 
 TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
-  // d = 37: dma's staging carries its row over several rows a step; d = 200: ks's eight
-  // dims a lane.
+  // d = 37: dma's last staged segment of 5 dims; Lk = 37, 77, 577: warps of a block past
+  // the keys and a short last warp; d = 200: ks's eight dims a lane.
   for (const char* text : {"B=2,Hq=4,Hkv=2,L=37,d=64", "B=1,Hq=8,Hkv=2,Lq=300,Lk=577,d=128",
                            "B=1,Hq=16,Hkv=8,L=2048,d=128", "B=1,Hq=4,Hkv=2,Lq=50,Lk=77,d=37",
                            "B=1,Hq=2,Hkv=1,L=100,d=200"}) {
