@@ -207,6 +207,7 @@ struct ScanParams {
   int32_t* out_pos;
   int32_t* out_n;
   int64_t n, chunk, chunks, heads, cap, offset;
+  bool staged;  // top_merge: the two lists in shared memory (2 x cap entries within 48 KB)
 };
 
 struct ListParams {
@@ -572,16 +573,18 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_chunk_top(Scan
   if (threadIdx.x == 0) p.out_n[list] = static_cast<int32_t>(min(p.cap, b - a));
 }
 
-// One step of the scan: a thread per output slot; entry c takes the top-cap of its list
-// and entry c - offset's (MergeSlot), entries before `offset` are copied.
+// One step of the scan: a block per list; entry c takes the top-cap of its list and entry
+// c - offset's (MergeSlot: each output slot by its own binary search), entries before
+// `offset` are copied. Where the two lists fit in shared memory (p.staged), they are
+// staged there first (coalesced), so that the binary searches read shared memory rather
+// than chains of dependent global loads.
 extern "C" __global__ void __launch_bounds__(256) attntune_select_top_merge(ScanParams p) {
-  const int64_t x = GlobalThread();
-  if (x >= p.heads * p.chunks * p.cap) return;
-  const int64_t o = x % p.cap, list = x / p.cap, c = list % p.chunks, base = list * p.cap;
+  extern __shared__ uint64_t merge_smem[];  // staged: keys of A and B [cap] each, then positions
+  const int64_t list = blockIdx.x, c = list % p.chunks, base = list * p.cap;
   const int64_t nb = p.in_n[list];
   if (c < p.offset) {
-    if (o == 0) p.out_n[list] = static_cast<int32_t>(nb);
-    if (o < nb) {
+    if (threadIdx.x == 0) p.out_n[list] = static_cast<int32_t>(nb);
+    for (int64_t o = threadIdx.x; o < nb; o += blockDim.x) {
       p.out_key[base + o] = p.in_key[base + o];
       p.out_pos[base + o] = p.in_pos[base + o];
     }
@@ -589,15 +592,36 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_top_merge(Scan
   }
   const int64_t abase = (list - p.offset) * p.cap, na = p.in_n[list - p.offset];
   const int64_t total = min(p.cap, na + nb);
-  if (o == 0) p.out_n[list] = static_cast<int32_t>(total);
-  if (o >= total) return;
-  int64_t i;
-  const int64_t from = MergeSlot(p.in_key + abase, p.in_pos + abase, na, p.in_key + base,
-                                 p.in_pos + base, nb, o, &i)
-                           ? abase + i
-                           : base + i;
-  p.out_key[base + o] = p.in_key[from];
-  p.out_pos[base + o] = p.in_pos[from];
+  const uint64_t* ka = p.in_key + abase;
+  const int32_t* pa = p.in_pos + abase;
+  const uint64_t* kb = p.in_key + base;
+  const int32_t* pb = p.in_pos + base;
+  if (p.staged) {
+    uint64_t* ska = merge_smem;
+    uint64_t* skb = ska + p.cap;
+    int32_t* spa = reinterpret_cast<int32_t*>(skb + p.cap);
+    int32_t* spb = spa + p.cap;
+    for (int64_t x = threadIdx.x; x < na; x += blockDim.x) {
+      ska[x] = ka[x];
+      spa[x] = pa[x];
+    }
+    for (int64_t x = threadIdx.x; x < nb; x += blockDim.x) {
+      skb[x] = kb[x];
+      spb[x] = pb[x];
+    }
+    __syncthreads();
+    ka = ska;
+    pa = spa;
+    kb = skb;
+    pb = spb;
+  }
+  if (threadIdx.x == 0) p.out_n[list] = static_cast<int32_t>(total);
+  for (int64_t o = threadIdx.x; o < total; o += blockDim.x) {
+    int64_t i;
+    const bool from_a = MergeSlot(ka, pa, na, kb, pb, nb, o, &i);
+    p.out_key[base + o] = from_a ? ka[i] : kb[i];
+    p.out_pos[base + o] = from_a ? pa[i] : pb[i];
+  }
 }
 
 // The largest eviction of each tile of 32 keys (ListWalkTiles skips tiles held by no row):
@@ -1293,6 +1317,10 @@ std::string EnqueueTopKScan(TopKParams& p, SelectWorkspace& ws, const std::strin
   std::string error = Run("attntune_select_chunk_top", attntune_select_chunk_top,
                           dim3(static_cast<unsigned>(p.chunks), static_cast<unsigned>(p.heads)),
                           dim3(256), s, stream, static_cast<size_t>(p.chunk * 8));
+  // A block per list, a thread per output slot up to 256 (whole warps).
+  const unsigned threads =
+      static_cast<unsigned>(std::min<int64_t>(256, (p.state_cap + 31) / 32 * 32));
+  s.staged = 2 * p.state_cap * 12 <= kTopKSharedBytes;
   int cur = 0;
   for (int64_t offset = 1; offset < p.chunks && error.empty(); offset *= 2) {
     s.in_key = keys[cur];
@@ -1303,7 +1331,8 @@ std::string EnqueueTopKScan(TopKParams& p, SelectWorkspace& ws, const std::strin
     s.out_n = counts[1 - cur];
     s.offset = offset;
     error = Run("attntune_select_top_merge", attntune_select_top_merge,
-                dim3(Blocks(entries, 256)), dim3(256), s, stream);
+                dim3(static_cast<unsigned>(lists)), dim3(threads), s, stream,
+                s.staged ? static_cast<size_t>(2 * p.state_cap * 12) : 0);
     cur = 1 - cur;
   }
   p.scan_key = keys[cur];

@@ -94,7 +94,8 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
                         {300, 577, 16, 64, true},  {577, 577, 1000, 128, false},
                         {3001, 3001, 64, 64, true}, {3001, 3001, 1000, 32, false},
                         {4096, 4096, 5000, 64, true},
-                        // k = 4000: the chunks' states in global memory (too big for shared)
+                        // k = 4000: the chunks' states in global memory (too big for
+                        // shared), and the scan's merges reading their lists there
                         {5000, 5000, 4000, 64, true}};
   for (const Case& c : cases) {
     Shape shape;
