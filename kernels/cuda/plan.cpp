@@ -250,6 +250,10 @@ std::string CanImplement(const WindowedProblem& problem, const WindowedTile& til
   if (s.Lk > INT32_MAX - 1024) return "Lk must be below 2^31 - 1024";
   // grid.y and grid.z are limited to 65535 blocks.
   if (s.Hq > 65535 || s.B > 65535) return "Hq and B must be at most 65535";
+  // BlockOfLaunch counts one KV head's blocks in 32 bits.
+  if ((s.Lq + tile.br - 1) / tile.br * (s.Hq / s.Hkv) > INT32_MAX) {
+    return "query blocks x query heads per KV head must be below 2^31";
+  }
   return "";
 }
 

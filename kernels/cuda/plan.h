@@ -399,6 +399,26 @@ struct DecodeWalk {
   }
 };
 
+/// The query block and query head that thread block (x, y) of the windowed and top-k
+/// grids computes (x < `blocks` query blocks, y a query head, `group` query heads per KV
+/// head): the blocks of one KV head's query heads are launched together, from the last
+/// query block to the first, the group's heads interleaved. Under a causal mask a query
+/// block's work grows with its index, and blocks start in launch order, so the longest
+/// start first and the last to start are the shortest; in (query block, head) order a
+/// grid would end on the last head's longest blocks, one a slot.
+struct LaunchSlot {
+  int32_t qb = 0, h = 0;
+};
+/// 32-bit: CanImplement refuses a grid whose query blocks times group reach 2^31.
+ATTNTUNE_HD inline LaunchSlot BlockOfLaunch(int32_t x, int32_t y, int32_t blocks,
+                                            int32_t group) {
+  const int32_t l = y % group * blocks + x;  // launch order within the KV head y / group
+  LaunchSlot slot;
+  slot.qb = blocks - 1 - l / group;
+  slot.h = y - y % group + l % group;
+  return slot;
+}
+
 /// Key blocks (of width bc) that query block qb (rows [qb*br, qb*br+br) ∩ [0, Lq)) must
 /// visit, as at most two half-open spans [lo0, hi0) ∪ [lo1, hi1): the sink blocks and
 /// the window blocks, disjoint and ascending. Out-of-window blocks are not listed.

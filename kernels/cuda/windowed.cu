@@ -194,12 +194,17 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   // Windowed and top-k: query block qb of head h, row r at position qb * BR + r, Q and
   // O rows of head h. Bucketed: block qb of BucketLists, row r is rows[r] = g * Lq + i of
   // KV head hk's query heads (Q and O rows counted from head hk * group), r < nr.
-  const int qb = blockIdx.x;
+  // Windowed and top-k: the longest causal blocks first (BlockOfLaunch).
+  const LaunchSlot slot =
+      BUCKETED ? LaunchSlot{}
+               : BlockOfLaunch(static_cast<int32_t>(blockIdx.x), static_cast<int32_t>(blockIdx.y),
+                               static_cast<int32_t>(gridDim.x), p.hq / p.hkv);
+  const int qb = BUCKETED ? static_cast<int>(blockIdx.x) : slot.qb;
   if constexpr (BUCKETED) {
     if (bp.block_count != nullptr && qb >= *bp.block_count) return;  // the whole block
   }
   const int head = BUCKETED ? bp.block_head[qb] : 0;  // b * Hkv + hk
-  const int h = BUCKETED ? head % p.hkv * (p.hq / p.hkv) : blockIdx.y;
+  const int h = BUCKETED ? head % p.hkv * (p.hq / p.hkv) : slot.h;
   const int b = BUCKETED ? head / p.hkv : blockIdx.z;
   const int hk = BUCKETED ? head % p.hkv : h / (p.hq / p.hkv);
   const int row_base = BUCKETED ? bp.row_offsets[qb] : 0;
@@ -207,6 +212,11 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   const int nr = BUCKETED ? bp.row_offsets[qb + 1] - row_base : BR;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;    // mma fragment coordinates
+  // Windowed and top-k: the block's query block and head kept in shared memory for the
+  // epilogue, which reads them back (computed from blockIdx, held in registers through
+  // the key loop, they made the two-row-tile windowed kernel spill on sm_80, 86 and 89).
+  __shared__ LaunchSlot slot_s;
+  if (!BUCKETED && tid == 0) slot_s = slot;
   const uint16_t* qg = p.q + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
   const uint16_t* kg = p.k + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
   const uint16_t* vg = p.v + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
@@ -544,6 +554,13 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     __syncthreads();  // the next step's prefetch overwrites this stage
   }
 
+  int out_qb = qb;  // windowed and top-k: read back from slot_s (barriers since)
+  uint16_t* out = og;
+  if constexpr (!BUCKETED) {
+    const LaunchSlot last = slot_s;
+    out_qb = last.qb;
+    out = p.o + ((static_cast<int64_t>(b) * p.hq + last.h) * p.lq) * D;
+  }
 #pragma unroll
   for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
@@ -553,7 +570,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       const int x = row0 + mi * 16 + g + 8 * r;
-      int64_t i = static_cast<int64_t>(qb) * BR + x;
+      int64_t i = static_cast<int64_t>(out_qb) * BR + x;
       if constexpr (BUCKETED) {
         if (x >= nr) continue;
         i = rows[x];  // g * Lq + i past head hk * group
@@ -562,7 +579,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       }
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
-        *reinterpret_cast<uint32_t*>(og + i * D + dt * 8 + 2 * t) =
+        *reinterpret_cast<uint32_t*>(out + i * D + dt * 8 + 2 * t) =
             Math<DT>::Pack(o[mi][dt][2 * r] * inv, o[mi][dt][2 * r + 1] * inv);
       }
     }

@@ -335,6 +335,46 @@ TEST_CASE("PlanWindowed sizes the grid; CanImplement names what does not fit") {
   CHECK(cp::CanImplement(problem, tile) == "Lk must be below 2^31 - 1024");
   problem.shape.Lk = INT32_MAX - 1024;
   CHECK(cp::CanImplement(problem, tile).empty());
+  problem.shape.Lq = problem.shape.Lk;  // 2^25 - 16 query blocks of 64 rows
+  problem.shape.Hq = 65 * problem.shape.Hkv;
+  CHECK(cp::CanImplement(problem, tile) ==
+        "query blocks x query heads per KV head must be below 2^31");
+  problem.shape.Hq = 64 * problem.shape.Hkv;
+  CHECK(cp::CanImplement(problem, tile).empty());
+}
+
+TEST_CASE("BlockOfLaunch visits every (query block, head) once, longest causal blocks first") {
+  for (int64_t blocks : {1, 2, 7, 128}) {
+    for (int64_t hkv : {1, 3}) {
+      for (int64_t group : {1, 2, 3, 8}) {
+        const int64_t hq = hkv * group;
+        INFO("blocks=" << blocks << " hkv=" << hkv << " group=" << group);
+        std::set<std::pair<int64_t, int64_t>> seen;
+        int64_t prev_hk = 0, prev_qb = blocks;
+        for (int64_t y = 0; y < hq; ++y) {
+          for (int64_t x = 0; x < blocks; ++x) {  // launch order: x fastest
+            const cp::LaunchSlot s = cp::BlockOfLaunch(x, y, blocks, hq / hkv);
+            REQUIRE(s.qb >= 0);
+            REQUIRE(s.qb < blocks);
+            REQUIRE(s.h >= 0);
+            REQUIRE(s.h < hq);
+            REQUIRE(seen.insert({s.qb, s.h}).second);
+            // One KV head's blocks together, query blocks descending within it.
+            const int64_t hk = s.h / group;
+            REQUIRE(hk >= prev_hk);
+            if (hk == prev_hk) REQUIRE(s.qb <= prev_qb);
+            if (hk > prev_hk) REQUIRE(s.qb == blocks - 1);
+            prev_hk = hk;
+            prev_qb = s.qb;
+          }
+        }
+        CHECK(static_cast<int64_t>(seen.size()) == blocks * hq);
+        const cp::LaunchSlot first = cp::BlockOfLaunch(0, 0, blocks, group);
+        CHECK(first.qb == blocks - 1);
+        CHECK(first.h == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("ParseResourceUsage reads ptxas -v logs, with and without smem and spills") {
