@@ -30,8 +30,8 @@ def main():
 
     row_major = [work(qb) for h in range(hq) for qb in range(blocks)]
     launch = []
-    for hk in range(hq // group):
-        launch += [work(qb) for qb in reversed(range(blocks)) for g in range(group)]
+    for _ in range(hq // group):
+        launch += [work(qb) for qb in reversed(range(blocks)) for _ in range(group)]
     even = sum(row_major) / slots
     print(f"L={length} Hq={hq} group={group} Br={br} Bc={bc} slots={slots} fixed={fixed}")
     for name, order in (("(query block, head)", row_major), ("BlockOfLaunch", launch)):
