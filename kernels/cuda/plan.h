@@ -406,8 +406,10 @@ struct DecodeWalk {
 /// block's work grows with its index, and blocks start in launch order, so the longest
 /// start first and the last to start are the shortest; in (query block, head) order a
 /// grid would end on the last head's longest blocks, one a slot.
+/// Trivial (no member initialisers): the kernels keep one in a __shared__ variable,
+/// which CUDA allows only for types whose default constructor is empty.
 struct LaunchSlot {
-  int32_t qb = 0, h = 0;
+  int32_t qb, h;
 };
 /// 32-bit: CanImplement refuses a grid whose query blocks times group reach 2^31.
 ATTNTUNE_HD inline LaunchSlot BlockOfLaunch(int32_t x, int32_t y, int32_t blocks,
