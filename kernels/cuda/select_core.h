@@ -775,9 +775,11 @@ ATTNTUNE_HD inline int64_t ListBound(int64_t p0, int64_t p1, int64_t k) {
 /// when every list has the room ListBound gives it, the lists of a head in query-block
 /// order and the heads one after the other: the sum of ListBound over the lists before
 /// it, in closed form (the blocks before the last are full; the first c of them hold
-/// fewer than k positions at p0: off + 1 + q br < k, off = n - lq).
+/// fewer than k positions at p0: off + 1 + q br < k, off = n - lq). A budget past n is
+/// taken as n (ListBound is the same for both), so that k up to INT64_MAX cannot overflow.
 ATTNTUNE_HD inline int64_t ListBegin(int64_t head, int64_t qb, int64_t br, int64_t lq, int64_t n,
                                      int64_t k) {
+  k = k < n ? k : n;
   const auto before = [&](int64_t q) {  // the bounds of blocks 0 .. q - 1 (all full)
     const int64_t off = n - lq, short_of_k = k - off - 1;
     int64_t c = short_of_k > 0 ? (short_of_k + br - 1) / br : 0;

@@ -224,7 +224,9 @@ TEST_CASE("ListBegin is the sum of ListBound over the lists before it") {
     for (int64_t lq : {1, 2, 37, 128, 129, 577}) {
       for (int64_t extra : {0, 1, 63, 700}) {  // Lk - Lq
         const int64_t lk = lq + extra, blocks = (lq + br - 1) / br;
-        for (int64_t k : {1, 2, 5, 64, 127, 128, 129, 1000, 5000}) {
+        for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{64}, int64_t{127},
+                          int64_t{128}, int64_t{129}, int64_t{1000}, int64_t{5000},
+                          INT64_MAX - 1, INT64_MAX}) {  // budgets past n: no overflow
           int64_t sum = 0;
           for (int64_t head = 0; head < 3; ++head) {
             for (int64_t qb = 0; qb < blocks; ++qb) {
