@@ -260,8 +260,17 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
   };
 
-  // Q tile -> shared (gathered: with the keys of the first STAGES tiles); one row tile a
-  // warp: its A fragments -> registers for the whole key loop.
+  // Gathered: the keys of the first STAGES tiles in a commit group of their own, ahead of
+  // Q's, so that the first tiles' K and V rows are requested while Q is in flight (after
+  // Q landed, they would wait for a second round trip).
+  if constexpr (GATHERED) {
+    for (int x = 0; x < STAGES && x < n; ++x) {
+      for (int c = tid; c < BC; c += THREADS) load_key(x, c);
+    }
+    CpAsyncCommit();
+  }
+  // Q tile -> shared; one row tile a warp: its A fragments -> registers for the whole key
+  // loop.
   for (int c = tid; c < BR * CHUNKS; c += THREADS) {
     const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
     if constexpr (BUCKETED) {
@@ -272,11 +281,6 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
       const int64_t i = static_cast<int64_t>(qb) * BR + r;
       const bool ok = i < p.lq;
       CpAsync16(qs + r * LD + col, ok ? qg + i * D + col : qg, ok);
-    }
-  }
-  if constexpr (GATHERED) {
-    for (int x = 0; x < STAGES && x < n; ++x) {
-      for (int c = tid; c < BC; c += THREADS) load_key(x, c);
     }
   }
   // Bucketed: the rows' lsh windows (shared memory rather than registers: a warp of two
@@ -290,19 +294,6 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
   }
   CpAsyncCommit();
-  CpAsyncWait<0>();
-  __syncthreads();
-  const int row0 = warp * WROWS;
-  // Q's A fragment of row tile mi, dims kc*16.. (LdmQ, plan.h).
-  auto q_frag = [&](uint32_t a[4], int mi, int kc) {
-    LdMatrix4<false>(a, qs + LdmQ(LD, row0 + mi * 16, kc, lane));
-  };
-  uint32_t qa[Q_IN_REGS ? D / 16 : 1][4];
-  if constexpr (Q_IN_REGS) {
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) q_frag(qa[kc], 0, kc);
-  }
-
   // One commit group per tile: its K and V rows, its companions and the keys of the tile
   // STAGES later. The group of tile x - STAGES has landed (and a barrier has passed) by
   // the time tile x's rows are requested, so its keys are in key_s.
@@ -345,6 +336,37 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
   };
 
+  // Prologue: STAGES - 1 tiles in flight. One commit per slot keeps the group count
+  // fixed, so wait_group<STAGES - 1> always means "the tile for this step has landed".
+  // Gathered: the first tiles' keys landed (Q may not have), their rows requested, then
+  // Q waited for; windowed: Q waited for, then the first tiles requested.
+  auto prologue = [&] {
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < n) load_kv(spans.At(s), s);
+      CpAsyncCommit();
+    }
+  };
+  if constexpr (GATHERED) {
+    CpAsyncWait<1>();  // the keys' group (Q's is the one after it)
+    __syncthreads();
+    prologue();
+    CpAsyncWait<STAGES - 1>();  // Q's group (and the bucketed rows' windows)
+  } else {
+    CpAsyncWait<0>();
+  }
+  __syncthreads();
+  const int row0 = warp * WROWS;
+  // Q's A fragment of row tile mi, dims kc*16.. (LdmQ, plan.h).
+  auto q_frag = [&](uint32_t a[4], int mi, int kc) {
+    LdMatrix4<false>(a, qs + LdmQ(LD, row0 + mi * 16, kc, lane));
+  };
+  uint32_t qa[Q_IN_REGS ? D / 16 : 1][4];
+  if constexpr (Q_IN_REGS) {
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) q_frag(qa[kc], 0, kc);
+  }
+
   // This thread's rows of row tile mi: row0 + mi*16 + g (r = 0) and + 8 (r = 1).
   float o[MT][D / 8][4];
   float m[MT][2];  // running max (base-2 logits)
@@ -372,13 +394,7 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     }
   }
 
-  // Prologue: STAGES - 1 tiles in flight. One commit per slot keeps the group count
-  // fixed, so wait_group<STAGES - 1> always means "the tile for this step has landed".
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n) load_kv(spans.At(s), s);
-    CpAsyncCommit();
-  }
+  if constexpr (!GATHERED) prologue();
   for (int it = 0; it < n; ++it) {
     const int next = it + STAGES - 1;
     if (next < n) load_kv(spans.At(next), next % STAGES);
