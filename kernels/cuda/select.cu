@@ -220,7 +220,8 @@ struct ListParams {
   int32_t* key_evict;
   float* key_bias;
   int64_t n, lq, br, k, query_blocks, lists, tiles;
-  bool held_first;  // KeyOrder::kHeldFirst
+  int64_t rest_cap;  // ListRestCap: the shared entries for the keys after the held ones
+  bool held_first;   // KeyOrder::kHeldFirst
 };
 
 // ---- LSH ----
@@ -624,7 +625,7 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_top_merge(Scan
   }
 }
 
-// The largest eviction of each tile of 32 keys (ListWalkTiles skips tiles held by no row):
+// The largest eviction of each tile of 32 keys (ListBuild skips tiles held by no row):
 // a warp per tile, a lane per key (one coalesced load; a thread per tile with 32 loads
 // of its own took 5.3 us at n = 16384, 8 heads, on the H200).
 extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKParams p) {
@@ -636,12 +637,14 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKP
   if (w.lane == 0) p.tile_max[x] = m;
 }
 
-// Key lists: a block per list (head, query block), its warps one segment each
-// (ListBuild), written at the list's ListBegin: the room ListBound gives every list, so
-// no list waits for the counts of the lists before it.
-extern "C" __global__ void __launch_bounds__(32 * kListSegments)
+// Key lists: a block per list (head, query block), one pass over its tiles (ListBuild),
+// written at the list's ListBegin: the room ListBound gives every list, so no list waits
+// for the counts of the lists before it. Dynamic shared memory: the keys placed after the
+// held ones (ListRestCap entries of 12 bytes).
+extern "C" __global__ void __launch_bounds__(32 * kListWarps)
     attntune_select_lists(ListParams p) {
-  __shared__ int32_t counts[2 * kListSegments];
+  __shared__ int32_t counts[2][2 * kListWarps];
+  extern __shared__ int32_t list_rest[];  // [rest_cap] keys, then evictions, then biases
   const int64_t list = blockIdx.x;
   if (list >= p.lists) return;  // none: one block launched
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
@@ -654,6 +657,9 @@ extern "C" __global__ void __launch_bounds__(32 * kListSegments)
   // Each key's eviction and bias come from the walk's loads (no second, dependent read).
   const int64_t n = ListBuild(DeviceBlock(), evict, p.tile_max + head * p.tiles,
                               bias, p.n, p0, p1, p.held_first, counts,
+                              ListRest{list_rest, list_rest + p.rest_cap,
+                                       reinterpret_cast<float*>(list_rest + 2 * p.rest_cap),
+                                       p.rest_cap},
                               [&](int64_t x, int64_t j, int32_t e, float b) {
                                 if (x >= room) return;  // cannot happen: ListBound bounds it
                                 p.keys[first + x] = static_cast<int32_t>(j);
@@ -1407,6 +1413,8 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.lists = topk.heads * p.query_blocks;
   p.tiles = (n + 31) / 32;
   p.held_first = order == KeyOrder::kHeldFirst;
+  p.rest_cap = ListRestCap(br, p.held_first);
+  if (p.rest_cap * 12 > kTopKSharedBytes) return tag + ": held-first key lists of Br > 2048";
   const int64_t capacity = ListBegin(topk.heads, 0, br, lq, n, topk.k);  // every head's room
   if (capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
   if (p.lists > INT32_MAX) return tag + ": 2^31 key lists or more";
@@ -1416,8 +1424,8 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.key_evict = ws.Get<int32_t>(tag + ".key_evict", capacity);
   p.key_bias = topk.bias_log2 != nullptr ? ws.Get<float>(tag + ".key_bias", capacity) : nullptr;
   const std::string error = Run("attntune_select_lists", attntune_select_lists,
-                                dim3(Blocks(p.lists, 1)), dim3(32 * kListSegments), p,
-                                stream);
+                                dim3(Blocks(p.lists, 1)), dim3(32 * kListWarps), p,
+                                stream, static_cast<size_t>(p.rest_cap * 12));
   out->query_blocks = p.query_blocks;
   out->lists = p.lists;
   out->capacity = capacity;

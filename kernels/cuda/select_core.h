@@ -669,92 +669,6 @@ ATTNTUNE_HD_INLINE int32_t TileMax(const Warp& w, const int32_t* evict, int64_t 
   });
 }
 
-/// The part of the list of a query block with rows at positions [p0, p1] over one head's
-/// evict[0, n) that lies in tiles [t_begin, t_end) (keys [32 t_begin, 32 t_end)), walked
-/// by one warp in ascending j: tile_max[t] = the largest eviction position of keys
-/// [32 t, 32 t + 32), so that a tile whose keys all leave by p0 is skipped. Calls
-/// emit(held, slot, j, evict[j], bias[j]) for the listed keys (bias nullptr: 0): with
-/// held_first (KeyOrder::kHeldFirst), held says whether the key is HeldThrough the block
-/// and slots 0, 1, ... count each kind apart in ascending j; without, every key is
-/// emitted with held false, slots 0, 1, ... in ascending j. Returns the two counts.
-struct ListCounts {
-  int64_t held = 0, rest = 0;
-};
-constexpr int kListAhead = 4;
-template <class Warp, class Emit>
-ATTNTUNE_HD_INLINE ListCounts ListWalkTiles(const Warp& w, const int32_t* evict,
-                                            const int32_t* tile_max, const float* bias,
-                                            int64_t n, int64_t p0, int64_t p1, bool held_first,
-                                            int64_t t_begin, int64_t t_end, const Emit& emit) {
-  ListCounts count;
-  const int64_t last = p1 < n - 1 ? p1 : n - 1;
-  if (last < 0) return count;
-  const int64_t tiles = t_end < last / 32 + 1 ? t_end : last / 32 + 1;
-  for (int64_t t0 = t_begin; t0 < tiles; t0 += 32) {
-    uint32_t live = w.Ballot([&](int lane) {
-      const int64_t t = t0 + lane;
-      return t < tiles && tile_max[t] > p0;
-    });
-    while (live != 0) {
-      // Up to kListAhead live tiles at a time, their evictions loaded before any ballot
-      // (several loads in flight per lane), then emitted in tile order.
-      int64_t j0[kListAhead];
-      int tiles_now = 0;
-      ATTNTUNE_UNROLL
-      for (int u = 0; u < kListAhead; ++u) {
-        j0[u] = live != 0 ? (t0 + LowestBit(live)) * 32 : -1;
-        if (live != 0) ++tiles_now;
-        live &= live - 1;
-      }
-      int32_t e[Warp::kSlots][kListAhead];
-      float b[Warp::kSlots][kListAhead];  // the keys' bias, loaded beside their evictions
-      w.Each([&](int lane) {
-        ATTNTUNE_UNROLL
-        for (int u = 0; u < kListAhead; ++u) {
-          const int64_t j = j0[u] + lane;
-          const bool in = u < tiles_now && j <= last;
-          e[w.Slot(lane)][u] = in ? evict[j] : -1;
-          b[w.Slot(lane)][u] = in && bias != nullptr ? bias[j] : 0.f;
-        }
-      });
-      ATTNTUNE_UNROLL
-      for (int u = 0; u < kListAhead; ++u) {
-        if (u >= tiles_now) break;
-        const uint32_t keep = w.Ballot([&](int lane) {
-          const int64_t j = j0[u] + lane;
-          return j <= last && Listed(j, e[w.Slot(lane)][u], p0);
-        });
-        const uint32_t held = !held_first ? 0u : w.Ballot([&](int lane) {
-          const int64_t j = j0[u] + lane;
-          return j <= last && HeldThrough<int64_t>(j, e[w.Slot(lane)][u], p0, p1);
-        });  // a subset of keep: a key held through the block is listed
-        EmitLanes(w, held, count.held, [&](int64_t slot, int lane) {
-          emit(true, slot, j0[u] + lane, e[w.Slot(lane)][u], b[w.Slot(lane)][u]);
-        });
-        EmitLanes(w, keep & ~held, count.rest, [&](int64_t slot, int lane) {
-          emit(false, slot, j0[u] + lane, e[w.Slot(lane)][u], b[w.Slot(lane)][u]);
-        });
-        count.held += PopCount32(held);
-        count.rest += PopCount32(keep & ~held);
-      }
-    }
-  }
-  return count;
-}
-
-/// A list's tiles are walked in kListSegments parts, one warp each, so that the longest
-/// list (the last query block's, every tile of the prefix) is not one warp's chain of
-/// dependent loads: segment s of a list whose keys end at p1 holds tiles
-/// [tiles s / S, tiles (s + 1) / S) of its tiles [0, tiles).
-constexpr int kListSegments = 8;
-ATTNTUNE_HD inline void ListSegmentTiles(int64_t n, int64_t p1, int64_t segment,
-                                         int64_t* t_begin, int64_t* t_end) {
-  const int64_t last = p1 < n - 1 ? p1 : n - 1;
-  const int64_t tiles = last < 0 ? 0 : last / 32 + 1;
-  *t_begin = tiles * segment / kListSegments;
-  *t_end = tiles * (segment + 1) / kListSegments;
-}
-
 /// The positions [p0, p1] of query block qb of br rows (causal, Lq <= Lk).
 ATTNTUNE_HD inline void BlockPositions(int64_t qb, int64_t br, int64_t lq, int64_t lk,
                                        int64_t* p0, int64_t* p1) {
@@ -794,51 +708,130 @@ ATTNTUNE_HD inline int64_t ListBegin(int64_t head, int64_t qb, int64_t br, int64
 }
 
 /// The key list of query block [p0, p1] over one head's evict[0, n), built by one block
-/// of kListSegments warps (warp i walks segment i, ListSegmentTiles): each warp counts its
-/// segment's keys (held and others apart), the counts meet in `counts` (2 kListSegments
-/// entries shared by the block), and each warp walks its segment again and writes its
-/// keys after those of the warps before it: emit(x, j, evict[j], bias[j]) with x the
-/// key's place in the list, the held keys (held_first) first. The list is BuildKeyLists'
-/// (ListWalkTiles' order within each part). Returns its length (every thread the same).
+/// of kListWarps warps in one pass over the tiles of keys [0, min(p1, n - 1)], in rounds
+/// of kListRoundTiles tiles a warp (warp i the round's tiles [r0 + G i, r0 + G (i + 1))):
+/// each lane loads its key's eviction and bias in each of its warp's live tiles (tile_max[t]
+/// = the largest eviction of tile t's keys, so that a tile whose keys all leave by p0 is
+/// not read), all G at once; the warps' counts meet in `counts` (double-buffered by the
+/// round's parity, [2][2 kListWarps], shared by the block: one barrier a round), and each
+/// warp places its keys after those of the rounds and warps before it. With held_first
+/// (KeyOrder::kHeldFirst) the keys held through the block (HeldThrough) go straight to
+/// emit(x, j, evict[j], bias[j]) at their place x, the others (at most 2 (p1 - p0): those
+/// entering after p0 and one leaving per position in (p0, p1]) to `rest` (rest.cap
+/// entries, shared by the block), emitted after the last round behind the held ones;
+/// without, every listed key is emitted at once, in ascending j. The list is
+/// BuildKeyLists'. Returns its length (every thread the same); keys past rest.cap (none for
+/// evictions of a prefix top-k with cap >= 2 (p1 - p0)) are counted but not emitted.
+struct ListRest {
+  int32_t* j;
+  int32_t* e;
+  float* b;
+  int64_t cap;
+};
+constexpr int kListWarps = 8;
+constexpr int kListRoundTiles = 8;
+/// rest.cap for a list of query blocks of br rows: 2 br with held_first (the bound above),
+/// else none.
+ATTNTUNE_HD inline int64_t ListRestCap(int64_t br, bool held_first) {
+  return held_first ? 2 * br : 0;
+}
 template <class Block, class Emit>
 ATTNTUNE_HD_INLINE int64_t ListBuild(const Block& blk, const int32_t* evict,
                                      const int32_t* tile_max, const float* bias, int64_t n,
-                                     int64_t p0, int64_t p1, bool held_first, int32_t* counts,
+                                     int64_t p0, int64_t p1, bool held_first,
+                                     int32_t (*counts)[2 * kListWarps], const ListRest& rest,
                                      const Emit& emit) {
   using Warp = typename Block::Warp;
-  static_assert(Block::kWarps == kListSegments, "one warp per segment");
+  constexpr int G = kListRoundTiles;
+  static_assert(Block::kWarps == kListWarps, "the block's warps");
+  const int64_t last = p1 < n - 1 ? p1 : n - 1;
+  const int64_t tiles = last < 0 ? 0 : last / 32 + 1;
+  int64_t now = 0, later = 0;  // keys placed so far: emitted at once, and held for later
+  int parity = 0;
+  for (int64_t r0 = 0; r0 < tiles; r0 += int64_t{G} * kListWarps, parity ^= 1) {
+    int32_t e[Block::kWarpSlots][Warp::kSlots][G];
+    float b[Block::kWarpSlots][Warp::kSlots][G];
+    uint32_t at_once[Block::kWarpSlots][G], deferred[Block::kWarpSlots][G];
+    blk.Warps([&](int i, const Warp& w) {
+      const int64_t t0 = r0 + int64_t{G} * i;
+      const uint32_t live = w.Ballot([&](int lane) {
+        return lane < G && t0 + lane < tiles && tile_max[t0 + lane] > p0;
+      });
+      int32_t(*ew)[G] = e[blk.WarpSlot(i)];
+      float(*bw)[G] = b[blk.WarpSlot(i)];
+      w.Each([&](int lane) {
+        ATTNTUNE_UNROLL
+        for (int u = 0; u < G; ++u) {
+          const int64_t j = (t0 + u) * 32 + lane;
+          const bool in = ((live >> u) & 1u) != 0 && j <= last;
+          ew[w.Slot(lane)][u] = in ? evict[j] : -1;
+          bw[w.Slot(lane)][u] = in && bias != nullptr ? bias[j] : 0.f;
+        }
+      });
+      int count_now = 0, count_later = 0;
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < G; ++u) {
+        const uint32_t keep = w.Ballot([&](int lane) {
+          const int64_t j = (t0 + u) * 32 + lane;
+          return j <= last && Listed(j, ew[w.Slot(lane)][u], p0);
+        });
+        const uint32_t held = !held_first ? keep : w.Ballot([&](int lane) {
+          const int64_t j = (t0 + u) * 32 + lane;
+          return j <= last && HeldThrough<int64_t>(j, ew[w.Slot(lane)][u], p0, p1);
+        });  // a subset of keep: a key held through the block is listed
+        at_once[blk.WarpSlot(i)][u] = held;
+        deferred[blk.WarpSlot(i)][u] = keep & ~held;
+        count_now += PopCount32(held);
+        count_later += PopCount32(keep & ~held);
+      }
+      w.Each([&](int lane) {
+        if (lane != 0) return;
+        counts[parity][i] = count_now;
+        counts[parity][kListWarps + i] = count_later;
+      });
+    });
+    blk.Sync();  // the round's counts (the other parity's are still being read)
+    blk.Warps([&](int i, const Warp& w) {
+      int64_t base_now = now, base_later = later;
+      for (int x = 0; x < i; ++x) {
+        base_now += counts[parity][x];
+        base_later += counts[parity][kListWarps + x];
+      }
+      const int64_t t0 = r0 + int64_t{G} * i;
+      const int32_t(*ew)[G] = e[blk.WarpSlot(i)];
+      const float(*bw)[G] = b[blk.WarpSlot(i)];
+      ATTNTUNE_UNROLL
+      for (int u = 0; u < G; ++u) {
+        const uint32_t held = at_once[blk.WarpSlot(i)][u], rest_mask = deferred[blk.WarpSlot(i)][u];
+        EmitLanes(w, held, base_now, [&](int64_t x, int lane) {
+          emit(x, (t0 + u) * 32 + lane, ew[w.Slot(lane)][u], bw[w.Slot(lane)][u]);
+        });
+        EmitLanes(w, rest_mask, base_later, [&](int64_t x, int lane) {
+          if (x >= rest.cap) return;
+          rest.j[x] = static_cast<int32_t>((t0 + u) * 32 + lane);
+          rest.e[x] = ew[w.Slot(lane)][u];
+          rest.b[x] = bw[w.Slot(lane)][u];
+        });
+        base_now += PopCount32(held);
+        base_later += PopCount32(rest_mask);
+      }
+    });
+    for (int x = 0; x < kListWarps; ++x) {
+      now += counts[parity][x];
+      later += counts[parity][kListWarps + x];
+    }
+  }
+  if (later == 0) return now;
+  blk.Sync();  // every warp's rest entries
+  const int64_t kept = later < rest.cap ? later : rest.cap;
   blk.Warps([&](int i, const Warp& w) {
-    int64_t t_begin, t_end;
-    ListSegmentTiles(n, p1, i, &t_begin, &t_end);
-    const ListCounts c = ListWalkTiles(w, evict, tile_max, nullptr, n, p0, p1, held_first,
-                                       t_begin, t_end,
-                                       [](bool, int64_t, int64_t, int32_t, float) {});
     w.Each([&](int lane) {
-      if (lane != 0) return;
-      counts[i] = static_cast<int32_t>(c.held);
-      counts[kListSegments + i] = static_cast<int32_t>(c.rest);
+      for (int64_t x = int64_t{32} * i + lane; x < kept; x += 32 * kListWarps) {
+        emit(now + x, rest.j[x], rest.e[x], rest.b[x]);
+      }
     });
   });
-  blk.Sync();
-  int64_t held = 0, total = 0;
-  for (int i = 0; i < kListSegments; ++i) {
-    held += counts[i];
-    total += counts[i] + counts[kListSegments + i];
-  }
-  blk.Warps([&](int i, const Warp& w) {
-    int64_t held_base = 0, rest_base = held;
-    for (int x = 0; x < i; ++x) {
-      held_base += counts[x];
-      rest_base += counts[kListSegments + x];
-    }
-    int64_t t_begin, t_end;
-    ListSegmentTiles(n, p1, i, &t_begin, &t_end);
-    ListWalkTiles(w, evict, tile_max, bias, n, p0, p1, held_first, t_begin, t_end,
-                  [&](bool h, int64_t slot, int64_t j, int32_t e, float b) {
-                    emit((h ? held_base : rest_base) + slot, j, e, b);
-                  });
-  });
-  return total;
+  return now + later;
 }
 
 // ---- dma_decode's resident sets from the prefix top-k ----

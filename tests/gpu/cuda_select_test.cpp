@@ -170,7 +170,10 @@ TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
   const Case cases[] = {{130, 130, 7, 64, "gaussian"}, {97, 97, 200, 16, "few"},
                         {1, 1, 3, 64, "gaussian"},     {37, 37, 5, 128, "equal"},
                         {300, 577, 16, 64, "few"},     {577, 577, 64, 32, "rising"},
-                        {1000, 1000, 1, 64, "zeros"},  {2048, 2048, 300, 32, "gaussian"}};
+                        {1000, 1000, 1, 64, "zeros"},  {2048, 2048, 300, 32, "gaussian"},
+                        // lists of several rounds of ListBuild (64 tiles of keys a round)
+                        {4500, 4600, 700, 128, "gaussian"}, {6000, 6000, 40, 16, "rising"},
+                        {4097, 4097, 2500, 128, "few"}};
   for (const Case& c : cases) {
     Shape shape;
     shape.B = 2;

@@ -184,8 +184,8 @@ struct Lists {
   }
 };
 
-/// EnqueueKeyLists: a block of kListSegments warps per list (ListBuild), the list at its
-/// ListBegin. `reverse_warps`: the block's warps run last first (HostBlock).
+/// EnqueueKeyLists: a block of kListWarps warps per list (ListBuild), the list at its
+/// ListBegin, the keys after the held ones through a poisoned shared buffer. `reverse_warps`: the block's warps run last first (HostBlock).
 inline Lists RunKeyLists(const TopK& t, int64_t lq, int br,
                          cp::KeyOrder order = cp::KeyOrder::kAscending,
                          bool reverse_warps = false) {
@@ -205,12 +205,16 @@ inline Lists RunKeyLists(const TopK& t, int64_t lq, int br,
       cp::BlockPositions(qb, br, lq, t.n, &p0, &p1);
       const int64_t first = cp::ListBegin(head, qb, br, lq, t.n, t.k);
       const int64_t room = cp::ListBound(p0, p1, t.k);
-      int32_t counts[2 * cp::kListSegments];
-      std::fill(counts, counts + 2 * cp::kListSegments, -7);  // poisoned, as shared memory
-      const cp::HostBlock<cp::kListSegments> block{reverse_warps};
+      int32_t counts[2][2 * cp::kListWarps];
+      std::fill(&counts[0][0], &counts[0][0] + 4 * cp::kListWarps, -7);  // poisoned, as shared memory
+      const int64_t rest_cap = cp::ListRestCap(br, held_first);
+      std::vector<int32_t> rest_j(static_cast<size_t>(rest_cap), -9), rest_e = rest_j;
+      std::vector<float> rest_b(static_cast<size_t>(rest_cap), -9.f);
+      const cp::HostBlock<cp::kListWarps> block{reverse_warps};
       const int64_t n = cp::ListBuild(
           block, evict, t.tile_max.data() + head * tiles, bias, t.n,
-          p0, p1, held_first, counts, [&](int64_t x, int64_t j, int32_t e, float b) {
+          p0, p1, held_first, counts,
+          cp::ListRest{rest_j.data(), rest_e.data(), rest_b.data(), rest_cap}, [&](int64_t x, int64_t j, int32_t e, float b) {
             REQUIRE(x < room);
             const size_t at = static_cast<size_t>(first + x);
             REQUIRE(out.keys[at] == -1);  // each place written once
