@@ -720,8 +720,9 @@ ATTNTUNE_HD inline int64_t ListBegin(int64_t head, int64_t qb, int64_t br, int64
 /// entering after p0 and one leaving per position in (p0, p1]) to `rest` (rest.cap
 /// entries, shared by the block), emitted after the last round behind the held ones;
 /// without, every listed key is emitted at once, in ascending j. The list is
-/// BuildKeyLists'. Returns its length (every thread the same); keys past rest.cap (none for
-/// evictions of a prefix top-k with cap >= 2 (p1 - p0)) are counted but not emitted.
+/// BuildKeyLists'. Returns its length (every thread the same). Keys past rest.cap (none
+/// for the evictions of a prefix top-k and cap >= 2 (p1 - p0)) are left out, so that the
+/// list has no unwritten place whatever the evictions.
 struct ListRest {
   int32_t* j;
   int32_t* e;
@@ -831,7 +832,7 @@ ATTNTUNE_HD_INLINE int64_t ListBuild(const Block& blk, const int32_t* evict,
       }
     });
   });
-  return now + later;
+  return now + kept;  // every place of the list written: no gap past rest.cap
 }
 
 // ---- dma_decode's resident sets from the prefix top-k ----

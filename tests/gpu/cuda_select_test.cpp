@@ -222,6 +222,60 @@ TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
   }
 }
 
+TEST_CASE("Device key lists of any evictions have no unwritten place") {
+  // Evictions of no prefix top-k: many keys leave within a block, past the 2 Br that
+  // ListBuild's buffer holds for the keys after the held ones. Each list is then
+  // BuildKeyLists' cut after the held keys and the first ListRestCap others, every place
+  // up to its end written. k = n: every list fits its room.
+  const int64_t n = 3000;
+  std::mt19937 rng(7);
+  for (int br : {16, 64}) {
+    std::vector<int32_t> evict(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      // Most keys leave together in the middle of a block (about 4 Br of them at a time,
+      // past the buffer), some never enter (j), some are held to the end (n).
+      const int64_t group = 4 * br, roll = rng() % 8;
+      const int64_t e = roll == 0   ? j
+                        : roll == 1 ? n
+                                    : std::min(n, (j / group + 1) * group + br / 2);
+      evict[j] = static_cast<int32_t>(e);
+    }
+    sh::TopK t;
+    t.heads = 1;
+    t.n = n;
+    t.k = n;
+    t.evict = evict;
+    for (int64_t tile = 0; tile < (n + 31) / 32; ++tile) {
+      t.tile_max.push_back(*std::max_element(evict.begin() + tile * 32,
+                                             evict.begin() + std::min(n, tile * 32 + 32)));
+    }
+    Shape shape;
+    shape.B = shape.Hq = shape.Hkv = 1;
+    shape.Lq = shape.Lk = n;
+    const cp::KeyLists host = cp::BuildKeyLists(shape, evict, br, cp::KeyOrder::kHeldFirst);
+    const sh::Lists lists = sh::RunKeyLists(t, n, br, cp::KeyOrder::kHeldFirst);
+    REQUIRE(lists.begin.size() == static_cast<size_t>(host.query_blocks));
+    int64_t cut = 0;  // lists the buffer cut
+    for (size_t x = 0; x < lists.begin.size(); ++x) {
+      INFO("br=" << br << " list " << x);
+      int64_t p0, p1;
+      cp::BlockPositions(static_cast<int64_t>(x), br, n, n, &p0, &p1);
+      const std::vector<int32_t> whole(host.keys.begin() + host.offsets[x],
+                                       host.keys.begin() + host.offsets[x + 1]);
+      int64_t held = 0;
+      for (int32_t j : whole) held += cp::HeldThrough<int64_t>(j, evict[j], p0, p1);
+      const int64_t want = std::min<int64_t>(static_cast<int64_t>(whole.size()),
+                                             held + cp::ListRestCap(br, true));
+      cut += want < static_cast<int64_t>(whole.size());
+      REQUIRE(lists.end[x] - lists.begin[x] == want);
+      REQUIRE(std::vector<int32_t>(lists.keys.begin() + lists.begin[x],
+                                   lists.keys.begin() + lists.end[x]) ==
+              std::vector<int32_t>(whole.begin(), whole.begin() + want));
+    }
+    CHECK(cut > 0);  // the case reaches the cut
+  }
+}
+
 TEST_CASE("ListBegin is the sum of ListBound over the lists before it") {
   for (int64_t br : {1, 16, 32, 64, 128}) {
     for (int64_t lq : {1, 2, 37, 128, 129, 577}) {
