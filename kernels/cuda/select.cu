@@ -661,7 +661,9 @@ extern "C" __global__ void __launch_bounds__(32 * kListWarps)
                                        reinterpret_cast<float*>(list_rest + 2 * p.rest_cap),
                                        p.rest_cap},
                               [&](int64_t x, int64_t j, int32_t e, float b) {
-                                if (x >= room) return;  // cannot happen: ListBound bounds it
+                                // ListBound bounds a prefix top-k's lists; any other
+                                // evictions' are cut at their room.
+                                if (x >= room) return;
                                 p.keys[first + x] = static_cast<int32_t>(j);
                                 p.key_evict[first + x] = e;
                                 if (bias != nullptr) p.key_bias[first + x] = b;
@@ -1414,7 +1416,9 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.tiles = (n + 31) / 32;
   p.held_first = order == KeyOrder::kHeldFirst;
   p.rest_cap = ListRestCap(br, p.held_first);
-  if (p.rest_cap * 12 > kTopKSharedBytes) return tag + ": held-first key lists of Br > 2048";
+  // The buffer beside the kernel's counts (static) within the 48 KB that need no opt-in.
+  if (p.rest_cap * 12 + 4 * kListWarps * static_cast<int64_t>(sizeof(int32_t)) > kTopKSharedBytes)
+    return tag + ": held-first key lists of Br > 2042 (their buffer past 48 KB)";
   const int64_t capacity = ListBegin(topk.heads, 0, br, lq, n, topk.k);  // every head's room
   if (capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
   if (p.lists > INT32_MAX) return tag + ": 2^31 key lists or more";

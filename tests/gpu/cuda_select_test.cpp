@@ -173,7 +173,9 @@ TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {
                         {1000, 1000, 1, 64, "zeros"},  {2048, 2048, 300, 32, "gaussian"},
                         // lists of several rounds of ListBuild (64 tiles of keys a round)
                         {4500, 4600, 700, 128, "gaussian"}, {6000, 6000, 40, 16, "rising"},
-                        {4097, 4097, 2500, 128, "few"}};
+                        {4097, 4097, 2500, 128, "few"},
+                        // the widest held-first buffer EnqueueKeyLists takes (48 KB)
+                        {5000, 5000, 700, 2042, "gaussian"}};
   for (const Case& c : cases) {
     Shape shape;
     shape.B = 2;

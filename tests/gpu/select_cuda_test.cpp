@@ -130,6 +130,12 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
       if (!sorted) CHECK(topk.order == nullptr);
       CHECK(Download(topk.tile_max, 4 * ((c.lk + 31) / 32)) == host.tile_max);
       CheckLists(lists, cp::BuildKeyLists(shape, evict, c.br, order), evict, c.lk);
+      if (!sorted) {  // the widest held-first buffer within 48 KB, and one past it
+        cp::ListsDevice wide;
+        REQUIRE(cp::EnqueueKeyLists(topk, c.lq, 2042, order, &wide, ws, "wide", nullptr) == "");
+        CheckLists(wide, cp::BuildKeyLists(shape, evict, 2042, order), evict, c.lk);
+        CHECK(cp::EnqueueKeyLists(topk, c.lq, 2043, order, &wide, ws, "wider", nullptr) != "");
+      }
     }
   }
 }
