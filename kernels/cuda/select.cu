@@ -1414,6 +1414,8 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.query_blocks = (lq + br - 1) / br;
   p.lists = topk.heads * p.query_blocks;
   p.tiles = (n + 31) / 32;
+  if (lq > n) return tag + ": key lists need Lq <= Lk (causal, the last query at the last key)";
+  if (br < 1) return tag + ": key lists need query blocks of at least one row";
   p.held_first = order == KeyOrder::kHeldFirst;
   p.rest_cap = ListRestCap(br, p.held_first);
   // The buffer beside the kernel's counts (static) within the 48 KB that need no opt-in.

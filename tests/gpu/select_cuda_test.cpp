@@ -135,6 +135,8 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
         REQUIRE(cp::EnqueueKeyLists(topk, c.lq, 2042, order, &wide, ws, "wide", nullptr) == "");
         CheckLists(wide, cp::BuildKeyLists(shape, evict, 2042, order), evict, c.lk);
         CHECK(cp::EnqueueKeyLists(topk, c.lq, 2043, order, &wide, ws, "wider", nullptr) != "");
+        CHECK(cp::EnqueueKeyLists(topk, c.lk + 1, c.br, order, &wide, ws, "lq", nullptr) != "");
+        CHECK(cp::EnqueueKeyLists(topk, c.lq, 0, order, &wide, ws, "br", nullptr) != "");
       }
     }
   }
