@@ -637,13 +637,16 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKP
   if (w.lane == 0) p.tile_max[x] = m;
 }
 
+// ListBuild's counts of a round, by parity: attntune_select_lists' static shared memory.
+using ListCountsShared = int32_t[2][2 * kListWarps];
+
 // Key lists: a block per list (head, query block), one pass over its tiles (ListBuild),
 // written at the list's ListBegin: the room ListBound gives every list, so no list waits
 // for the counts of the lists before it. Dynamic shared memory: the keys placed after the
 // held ones (ListRestCap entries of 12 bytes).
 extern "C" __global__ void __launch_bounds__(32 * kListWarps)
     attntune_select_lists(ListParams p) {
-  __shared__ int32_t counts[2][2 * kListWarps];
+  __shared__ ListCountsShared counts;
   extern __shared__ int32_t list_rest[];  // [rest_cap] keys, then evictions, then biases
   const int64_t list = blockIdx.x;
   if (list >= p.lists) return;  // none: one block launched
@@ -1403,6 +1406,9 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
                             ListsDevice* out, SelectWorkspace& ws, const std::string& tag,
                             void* stream) {
   const int64_t n = topk.n;
+  // Before any division by br or room computed from Lk - Lq.
+  if (lq > n) return tag + ": key lists need Lq <= Lk (causal, the last query at the last key)";
+  if (br < 1) return tag + ": key lists need query blocks of at least one row";
   ListParams p{};
   p.evict = topk.evict;
   p.tile_max = topk.tile_max;
@@ -1414,12 +1420,10 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.query_blocks = (lq + br - 1) / br;
   p.lists = topk.heads * p.query_blocks;
   p.tiles = (n + 31) / 32;
-  if (lq > n) return tag + ": key lists need Lq <= Lk (causal, the last query at the last key)";
-  if (br < 1) return tag + ": key lists need query blocks of at least one row";
   p.held_first = order == KeyOrder::kHeldFirst;
   p.rest_cap = ListRestCap(br, p.held_first);
   // The buffer beside the kernel's counts (static) within the 48 KB that need no opt-in.
-  if (p.rest_cap * 12 + 4 * kListWarps * static_cast<int64_t>(sizeof(int32_t)) > kTopKSharedBytes)
+  if (p.rest_cap * 12 + static_cast<int64_t>(sizeof(ListCountsShared)) > kTopKSharedBytes)
     return tag + ": held-first key lists of Br > 2042 (their buffer past 48 KB)";
   const int64_t capacity = ListBegin(topk.heads, 0, br, lq, n, topk.k);  // every head's room
   if (capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
