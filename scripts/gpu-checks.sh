@@ -16,7 +16,9 @@
 #     `--impl flashinfer`) beside attntune's own dense kernel: dense and swa w=1024 at
 #     L=16384, fp16 (and bf16 dense),
 #     as bench --json records in OUT/libs.jsonl, with their ratios;
-#  5. compute-sanitizer memcheck of the numerics of every family;
+#  5. compute-sanitizer memcheck of the numerics of every family; racecheck and synccheck
+#     of the selection's block-level kernels and of the attention kernels (every family,
+#     every tile, once);
 #  6. tune --phase decode and tune --metrics; counters of the sparse kernels (bench
 #     --metrics at L=4096, a whole launch) and of the gathered attention kernels alone
 #     (ncu at L=16384), and the selection's kernels under ncu (dma w=1024, ks k=64, lsh's
@@ -346,6 +348,13 @@ if want memcheck && command -v compute-sanitizer >/dev/null && fits 120 "memchec
     racecheck 60 racecheck.log gpu_windowed_test "$race_tests"
   fits 30 "synccheck (selection)" && sanitize "synccheck (selection)" \
     synccheck 45 synccheck.log gpu_windowed_test "$race_tests"
+  # The attention kernels themselves, every family once at every tile: the key ring, the
+  # companions' copies spread over the warps, the stages' reuse.
+  attention_tests="Attention kernels of every family*"
+  fits 40 "racecheck (attention)" && sanitize "racecheck (attention)" \
+    racecheck 90 racecheck-attention.log gpu_windowed_test "$attention_tests"
+  fits 30 "synccheck (attention)" && sanitize "synccheck (attention)" \
+    synccheck 60 synccheck-attention.log gpu_windowed_test "$attention_tests"
 fi
 
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse

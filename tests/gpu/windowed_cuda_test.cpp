@@ -7,6 +7,8 @@
 #include <cmath>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/cuda_implementations.h"
 #include "kernels/cuda/plan.h"
@@ -157,18 +159,21 @@ TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[g
   CHECK(*cupti.LastSpanMs() >= 20.0 + two_ms / 2);
 }
 
-// Twice per dtype: on inputs as given (the selection reads fp32 copies) and on inputs
-// rounded to the dtype, as tune's and bench's are (it reads the kernels' own copies).
-TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]") {
+namespace {
+
+// The table's CUDA implementation of each configuration `ids` names, at every tile of
+// its grid, against the fp64 reference on B=1, Hq=4, Hkv=2, L=333, d=128: once per
+// (dtype, rounded) in `runs` (rounded: inputs rounded to the dtype, as tune's and
+// bench's are, so that the selection reads the kernels' own copies; else fp32 copies).
+// ks_all (k past L: every key held to the end) and dma_long (w = 300 of 333) give key
+// tiles that every row of a warp attends, which skip the mask.
+void CheckTableImplementations(const std::vector<std::pair<const char*, bool>>& runs,
+                               const std::vector<const char*>& ids) {
   const Shape shape = ParseShape("B=1,Hq=4,Hkv=2,L=333,d=128", "test");
-  for (const auto& [dtype, rounded] : {std::pair{"fp16", false}, std::pair{"bf16", false},
-                                       std::pair{"fp16", true}, std::pair{"bf16", true}}) {
+  for (const auto& [dtype, rounded] : runs) {
     Tensors tensors = GaussianTensors(shape, 5);
     if (rounded) RoundInputs(&tensors, *DtypeFromString(dtype));
-    // ks_all (k past L: every key held to the end) and dma_long (w = 300 of 333) give
-    // key tiles that every row of a warp attends, which skip the mask.
-    for (const char* id : {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "ks_all",
-                           "dma_long", "lsh", "hax"}) {
+    for (const char* id : ids) {
       const std::string name = id;
       const std::string base = name == "dma_nobias" || name == "dma_long" ? "dma"
                                : name == "ks_all"                         ? "ks"
@@ -198,9 +203,26 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]") {
+  CheckTableImplementations({{"fp16", false}, {"bf16", false}, {"fp16", true}, {"bf16", true}},
+                            {"dense", "swa", "hybrid", "ks", "dma", "dma_nobias", "ks_all",
+                             "dma_long", "lsh", "hax"});
   FlushL2();
   CHECK(!CudaImplementation(FindVariant("dma_decode", "test"), "fp16", 128).has_value());
   CHECK(!CudaImplementation(FindVariant("dense", "test"), "fp16", 96).has_value());
+}
+
+// The attention kernels of every family once at every tile (one and two stages, one and
+// two row tiles a warp), on lists of one to eleven key tiles, masked and unmasked tiles:
+// few enough launches for compute-sanitizer's racecheck and synccheck (gpu-checks.sh),
+// which the case above would take minutes under.
+TEST_CASE("Attention kernels of every family at every tile, once (for racecheck)", "[gpu]") {
+  CheckTableImplementations({{"fp16", true}}, {"dense", "swa", "ks", "dma", "dma_long", "lsh",
+                                               "hax"});
 }
 
 TEST_CASE("CUDA bucketed kernels (lsh, hax) match the fp64 reference over awkward shapes",
