@@ -108,6 +108,17 @@ struct Math<Dtype::kBf16> {
   }
 };
 
+/// 2^x on the special-function unit alone (ex2.approx.ftz.f32). exp2f wraps the same
+/// MUFU.EX2 in a compare and two multiplies per call so that results below 2^-126 come
+/// out subnormal; here they are 0. A probability that small is 0 once packed to fp16 or
+/// bf16 for O += P V, adds nothing to a row sum that holds its maximum's 1, and a rescale
+/// factor that small leaves nothing of the sums it multiplies. 2^-inf is 0, as exp2f's.
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// 16-byte global -> shared copy; zero-fills when !ok (rows past Lq or Lk), so that
 /// masked keys multiply zeros, never stale NaNs.
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok) {
@@ -520,14 +531,14 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
         mx[mi][r] = fmaxf(mx[mi][r], __shfl_xor_sync(0xffffffffu, mx[mi][r], 1));
         mx[mi][r] = fmaxf(mx[mi][r], __shfl_xor_sync(0xffffffffu, mx[mi][r], 2));
         base[r] = mx[mi][r] == -INFINITY ? 0.f : mx[mi][r];  // nothing kept yet: avoid inf - inf
-        alpha[r] = exp2f(m[mi][r] - base[r]);
+        alpha[r] = Exp2(m[mi][r] - base[r]);
         m[mi][r] = mx[mi][r];
       }
 #pragma unroll
       for (int nt = 0; nt < BC / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[mi][nt][e] = exp2f(s[mi][nt][e] - base[e >> 1]);
+          s[mi][nt][e] = Exp2(s[mi][nt][e] - base[e >> 1]);
           rs[e >> 1] += s[mi][nt][e];
         }
       }
