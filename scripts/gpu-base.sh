@@ -1,7 +1,8 @@
 #!/bin/bash
 # Builds the base of an A/B comparison on a GPU: attntune at COMMIT, for sm_90 only,
 # without the attention libraries or the tests (3 minutes on 2 cores), packed as a
-# lean bundle (LEAN=1 scripts/gpu-bundle.sh) in BUNDLE_DIR, to be carried beside the full
+# lean bundle (LEAN=bin scripts/gpu-bundle.sh: the binary alone, the full bundle's
+# libraries serving it on the GPU machine) in BUNDLE_DIR, to be carried beside the full
 # bundle and named by gpu-checks.sh's BASE:
 #   scripts/gpu-base.sh COMMIT [BUNDLE_DIR]        (BUNDLE_DIR defaults to build-base-gpu)
 # The checkout goes to a git worktree under /tmp, the build to build-base-SHORT/ (both
@@ -24,4 +25,4 @@ dir=build-base-$short
 cmake -S "$tree" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DATTNTUNE_FLASHINFER=OFF -DATTNTUNE_CUDNN=OFF -DATTNTUNE_TESTS=OFF >/dev/null
 nice cmake --build "$dir" -j2 --target attntune
-LEAN=1 "$here/scripts/gpu-bundle.sh" "$dir" "$bundle"
+LEAN=bin "$here/scripts/gpu-bundle.sh" "$dir" "$bundle"

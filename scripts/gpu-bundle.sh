@@ -9,6 +9,8 @@
 # then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
 # LEAN=1 packs the attntune binary and its libraries alone (8.2 MB packed for sm_90): the
 # base of an A/B comparison, carried beside a full bundle (gpu-checks.sh's BASE).
+# LEAN=bin packs the binary alone (about 2.5 MB): its libraries are then the full
+# bundle's, which gpu-checks.sh puts on the loader's path (and checks the base finds).
 # The bundle's `commit` file names the commit its build's source tree is at ("+changes"
 # where that tree differs from it), which gpu-checks.sh logs and labels the A/B with.
 set -eu
@@ -18,15 +20,15 @@ bundle=${2:-build-gpu}
 rm -rf "$bundle"
 mkdir -p "$bundle/tests/gpu" "$bundle/benchmarks" "$bundle/lib"
 cp "$build/attntune" "$bundle/"
-[ "${LEAN:-0}" = 1 ] || for t in gpu_windowed_test gpu_library_test cupti_activity_test cupti_metrics_test cuda_plan_test \
+[ "${LEAN:-0}" != 0 ] || for t in gpu_windowed_test gpu_library_test cupti_activity_test cupti_metrics_test cuda_plan_test \
     cuda_select_test library_plan_test cudnn_test flashinfer_test; do
   if [ -x "$build/tests/gpu/$t" ]; then cp "$build/tests/gpu/$t" "$bundle/tests/gpu/"; fi
 done
-[ "${LEAN:-0}" = 1 ] || for b in cuda_windowed_bench cuda_decode_step library_cuda_run; do
+[ "${LEAN:-0}" != 0 ] || for b in cuda_windowed_bench cuda_decode_step library_cuda_run; do
   if [ -x "$build/benchmarks/$b" ]; then cp "$build/benchmarks/$b" "$bundle/benchmarks/"; fi
 done
 # Libraries beyond glibc, libstdc++ and libgcc (which every image has, newer).
-for bin in "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/*; do
+[ "${LEAN:-0}" = bin ] || for bin in "$bundle/attntune" "$bundle"/tests/gpu/* "$bundle"/benchmarks/*; do
   ldd "$bin" | awk '/=> \//{print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|libutil|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$bundle/lib/"; done

@@ -48,7 +48,7 @@ if [ -f "$build/bundle.tar.xz" ] && [ ! -x "$build/attntune" ]; then  # gpu-bund
   build=/tmp/attntune-bundle
 fi
 build_commit=$(cat "$build/commit" 2>/dev/null || echo unknown)
-# BASE: other builds' bundles (LEAN=1 gpu-bundle.sh is enough), whose attntune the
+# BASE: other builds' bundles (LEAN=bin gpu-bundle.sh is enough), whose attntune the
 # sparse step benches beside this one's, configuration by configuration.
 base_ats=()
 base_labels=()
@@ -81,6 +81,19 @@ if [ -z "${ATTNTUNE_CUDNN_LIBRARY:-}" ]; then
     done
   fi
 fi
+# A base packed without its libraries (LEAN=bin) takes this bundle's; one that finds
+# not all of them is left out, with the line that says so.
+for ((x = ${#base_ats[@]} - 1; x >= 0; --x)); do
+  missing=$(LD_LIBRARY_PATH="$(dirname "${base_ats[$x]}")/lib:$LD_LIBRARY_PATH" ldd "${base_ats[$x]}" |
+    awk '/not found/{print $1}' | tr '\n' ' ')
+  if [ -n "$missing" ]; then
+    echo "== BASE ${base_labels[$x]} left out: its attntune needs ${missing}that neither it nor this bundle holds" |
+      tee -a "$out/summary.txt"
+    unset 'base_ats[x]' 'base_labels[x]'
+  fi
+done
+base_ats=("${base_ats[@]}")
+base_labels=("${base_labels[@]}")
 deadline=${DEADLINE:-570}
 start=$(date +%s)
 at="$build/attntune"
