@@ -287,11 +287,15 @@ ATTNTUNE_HD inline float ToFloat(F16Bits x) {
 #endif
 }
 
-/// Whether query row i (absolute position p) attends key j (DESIGN.md s1, causal).
-ATTNTUNE_HD inline bool Attends(int64_t p, int64_t j, int64_t window, int64_t sink) {
-  if (j > p || j < 0) return false;
-  if (window <= 0) return true;
-  return j > p - window || j < sink;
+/// Whether query row i (absolute position p) attends key j (DESIGN.md s1, causal):
+/// j <= p, and (window <= 0, or j > p - window, or j < sink). The predicates here combine
+/// plain values with & and | rather than && and ||: the kernels' masked tiles then
+/// evaluate them without branches (nvcc branches around the short-circuited operands).
+/// p - j < window is j > p - window without the overflow of p - window. I: int64_t, or
+/// the kernel's 32-bit positions with the window and sink clamped to them (Clamp32).
+template <class I>
+ATTNTUNE_HD inline bool Attends(I p, I j, I window, I sink) {
+  return (j <= p) & (j >= 0) & ((window <= 0) | (p - j < window) | (j < sink));
 }
 
 /// The windowed kernel's `ldmatrix.x4` addresses: the element offset, in a row-major
@@ -317,12 +321,21 @@ ATTNTUNE_HD inline int LdmV(int ld, int kk, int dt, int lane) {
 
 /// Whether every row at positions [p_lo, p_hi] attends every key of [j_lo, j_hi]
 /// (Attends), so that a tile of them needs no mask element by element.
-ATTNTUNE_HD inline bool AttendsAll(int64_t p_lo, int64_t p_hi, int64_t j_lo, int64_t j_hi,
-                                   int64_t window, int64_t sink) {
+/// I as Attends'.
+template <class I>
+ATTNTUNE_HD inline bool AttendsAll(I p_lo, I p_hi, I j_lo, I j_hi, I window, I sink) {
   if (j_lo < 0 || j_hi > p_lo) return false;
   if (window <= 0) return true;
-  const int64_t first_plain = j_lo > sink ? j_lo : sink;  // the first key that is no sink
-  return first_plain > j_hi || first_plain > p_hi - window;
+  const I first_plain = j_lo > sink ? j_lo : sink;  // the first key that is no sink
+  return first_plain > j_hi || p_hi - first_plain < window;
+}
+
+/// A window or sink as the kernel's 32-bit predicates take it: clamped to [0, 2^31 - 1].
+/// For positions below 2^31 - 1 (CanImplement) Attends and AttendsAll answer the same
+/// with it as with the 64-bit value: a window <= 0 means none, and one of 2^31 - 1 or more
+/// holds every earlier key; a sink <= 0 holds no key, one of 2^31 - 1 or more every key.
+ATTNTUNE_HD inline int32_t Clamp32(int64_t v) {
+  return static_cast<int32_t>(v < 0 ? 0 : v > INT32_MAX ? INT32_MAX : v);
 }
 
 /// Whether the prefix top-k set of a row at position p holds key j (ks, dma, hax's ks
@@ -336,7 +349,7 @@ ATTNTUNE_HD inline bool InTopK(int64_t p, int64_t j, const int32_t* evict) {
 /// the kernel's 32-bit positions, or int64_t.
 template <class I>
 ATTNTUNE_HD inline bool HeldThrough(I j, I e, I p0, I p1) {
-  return j <= p0 && e > p1;
+  return (j <= p0) & (e > p1);
 }
 
 /// Whether a row of the bucketed family (BucketLists) at position p attends key j: the
@@ -353,7 +366,7 @@ ATTNTUNE_HD inline bool BucketAttends(int64_t p, int64_t j, int64_t lo, int64_t 
 /// positions, or int64_t.
 template <class I>
 ATTNTUNE_HD inline bool BucketAttendsKey(I p, I j, I lo, I hi, I spos_j, bool ks, I evict_j) {
-  return (lo <= spos_j && spos_j < hi) || (ks && j <= p && p < evict_j);
+  return ((lo <= spos_j) & (spos_j < hi)) | (ks && ((j <= p) & (p < evict_j)));
 }
 
 /// Gathered decode's walk over the keys of one step of one (batch, KV head): the

@@ -233,6 +233,9 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   const uint16_t* vg = p.v + ((static_cast<int64_t>(b) * p.hkv + hk) * p.lk) * D;
   uint16_t* og = p.o + ((static_cast<int64_t>(b) * p.hq + h) * p.lq) * D;
   const int64_t window = p.windows != nullptr ? p.windows[hk] : p.window;
+  // The windowed tiles' predicates in 32 bits (every position is below 2^31 - 1024).
+  const int32_t window32 = Clamp32(window), sink32 = Clamp32(p.sink);
+  const int32_t lk32 = static_cast<int32_t>(p.lk);
 
   VisitList<GATHERED, BC> spans;
   // Gathered: the tile's keys and their companions (KernelParams' list_aux, list_aux2,
@@ -474,7 +477,8 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
     } else {
       const int64_t j0 = spans.Key(kblock, 0);
       full = j0 + BC <= p.lk &&
-             AttendsAll(first, first + WROWS - 1, j0, j0 + BC - 1, window, p.sink);
+             AttendsAll<int32_t>(first, first + WROWS - 1, static_cast<int32_t>(j0),
+                                 static_cast<int32_t>(j0 + BC - 1), window32, sink32);
     }
     // Every score of the tile: f(row tile, key tile, element, key column).
     auto each_score = [&](auto&& f) {
@@ -503,21 +507,31 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
         if constexpr (BUCKETED) {
           const int stage = it % STAGES;
           const int x_row = row0 + mi * 16 + g + 8 * r;
-          const bool keep =
-              c < valid && BucketAttendsKey<int32_t>(pos[mi][r], key_s[it % KEY_RING][c],
-                                                     lo_s[x_row], hi_s[x_row], aux_s[stage][c],
-                                                     aux2 != nullptr, aux2_s[stage][c]);
+          auto attends = [&] {
+            return BucketAttendsKey<int32_t>(pos[mi][r], key_s[it % KEY_RING][c], lo_s[x_row],
+                                             hi_s[x_row], aux_s[stage][c], aux2 != nullptr,
+                                             aux2_s[stage][c]);
+          };
+          // One row tile a warp: without a branch. Two: the loads behind c < valid's
+          // branch, as the branch-free form needs registers that warp does not have (it
+          // spills 40 bytes).
+          bool keep;
+          if constexpr (MT == 1) {
+            keep = (c < valid) & attends();
+          } else {
+            keep = c < valid && attends();
+          }
           x = keep ? x * p.scale_log2 : -INFINITY;
         } else if constexpr (GATHERED) {
           const int stage = it % STAGES;
           const int32_t at = pos[mi][r];
           const int32_t key = key_s[it % KEY_RING][c];
-          const bool keep = c < valid && key <= at && at < aux_s[stage][c];
+          const bool keep = (c < valid) & (key <= at) & (at < aux_s[stage][c]);
           const float bias = aux2 != nullptr ? __int_as_float(aux2_s[stage][c]) : 0.f;
           x = keep ? x * p.scale_log2 + bias : -INFINITY;
         } else {
-          const int64_t j = spans.Key(kblock, c);
-          const bool keep = j < p.lk && Attends(pos[mi][r], j, window, p.sink);
+          const int32_t j = static_cast<int32_t>(spans.Key(kblock, c));  // below Lk + BC
+          const bool keep = (j < lk32) & Attends<int32_t>(pos[mi][r], j, window32, sink32);
           x = keep ? x * p.scale_log2 : -INFINITY;
         }
         mx[mi][r] = fmaxf(mx[mi][r], x);

@@ -194,6 +194,52 @@ TEST_CASE("The kernel's ldmatrix addresses give the mma fragments of S = Q K^T a
   CHECK(mismatches == 0);
 }
 
+TEST_CASE("The kernel's 32-bit predicates, window and sink clamped, answer as the 64-bit ones") {
+  // Positions up to the largest CanImplement takes; windows and sinks of every sign and
+  // size, past 2^31 and at the int64 extremes.
+  const int64_t top = (int64_t{1} << 31) - 1025;
+  const int64_t ps[] = {0, 1, 2, 5, 100, 65536, top - 1, top};
+  const int64_t limits[] = {INT64_MIN, -(int64_t{1} << 40), -5, -1, 0, 1, 2, 3, 7, 100,
+                            top, INT32_MAX - 1, INT32_MAX, int64_t{1} << 31, int64_t{1} << 40,
+                            INT64_MAX};
+  int64_t checked = 0, attended = 0;
+  for (const int64_t p : ps) {
+    std::vector<int64_t> js = {0, 1, 2, 3, 6, 7, 8, 99, 100, 101};
+    for (int64_t d = -3; d <= 3; ++d) {
+      if (p + d >= 0 && p + d <= top + 1023) js.push_back(p + d);
+    }
+    for (const int64_t j : js) {
+      for (const int64_t w : limits) {
+        for (const int64_t sink : limits) {
+          const bool wide = cp::Attends<int64_t>(p, j, w, sink);
+          const bool narrow = cp::Attends<int32_t>(static_cast<int32_t>(p), static_cast<int32_t>(j),
+                                                   cp::Clamp32(w), cp::Clamp32(sink));
+          if (wide != narrow) FAIL("Attends(" << p << ", " << j << ", " << w << ", " << sink << ")");
+          for (const int64_t j_hi : {j, j + 1, j + 31, p}) {
+            if (j_hi < j) continue;
+            const bool all = cp::AttendsAll<int64_t>(p, p + 7, j, j_hi, w, sink);
+            const bool all32 = cp::AttendsAll<int32_t>(
+                static_cast<int32_t>(p), static_cast<int32_t>(p + 7), static_cast<int32_t>(j),
+                static_cast<int32_t>(j_hi), cp::Clamp32(w), cp::Clamp32(sink));
+            if (all != all32) {
+              FAIL("AttendsAll(" << p << ", " << p + 7 << ", " << j << ", " << j_hi << ", " << w
+                                 << ", " << sink << ")");
+            }
+          }
+          ++checked;
+          attended += wide;
+        }
+      }
+    }
+  }
+  CHECK(attended > checked / 4);  // both answers occur
+  CHECK(attended < checked * 3 / 4);
+  CHECK(cp::Clamp32(INT64_MIN) == 0);
+  CHECK(cp::Clamp32(-1) == 0);
+  CHECK(cp::Clamp32(7) == 7);
+  CHECK(cp::Clamp32(int64_t{1} << 31) == INT32_MAX);
+}
+
 TEST_CASE("AttendsAll holds exactly when Attends holds for every row and key of the ranges") {
   // Every range of rows and keys within [0, 24), windows 0 (dense) to 9, sinks 0 to 4.
   int64_t both = 0, only_some = 0;
