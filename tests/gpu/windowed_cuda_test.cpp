@@ -218,9 +218,9 @@ TEST_CASE("The variant table's CUDA implementations match the reference", "[gpu]
 
 // The attention kernels of every family once at every tile (one and two stages, one and
 // two row tiles a warp), on lists of one to eleven key tiles, masked and unmasked tiles:
-// a fifth of the case above's runs (one input setting of four, seven configurations of
-// ten), for compute-sanitizer's racecheck and synccheck (gpu-checks.sh, capped at 90 and
-// 60 s), which slow every shared-memory access.
+// 7 of the case above's 40 (input setting, configuration) runs, for compute-sanitizer's
+// racecheck and synccheck (gpu-checks.sh, capped at 90 and 60 s), which slow every
+// shared-memory access.
 TEST_CASE("Attention kernels of every family at every tile, once (for racecheck)", "[gpu]") {
   CheckTableImplementations({{"fp16", true}}, {"dense", "swa", "ks", "dma", "dma_long", "lsh",
                                                "hax"});
