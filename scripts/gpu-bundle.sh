@@ -7,9 +7,10 @@
 # carries at most 64 MB, the checkout included).
 #   scripts/gpu-bundle.sh BUILD_DIR [BUNDLE_DIR]      (BUNDLE_DIR defaults to build-gpu)
 # then, on the GPU machine: scripts/gpu-checks.sh BUNDLE_DIR OUT_DIR
-# LEAN=1 packs the attntune binary and its libraries alone (8.2 MB packed for sm_90): the
-# base of an A/B comparison, carried beside a full bundle (gpu-checks.sh's BASE).
-# LEAN=bin packs the binary alone (about 2.5 MB): its libraries are then the full
+# LEAN=1 packs the attntune binary and its libraries alone (6.4 MB packed for gpu-base.sh's
+# sm_90 build): the base of an A/B comparison, carried beside a full bundle (gpu-checks.sh's
+# BASE). LEAN=bin packs the binary alone (2.2-2.3 MB for gpu-base.sh's builds, 4.5 MB for
+# one with cuDNN's and FlashInfer's implementations): its libraries are then the full
 # bundle's, which gpu-checks.sh puts on the loader's path (and checks the base finds).
 # The bundle's `commit` file names the commit its build's source tree is at ("+changes"
 # where that tree differs from it), which gpu-checks.sh logs and labels the A/B with.
