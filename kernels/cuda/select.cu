@@ -173,7 +173,6 @@ struct DmaParams {
   bool fused;
 };
 
-constexpr int kDmaWarps = 4;  // warps per block of attntune_select_dma_scores, 32 keys each
 
 // ---- top-k ----
 
@@ -510,6 +509,7 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
     attntune_select_topk_chunks(TopKParams p) {
   extern __shared__ uint64_t chunk_key[];  // [chunk], then (shared state) [state_cap] twice
   __shared__ int32_t counts[kChunkWarps];
+  static_assert(sizeof(counts) == kTopKChunksStaticBytes, "kTopKChunksStaticBytes");
   const int64_t c = blockIdx.x, head = blockIdx.y;
   const int64_t a = c * p.chunk, b = min(p.n, a + p.chunk);
   const uint64_t* key = p.key + head * p.n;
@@ -639,6 +639,7 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKP
 
 // ListBuild's counts of a round, by parity: attntune_select_lists' static shared memory.
 using ListCountsShared = int32_t[2][2 * kListWarps];
+static_assert(sizeof(ListCountsShared) == kListStaticBytes, "kListStaticBytes");
 
 // Key lists: a block per list (head, query block), one pass over its tiles (ListBuild),
 // written at the list's ListBegin: the room ListBound gives every list, so no list waits
@@ -1295,10 +1296,13 @@ std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream) {
 
 std::string EnqueueDmaScores(const Shape& s, DeviceInput v, const double* delta,
                              const double* a, bool fused, TopKDevice* out, void* stream) {
+  if (DmaScoresSharedBytes(s.d) > kNoOptInSharedBytes) {
+    return "dma scores on the device take d <= " + std::to_string(kDmaScoresMaxD) +
+           " (the head's delta in one block's shared memory)";
+  }
   DmaParams p{v.data, delta, a, out->key, out->bias_log2, s.Lk, s.d, static_cast<int>(s.Hkv),
               static_cast<int>(s.B), fused};
-  const size_t smem = static_cast<size_t>(s.d) * sizeof(double) +
-                      static_cast<size_t>(kDmaWarps * kDmaStageFloats) * sizeof(float);
+  const size_t smem = static_cast<size_t>(DmaScoresSharedBytes(s.d));
   return RunTyped(v.type, "attntune_select_dma_scores", ATTNTUNE_TYPED(attntune_select_dma_scores),
                   dim3(Blocks(s.Lk, 32 * kDmaWarps), static_cast<unsigned>(s.B * s.Hkv)),
                   dim3(32 * kDmaWarps), p, stream, smem);
@@ -1331,7 +1335,7 @@ std::string EnqueueTopKScan(TopKParams& p, SelectWorkspace& ws, const std::strin
   // A block per list, a thread per output slot up to 256 (whole warps).
   const unsigned threads =
       static_cast<unsigned>(std::min<int64_t>(256, (p.state_cap + 31) / 32 * 32));
-  s.staged = 2 * p.state_cap * 12 <= kTopKSharedBytes;
+  s.staged = 2 * p.state_cap * 12 <= kNoOptInSharedBytes;
   int cur = 0;
   for (int64_t offset = 1; offset < p.chunks && error.empty(); offset *= 2) {
     s.in_key = keys[cur];
@@ -1423,7 +1427,7 @@ std::string EnqueueKeyLists(const TopKDevice& topk, int64_t lq, int br, KeyOrder
   p.held_first = order == KeyOrder::kHeldFirst;
   p.rest_cap = ListRestCap(br, p.held_first);
   // The buffer beside the kernel's counts (static) within the 48 KB that need no opt-in.
-  if (p.rest_cap * 12 + static_cast<int64_t>(sizeof(ListCountsShared)) > kTopKSharedBytes)
+  if (p.rest_cap * 12 + kListStaticBytes > kNoOptInSharedBytes)
     return tag + ": held-first key lists of Br > 2042 (their buffer past 48 KB)";
   const int64_t capacity = ListBegin(topk.heads, 0, br, lq, n, topk.k);  // every head's room
   if (capacity >= INT32_MAX) return tag + ": key lists of 2^31 entries or more";
@@ -1477,7 +1481,7 @@ std::string EnqueueLshBins(const Shape& s, DeviceInput q, DeviceInput k, const f
   p.key_head_blocks = static_cast<int32_t>(key_head_blocks);
   p.query_head_blocks = static_cast<int32_t>(query_head_blocks);
   const size_t smem = static_cast<size_t>((h + 1) * s.d) * sizeof(float);
-  p.staged = smem <= 48 * 1024;
+  p.staged = static_cast<int64_t>(smem) <= kNoOptInSharedBytes;
   const dim3 grid(static_cast<unsigned>(blocks));
   if (s.d / 16 <= 8) {
     return RunTyped(q.type, "attntune_select_lsh_bins", ATTNTUNE_TYPED(attntune_select_lsh_bins),
@@ -1673,7 +1677,7 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
 std::string CanSelectDecode(const Shape& s, int64_t r) {
   const int64_t cap = 2 * std::min(r, s.Lk);
   // The candidates of one step and their scores sit in one block's shared memory.
-  if (cap * (sizeof(double) + sizeof(int32_t)) > 48 * 1024) {
+  if (cap * static_cast<int64_t>(sizeof(double) + sizeof(int32_t)) > kNoOptInSharedBytes) {
     return "dma_decode's selection on the device takes r <= 2048";
   }
   if (s.B * s.Hq * s.Lk + 1 >= INT32_MAX) return "B * Hq * Lk must be below 2^31";

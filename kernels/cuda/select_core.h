@@ -224,12 +224,26 @@ ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a
   return DmaSoftplus(z, a);
 }
 
+/// The shared memory a block may take without an opt-in, on every arch: static and
+/// dynamic together (a launch past it fails).
+constexpr int64_t kNoOptInSharedBytes = 48 * 1024;
+
 /// Dims of the value rows that DmaWarpScores stages at a time: a 32-byte sector of fp16
 /// or bf16 per row.
 constexpr int kDmaDims = 16;
 /// Floats of one warp's staging area in DmaWarpScores: 32 rows of kDmaDims, each padded
 /// by one so that lane l reading row l hits its own bank.
 constexpr int kDmaStageFloats = 32 * (kDmaDims + 1);
+/// Warps per block of attntune_select_dma_scores, 32 keys each.
+constexpr int kDmaWarps = 4;
+/// attntune_select_dma_scores' shared memory for head dim d (all dynamic): the head's Δ
+/// in fp64, then each warp's staging area.
+ATTNTUNE_HD inline int64_t DmaScoresSharedBytes(int64_t d) {
+  return d * 8 + int64_t{kDmaWarps} * kDmaStageFloats * 4;
+}
+/// The widest head dim whose dma scores fit kNoOptInSharedBytes.
+constexpr int64_t kDmaScoresMaxD =
+    (kNoOptInSharedBytes - int64_t{kDmaWarps} * kDmaStageFloats * 4) / 8;
 
 /// dma's scores of `count` (1 to 32) consecutive keys by one warp, a key a lane:
 /// emit(lane, b) with lane l's b = DmaScore of row l (the dot in index order, kFused the
@@ -383,18 +397,22 @@ ATTNTUNE_HD inline int64_t TopKChunk(int64_t k) {
   return wide < 128 ? 128 : wide > 4096 ? 4096 : wide;
 }
 
-/// Whether attntune_select_topk_chunks holds a chunk's state (int32 positions) and its
-/// members' RankKeys in shared memory beside the chunk's keys: within 48 KB, which needs
-/// no opt-in on any arch (k up to about 3,490); else in global memory.
-constexpr int64_t kTopKSharedBytes = 48 * 1024;
-ATTNTUNE_HD inline bool TopKStateShared(int64_t chunk, int64_t state_cap) {
-  return chunk * 8 + state_cap * 12 <= kTopKSharedBytes;
-}
-
 constexpr int kScanAhead = 4;
 /// The warps of attntune_select_topk_chunks' block (256 threads), which ChunkState spreads
 /// its scan over.
 constexpr int kChunkWarps = 8;
+
+/// attntune_select_topk_chunks' static shared memory (ChunkState's counts, a word a warp),
+/// which its dynamic part shares kNoOptInSharedBytes with (cuda_resources_test checks it
+/// against ptxas' figure on every arch).
+constexpr int64_t kTopKChunksStaticBytes = kChunkWarps * 4;
+/// Whether attntune_select_topk_chunks holds a chunk's state (int32 positions) and its
+/// members' RankKeys in shared memory beside the chunk's keys: within kNoOptInSharedBytes
+/// with its static part, so with no opt-in on any arch (k up to 3,496); else in global
+/// memory.
+ATTNTUNE_HD inline bool TopKStateShared(int64_t chunk, int64_t state_cap) {
+  return kTopKChunksStaticBytes + chunk * 8 + state_cap * 12 <= kNoOptInSharedBytes;
+}
 
 /// The warps of one block, running the same block-level step. Block-level steps take a
 /// `Block` with: kWarps; Warp, the type of its warps; kWarpSlots and WarpSlot(i), where
@@ -731,6 +749,9 @@ struct ListRest {
 };
 constexpr int kListWarps = 8;
 constexpr int kListRoundTiles = 8;
+/// attntune_select_lists' static shared memory: ListBuild's counts, [2][2 kListWarps]
+/// int32 (cuda_resources_test checks it against ptxas' figure).
+constexpr int64_t kListStaticBytes = 2 * 2 * kListWarps * 4;
 /// rest.cap for a list of query blocks of br rows: 2 br with held_first (the bound above),
 /// else none.
 ATTNTUNE_HD inline int64_t ListRestCap(int64_t br, bool held_first) {

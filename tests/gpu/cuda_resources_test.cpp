@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "kernels/cuda/plan.h"
+#include "kernels/cuda/select_core.h"
 
 namespace cp = attntune::cuda_plan;
 
@@ -52,6 +53,41 @@ TEST_CASE("The resource table covers every compiled tile on every arch") {
         CHECK(r->registers > 0);
         CHECK(r->registers <= 255);
       }
+    }
+  }
+}
+
+TEST_CASE("The selection kernels' static shared memory is what their launches leave it") {
+  // Each launch keeps static plus dynamic shared memory within the 48 KB that need no
+  // opt-in (a launch past it fails): topk_chunks and lists leave their static part room
+  // (kTopKChunksStaticBytes, kListStaticBytes); the others let the dynamic part take the
+  // whole 48 KB (top_merge's staged lists, the LSH projections, dma's Δ, dma_decode's
+  // candidates) and so must have none.
+  struct Static {
+    const char* kernel;
+    int64_t bytes;
+  };
+  const Static kernels[] = {{"attntune_select_topk_chunks", cp::kTopKChunksStaticBytes},
+                            {"attntune_select_lists", cp::kListStaticBytes},
+                            {"attntune_select_top_merge", 0},
+                            {"attntune_select_lsh_bins", 0},
+                            {"attntune_select_lsh_bins_f16", 0},
+                            {"attntune_select_lsh_bins_bf16", 0},
+                            {"attntune_select_lsh_bins_wide", 0},
+                            {"attntune_select_lsh_bins_wide_f16", 0},
+                            {"attntune_select_lsh_bins_wide_bf16", 0},
+                            {"attntune_select_dma_scores", 0},
+                            {"attntune_select_dma_scores_f16", 0},
+                            {"attntune_select_dma_scores_bf16", 0},
+                            {"attntune_select_decode_chosen", 0},
+                            {"attntune_select_decode_chosen_f16", 0},
+                            {"attntune_select_decode_chosen_bf16", 0}};
+  for (const cp::ArchLimits& arch : cp::SupportedArchs()) {
+    for (const Static& k : kernels) {
+      INFO(k.kernel << " sm_" << arch.sm);
+      const cp::KernelResources* r = cp::FindResources(cp::CompiledResources(), arch.sm, k.kernel);
+      REQUIRE(r != nullptr);
+      CHECK(r->static_smem == k.bytes);
     }
   }
 }

@@ -152,13 +152,26 @@ TEST_CASE("The scan takes the states up to chunks of 1,024 keys and 4M entries a
   CHECK_FALSE(cp::TopKScanFits(1, cp::TopKChunk(4100), 4, 4100));
 }
 
-TEST_CASE("The prefix top-k keeps a chunk's state in shared memory up to about k = 3,490") {
+TEST_CASE("The prefix top-k keeps a chunk's state in shared memory up to k = 3,496") {
   CHECK(cp::TopKStateShared(cp::TopKChunk(1000), 1000));
   CHECK(cp::TopKStateShared(cp::TopKChunk(3000), 3000));
-  CHECK(cp::TopKStateShared(cp::TopKChunk(3490), 3490));
+  // k = 3,496: 896 chunk keys, 3,496 members and the kernel's 32 static bytes fill the
+  // 48 KB exactly; at 3,497 and 3,498 the dynamic part alone still fits (49,132 and
+  // 49,144 bytes) but not with the static part, where such a launch fails.
+  CHECK(cp::TopKChunk(3496) == 896);
+  CHECK(cp::TopKStateShared(cp::TopKChunk(3496), 3496));
+  CHECK_FALSE(cp::TopKStateShared(cp::TopKChunk(3497), 3497));
+  CHECK_FALSE(cp::TopKStateShared(cp::TopKChunk(3498), 3498));
   CHECK_FALSE(cp::TopKStateShared(cp::TopKChunk(3500), 3500));
   // select_cuda_test's k = 4000 runs the states in global memory.
   CHECK_FALSE(cp::TopKStateShared(cp::TopKChunk(4000), 4000));
+}
+
+TEST_CASE("dma's scores take their shared memory within 48 KB up to d = 5,056") {
+  CHECK(cp::kDmaScoresMaxD == 5056);
+  CHECK(cp::DmaScoresSharedBytes(128) == 128 * 8 + 4 * 32 * 17 * 4);
+  CHECK(cp::DmaScoresSharedBytes(cp::kDmaScoresMaxD) <= cp::kNoOptInSharedBytes);
+  CHECK(cp::DmaScoresSharedBytes(cp::kDmaScoresMaxD + 1) > cp::kNoOptInSharedBytes);
 }
 
 TEST_CASE("Device key lists equal BuildKeyLists, within their bound") {

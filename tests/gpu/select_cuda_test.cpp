@@ -96,7 +96,10 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
                         {4096, 4096, 5000, 64, true},
                         // k = 4000: the chunks' states in global memory (too big for
                         // shared), and the scan's merges reading their lists there
-                        {5000, 5000, 4000, 64, true}};
+                        {5000, 5000, 4000, 64, true},
+                        // the largest k whose states sit in shared memory beside the
+                        // kernel's static part (48 KB exactly), and the first past it
+                        {3600, 3600, 3496, 64, false}, {3600, 3600, 3497, 64, true}};
   for (const Case& c : cases) {
     Shape shape;
     shape.B = 2;
@@ -180,6 +183,34 @@ TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
     for (size_t j = 0; j < b.size(); ++j) {
       REQUIRE(bias[j] == Approx(b[j] * 1.4426950408889634).epsilon(1e-6));
     }
+  }
+}
+
+TEST_CASE("Device dma scores take the widest head dim within 48 KB, and refuse one past it",
+          "[gpu]") {
+  for (const int64_t d : {cp::kDmaScoresMaxD, cp::kDmaScoresMaxD + 1}) {
+    const Shape shape = attntune::ParseShape("B=1,Hq=2,Hkv=1,L=45,d=" + std::to_string(d), "test");
+    const Tensors t = attntune::GaussianTensors(shape, 43);
+    INFO("d=" << d);
+    cp::SelectWorkspace ws;
+    ws.PoisonNewBuffers();
+    std::vector<double> delta, a;
+    attntune::DmaDeltaA(t, 7, &delta, &a);
+    cp::TopKDevice topk;
+    cp::AllocTopK(1, shape.Lk, 20, true, ws, "dma", &topk);
+    const std::string error =
+        cp::EnqueueDmaScores(shape, cp::F32Input(Upload(ws, "v", t.v.ToVector())),
+                             Upload(ws, "delta", delta), Upload(ws, "a", a),
+                             cp::HostFusesDmaProducts(), &topk, nullptr);
+    if (d > cp::kDmaScoresMaxD) {
+      CHECK(error == "dma scores on the device take d <= 5056 (the head's delta in one block's "
+                     "shared memory)");
+      continue;
+    }
+    REQUIRE(error == "");
+    REQUIRE(cp::EnqueueTopK(&topk, ws, "dma", nullptr) == "");
+    CHECK(Download(topk.evict, shape.Lk) ==
+          HostEvictions(attntune::DmaScores(t, 7), 1, shape.Lk, 20));
   }
 }
 
