@@ -640,6 +640,8 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_tile_max(TopKP
 // ListBuild's counts of a round, by parity: attntune_select_lists' static shared memory.
 using ListCountsShared = int32_t[2][2 * kListWarps];
 static_assert(sizeof(ListCountsShared) == kListStaticBytes, "kListStaticBytes");
+// ListBuild runs on a DeviceBlock: the lists kernel's blocks have its warps.
+static_assert(DeviceBlock::kWarps == kListWarps, "a lists block is a DeviceBlock");
 
 // Key lists: a block per list (head, query block), one pass over its tiles (ListBuild),
 // written at the list's ListBegin: the room ListBound gives every list, so no list waits
