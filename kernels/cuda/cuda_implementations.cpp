@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda_resident.h"
 #include "kernels/cuda/libraries/library_implementations.h"
 #include "kernels/cuda/plan.h"
+#include "kernels/cuda/select_core.h"
 #include "kernels/cuda/select_cuda.h"
 #include "kernels/cuda/windowed_cuda.h"
 #include "core/check.h"
@@ -363,6 +364,7 @@ std::string CanSelect(const std::string& variant, const Shape& s) {
   if (s.B * s.Hq * s.Lq >= INT32_MAX || s.B * s.Hkv * s.Lk >= INT32_MAX) {
     return "the selection on the device takes fewer than 2^31 rows and keys";
   }
+  if (s.B * s.Hkv > cp::kSelectMaxHeads) return cp::SelectHeadsWhy(s.B * s.Hkv);
   return "";
 }
 

@@ -1298,6 +1298,7 @@ std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream) {
 
 std::string EnqueueDmaScores(const Shape& s, DeviceInput v, const double* delta,
                              const double* a, bool fused, TopKDevice* out, void* stream) {
+  if (s.B * s.Hkv > kSelectMaxHeads) return SelectHeadsWhy(s.B * s.Hkv);
   if (DmaScoresSharedBytes(s.d) > kNoOptInSharedBytes) {
     return "dma scores on the device take d <= " + std::to_string(kDmaScoresMaxD) +
            " (the head's delta in one block's shared memory)";
@@ -1361,6 +1362,7 @@ std::string EnqueueTopKScan(TopKParams& p, SelectWorkspace& ws, const std::strin
 std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string& tag,
                         void* stream, bool sorted) {
   const int64_t heads = out->heads, n = out->n, k = out->k;
+  if (heads > kSelectMaxHeads) return SelectHeadsWhy(heads);
   TopKParams p{};
   p.key = out->key;
   p.evict = out->evict;
@@ -1682,6 +1684,7 @@ std::string CanSelectDecode(const Shape& s, int64_t r) {
   if (cap * static_cast<int64_t>(sizeof(double) + sizeof(int32_t)) > kNoOptInSharedBytes) {
     return "dma_decode's selection on the device takes r <= 2048";
   }
+  if (s.B * s.Hkv > kSelectMaxHeads) return SelectHeadsWhy(s.B * s.Hkv);
   if (s.B * s.Hq * s.Lk + 1 >= INT32_MAX) return "B * Hq * Lk must be below 2^31";
   if (s.Lk > 65535 * 32) return "Lk too long for one grid";
   return "";

@@ -224,6 +224,16 @@ ATTNTUNE_HD inline double DmaScore(const float* v, const double* delta, double a
   return DmaSoftplus(z, a);
 }
 
+/// The most KV heads (B * Hkv) one selection launch takes: the kernels that run a block
+/// per (chunk, head) put the heads on the grid's y axis (at most 65,535 blocks).
+constexpr int64_t kSelectMaxHeads = 65535;
+/// Why a selection over `heads` KV heads cannot launch ("" when it can).
+inline const char* SelectHeadsWhy(int64_t heads) {
+  return heads > kSelectMaxHeads
+             ? "the selection on the device takes B * Hkv <= 65535 (a grid axis)"
+             : "";
+}
+
 /// The shared memory a block may take without an opt-in, on every arch: static and
 /// dynamic together (a launch past it fails).
 constexpr int64_t kNoOptInSharedBytes = 48 * 1024;

@@ -167,6 +167,13 @@ TEST_CASE("The prefix top-k keeps a chunk's state in shared memory up to k = 3,4
   CHECK_FALSE(cp::TopKStateShared(cp::TopKChunk(4000), 4000));
 }
 
+TEST_CASE("A selection launch takes at most 65,535 KV heads, the grid's y axis") {
+  CHECK(std::string(cp::SelectHeadsWhy(1)).empty());
+  CHECK(std::string(cp::SelectHeadsWhy(65535)).empty());
+  CHECK(std::string(cp::SelectHeadsWhy(65536)) ==
+        "the selection on the device takes B * Hkv <= 65535 (a grid axis)");
+}
+
 TEST_CASE("dma's scores take their shared memory within 48 KB up to d = 5,056") {
   CHECK(cp::kDmaScoresMaxD == 5056);
   CHECK(cp::DmaScoresSharedBytes(128) == 128 * 8 + 4 * 32 * 17 * 4);
