@@ -173,7 +173,6 @@ struct DmaParams {
   bool fused;
 };
 
-
 // ---- top-k ----
 
 struct TopKParams {
