@@ -1685,7 +1685,6 @@ std::string CanSelectDecode(const Shape& s, int64_t r) {
   }
   if (s.B * s.Hkv > kSelectMaxHeads) return SelectHeadsWhy(s.B * s.Hkv);
   if (s.B * s.Hq * s.Lk + 1 >= INT32_MAX) return "B * Hq * Lk must be below 2^31";
-  if (s.Lk > 65535 * 32) return "Lk too long for one grid";
   return "";
 }
 
