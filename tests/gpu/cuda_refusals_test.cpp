@@ -1,7 +1,8 @@
 // The CUDA implementations' refusals of shapes their selection on the device cannot take,
-// without a device: each is one line from impl.check (what bench prints before exit 2 and
-// what the tuner records as the candidate's refusal), and the shape just inside each
-// limit passes.
+// without a device: each is one line from impl.check, through CheckParams (what the tuner
+// records as the candidate's refusal; bench's ResolveParams prints the same line before
+// exit 2), at the first shape past each limit that reaches it, and the shape just inside
+// the limit passes.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -13,35 +14,23 @@ using namespace attntune;
 
 namespace {
 
-const Implementation& CudaEntry(const std::string& variant, const std::string& id) {
-  const Implementation* found = test::LibraryEntry(id, variant, Dtype::kF16);
-  REQUIRE(found != nullptr);
-  return *found;
-}
-
-// Every parameter at its default (a required one at its first grid value).
-Params Defaults(const std::string& variant, const Implementation& impl, const Shape& s) {
-  Params p;
-  auto set = [&p](const ParamDecl& d) {
-    p[d.name] = d.default_value.empty() ? d.grid.front() : d.default_value;
-  };
-  for (const ParamDecl& d : FindVariant(variant, "test").params) set(d);
-  for (const ParamDecl& d : impl.TunablesFor({impl.phases.front(), Dtype::kF16, s.d})) set(d);
-  return p;
-}
-
+// What the tuner stores for this candidate (CheckParams: the parameters completed with
+// their defaults, then the variant's and the implementation's checks); "" when it runs.
+// A required parameter not given takes its first grid value.
 std::string Refusal(const std::string& variant, const std::string& id, const Shape& s,
-                    const Params& extra = {}) {
-  const Implementation& impl = CudaEntry(variant, id);
-  REQUIRE(impl.check);
-  Params p = Defaults(variant, impl, s);
-  for (const auto& [name, value] : extra) p[name] = value;
-  return impl.check(s, p);
+                    Params given = {}) {
+  const Implementation* impl = test::LibraryEntry(id, variant, Dtype::kF16);
+  REQUIRE(impl != nullptr);
+  const Variant& v = FindVariant(variant, "test");
+  for (const ParamDecl& d : v.params) {
+    if (d.default_value.empty() && given.count(d.name) == 0) given[d.name] = d.grid.front();
+  }
+  return CheckParams(v, *impl, s, given);
 }
 
 }  // namespace
 
-TEST_CASE("ks and hax scores on the device: d <= 256, at most 8 query heads per KV head") {
+TEST_CASE("ks and hax scores on the device: at most 8 query heads per KV head") {
   for (const char* variant : {"ks", "hax"}) {
     INFO(variant);
     const std::string line =
@@ -57,7 +46,7 @@ TEST_CASE("The selection on the device takes B * Hkv <= 65535 KV heads") {
   for (const char* variant : {"ks", "dma", "lsh", "hax"}) {
     INFO(variant);
     CHECK(Refusal(variant, "cuda", test::LibraryShape(3, 21845, 21845, 64, 64, 128)) == "");
-    CHECK(Refusal(variant, "cuda", test::LibraryShape(3, 21846, 21846, 64, 64, 128)) ==
+    CHECK(Refusal(variant, "cuda", test::LibraryShape(2, 32768, 32768, 64, 64, 128)) ==
           "the selection on the device takes B * Hkv <= 65535 (a grid axis)");
   }
   // ks's chunk sums put the query heads on the grid's y axis: the attention kernels'
@@ -65,7 +54,7 @@ TEST_CASE("The selection on the device takes B * Hkv <= 65535 KV heads") {
   CHECK(Refusal("ks", "cuda", test::LibraryShape(1, 65536, 8192, 64, 64, 128)) ==
         "Hq and B must be at most 65535");
   CHECK(Refusal("ks", "cuda", test::LibraryShape(1, 65528, 8191, 64, 64, 128)) == "");
-  Shape decode = test::LibraryShape(3, 21846, 21846, 16, 16, 128);
+  Shape decode = test::LibraryShape(2, 32768, 32768, 16, 16, 128);
   CHECK(Refusal("dma_decode", "cuda_decode", decode) ==
         "the selection on the device takes B * Hkv <= 65535 (a grid axis)");
   decode.Hq = decode.Hkv = 21845;
@@ -73,14 +62,17 @@ TEST_CASE("The selection on the device takes B * Hkv <= 65535 KV heads") {
 }
 
 TEST_CASE("The selection on the device takes fewer than 2^31 rows and keys") {
-  // B * Hq * Lq = 2^31 - 1 + 1: one row past int32 indices.
-  const Shape at = test::LibraryShape(1, 8, 8, int64_t{1} << 28, int64_t{1} << 28, 128);
-  const Shape below = test::LibraryShape(1, 7, 7, int64_t{1} << 28, int64_t{1} << 28, 128);
+  // 2^31 - 1 is prime and the attention kernels refuse Lk past 2^31 - 1024 first, so the
+  // first count that reaches the selection's check is 2^31 (2 heads of 2^30), the last
+  // inside it 2^31 - 2; rows (B x Hq x Lq) and keys (B x Hkv x Lk) each on their own.
+  const int64_t half = int64_t{1} << 30;
+  const std::string line = "the selection on the device takes fewer than 2^31 rows and keys";
   for (const char* variant : {"ks", "dma", "lsh", "hax"}) {
     INFO(variant);
-    CHECK(Refusal(variant, "cuda", at) ==
-          "the selection on the device takes fewer than 2^31 rows and keys");
-    CHECK(Refusal(variant, "cuda", below) == "");
+    CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, half, half, 128)) == line);
+    CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, half - 1, half - 1, 128)) == "");
+    CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, 64, half, 128)) == line);
+    CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, 64, half - 1, 128)) == "");
   }
 }
 
