@@ -1,7 +1,7 @@
 // The CUDA implementations' refusals of shapes their selection on the device cannot take,
 // without a device: each is one line from impl.check, through CheckParams (what the tuner
-// records as the candidate's refusal; bench's ResolveParams prints the same line before
-// exit 2), at the first shape past each limit that reaches it, and the shape just inside
+// records as the candidate's refusal; bench's ResolveParams prints it after "--params: "
+// before exit 2), at the first shape past each limit that reaches it, and the shape just inside
 // the limit passes.
 #include <catch2/catch.hpp>
 #include <string>
