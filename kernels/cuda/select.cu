@@ -1012,8 +1012,8 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_count(Ch
 
 template <class E>
 __device__ __forceinline__ void DecodeChosenKernel(const ChosenParams& p) {
-  extern __shared__ double dots[];  // [capacity], then the candidates' keys
-  int32_t* cand = reinterpret_cast<int32_t*>(dots + p.capacity);
+  extern __shared__ uint64_t dot_keys[];  // [capacity] ChosenKeys of q·k, then the candidates
+  int32_t* cand = reinterpret_cast<int32_t*>(dot_keys + p.capacity);
   const int64_t t = p.first_step + blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const DeviceWarp w{static_cast<int>(threadIdx.x)};
   const int64_t head = b * p.hkv + hk;
@@ -1026,12 +1026,13 @@ __device__ __forceinline__ void DecodeChosenKernel(const ChosenParams& p) {
   for (int64_t g = 0; g < p.group; ++g) {
     const int64_t row = (b * p.hq + hk * p.group + g) * p.lk + t;
     const E* q = static_cast<const E*>(p.q) + row * p.d;
-    for (int64_t x = w.lane; x < m; x += 32) dots[x] = DecodeDot(q, kh + cand[x] * p.d, p.d);
+    for (int64_t x = w.lane; x < m; x += 32) {
+      dot_keys[x] = ChosenKey(DecodeDot(q, kh + cand[x] * p.d, p.d));
+    }
     __syncwarp();
     const int64_t base = p.offsets[row];
     for (int64_t x = w.lane; x < m; x += 32) {
-      int64_t rank = 0;
-      for (int64_t y = 0; y < m; ++y) rank += ChosenBefore(dots[y], cand[y], dots[x], cand[x]);
+      const int64_t rank = ChosenRank(dot_keys, cand, m, x);
       if (rank < p.w_q) p.chosen[base + rank] = cand[x];
     }
     __syncwarp();
@@ -1680,7 +1681,7 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
 std::string CanSelectDecode(const Shape& s, int64_t r) {
   const int64_t cap = 2 * std::min(r, s.Lk);
   // The candidates of one step and their scores sit in one block's shared memory.
-  if (cap * static_cast<int64_t>(sizeof(double) + sizeof(int32_t)) > kNoOptInSharedBytes) {
+  if (cap * static_cast<int64_t>(sizeof(uint64_t) + sizeof(int32_t)) > kNoOptInSharedBytes) {
     return "dma_decode's selection on the device takes r <= 2048";
   }
   if (s.B * s.Hkv > kSelectMaxHeads) return SelectHeadsWhy(s.B * s.Hkv);
@@ -1789,7 +1790,7 @@ std::string EnqueueDecodeSelection(const Shape& s, DeviceInput q, DeviceInput k,
   }
   if (error.empty()) error = ExclusiveSum(ws, t + ".chosen_scan", cp.counts, out->chosen_offsets, rows + 1, stream);
   if (error.empty() && w_q > 0 && cp.capacity > 0) {
-    const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
+    const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(uint64_t) + sizeof(int32_t));
     error = RunTyped(q.type, "attntune_select_decode_chosen",
                      ATTNTUNE_TYPED(attntune_select_decode_chosen), steps, dim3(32), cp, stream,
                      smem);
@@ -1832,7 +1833,7 @@ std::string EnqueueDecodeStep(const Shape& s, DeviceInput q, DeviceInput k,
   cp.capacity = 2 * std::min(r, s.Lk);
   cp.first_step = step;
   if (error.empty() && w_q > 0 && cp.capacity > 0) {
-    const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(double) + sizeof(int32_t));
+    const size_t smem = static_cast<size_t>(cp.capacity) * (sizeof(uint64_t) + sizeof(int32_t));
     error = RunTyped(q.type, "attntune_select_decode_chosen",
                      ATTNTUNE_TYPED(attntune_select_decode_chosen),
                      dim3(1, static_cast<unsigned>(s.Hkv), static_cast<unsigned>(s.B)), dim3(32),

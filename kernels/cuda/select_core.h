@@ -984,9 +984,26 @@ ATTNTUNE_HD inline double DecodeDot(const E* q, const E* k, int64_t d) {
   return dot;
 }
 
-/// Whether candidate (dot_a, a) is chosen before (dot_b, b): larger q·k, then smaller j.
-ATTNTUNE_HD inline bool ChosenBefore(double dot_a, int64_t a, double dot_b, int64_t b) {
-  return dot_a > dot_b || (dot_a == dot_b && a < b);
+/// The key dma_decode's candidates are ranked by: larger q·k first (RankKey), every NaN
+/// after every number and equal to every other NaN. A NaN q·k comes only from a caller's
+/// non-finite q or k (the CPU path refuses those unless told not to check; the device
+/// path never checks them); the host's and the device's arithmetic give NaNs of
+/// different signs, so a NaN is not ranked by its bits.
+ATTNTUNE_HD inline uint64_t ChosenKey(double dot) {
+  return dot != dot ? ~uint64_t{0} : RankKey(dot);
+}
+
+/// The rank of candidate x among the m candidates cand[0, m) of one row, key[y] the
+/// ChosenKey of candidate y's q·k: how many come before it (smaller key, then smaller j,
+/// as the host chooses). The order is total, so the ranks are 0 .. m - 1, each once, and
+/// each chosen slot is written once. (Compared as doubles, a NaN comes before none and
+/// none before it: NaN candidates would share a rank and leave slots unwritten, which
+/// the gathered decode kernel would then read as key indices.)
+ATTNTUNE_HD inline int64_t ChosenRank(const uint64_t* key, const int32_t* cand, int64_t m,
+                                      int64_t x) {
+  int64_t rank = 0;
+  for (int64_t y = 0; y < m; ++y) rank += RanksBeforeKey(key[y], cand[y], key[x], cand[x]);
+  return rank;
 }
 
 // ---- LSH bins (ComputeLshBins, bit for bit) ----

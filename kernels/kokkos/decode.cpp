@@ -10,6 +10,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <tuple>
 
 #include "kernels/kokkos/sparse.h"
 #include "kernels/kokkos/tiles.h"
@@ -99,7 +100,10 @@ class DecodeHead {
       const float* k = t_.K(b_, hkv_, j);
       double dot = 0.0;
       for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(q[c]) * k[c];
-      scored_.push_back({-dot, j});
+      // A NaN q·k (a non-finite input the caller said not to check) after every number,
+      // so that the order stays total, as the device ranks it (ChosenKey).
+      const bool nan = std::isnan(dot);
+      scored_.push_back({nan, nan ? 0.0 : -dot, j});
     };
     const int64_t recent = std::max<int64_t>(0, step - r_ + 1);
     for (int64_t j = recent; j <= step; ++j) {
@@ -113,7 +117,7 @@ class DecodeHead {
       scored_.resize(static_cast<size_t>(w_q_));
     }
     keys_.assign(cache_.begin(), cache_.end());
-    for (const auto& e : scored_) keys_.push_back(e.second);
+    for (const auto& e : scored_) keys_.push_back(std::get<2>(e));
   }
 
   // fp32 attention of query head hq's row at `step` over keys_ (Select's).
@@ -150,7 +154,8 @@ class DecodeHead {
   std::vector<int64_t> cache_;
   std::vector<uint8_t> in_cache_;
   std::deque<std::pair<int64_t, int64_t>> evicted_;  // (step, key), oldest first
-  std::vector<std::pair<double, int64_t>> scored_;   // (-q·k, j): ascending = best first
+  // (NaN, -q·k, j): ascending = best first
+  std::vector<std::tuple<bool, double, int64_t>> scored_;
   std::vector<int64_t> keys_;
   std::vector<float> logits_;
 };

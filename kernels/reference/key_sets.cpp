@@ -1,8 +1,10 @@
 #include "kernels/reference/key_sets.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/check.h"
 #include "kernels/selection/selection.h"
@@ -133,18 +135,21 @@ class DecodeKeySets : public KeySets {
     for (const auto& [step, key] : st.evictions) {
       if (step > i - r_ && step <= i) candidates.insert(key);
     }
-    std::vector<std::pair<double, int64_t>> scored;  // (-q·k, j): ascending = best first
+    // (NaN, -q·k, j): ascending = best first; a NaN q·k (from a non-finite input) after
+    // every number, so that the order stays total.
+    std::vector<std::tuple<bool, double, int64_t>> scored;
     for (int64_t j : candidates) {
       if (in_cache.count(j) != 0) continue;
       const float* q = t_.Q(b, hq, i);
       const float* k = t_.K(b, hkv, j);
       double dot = 0.0;
       for (int64_t c = 0; c < s.d; ++c) dot += static_cast<double>(q[c]) * k[c];
-      scored.push_back({-dot, j});
+      const bool nan = std::isnan(dot);
+      scored.push_back({nan, nan ? 0.0 : -dot, j});
     }
     std::sort(scored.begin(), scored.end());
     if (static_cast<int64_t>(scored.size()) > w_q_) scored.resize(static_cast<size_t>(w_q_));
-    for (const auto& e : scored) in_cache.insert(e.second);
+    for (const auto& e : scored) in_cache.insert(std::get<2>(e));
     keys->assign(in_cache.begin(), in_cache.end());
   }
   double Bias(int64_t b, int64_t hkv, int64_t j) const override {

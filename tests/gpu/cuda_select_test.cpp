@@ -766,6 +766,78 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
   }
 }
 
+TEST_CASE(
+    "dma_decode's chosen keys with non-finite q and k: each slot once, a NaN q·k last, on both "
+    "paths") {
+  // What a row chooses, from its candidates' q·k alone: larger first, ties by smaller j,
+  // a NaN after every number (NaNs by smaller j). A comparator of its own, not the
+  // device's keys.
+  auto by_spec = [](const float* q, const float* kh, int64_t d, const std::vector<int32_t>& cand,
+                    int64_t w_q, bool* has_nan) {
+    std::vector<std::pair<double, int32_t>> scored;
+    for (int32_t j : cand) {
+      double dot = 0.0;
+      for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(q[c]) * kh[j * d + c];
+      scored.push_back({dot, j});
+      *has_nan = *has_nan || std::isnan(dot);
+    }
+    std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+      const bool na = std::isnan(a.first), nb = std::isnan(b.first);
+      if (na != nb) return nb;
+      if (!na && a.first != b.first) return a.first > b.first;
+      return a.second < b.second;
+    });
+    std::vector<int32_t> chosen;
+    for (size_t x = 0; x < scored.size() && static_cast<int64_t>(x) < w_q; ++x) {
+      chosen.push_back(scored[x].second);
+    }
+    std::sort(chosen.begin(), chosen.end());
+    return chosen;
+  };
+  const Shape shape = attntune::ParseShape("B=1,Hq=4,Hkv=2,L=90,d=16", "test");
+  const int64_t w_kv = 6, w_q = 5, r = 12, n = shape.Lk, group = shape.Group();
+  Tensors t = attntune::GaussianTensors(shape, 23);
+  sh::PutNonFiniteQK(&t);
+  const std::vector<double> x = attntune::DmaScores(t, 4);  // of v: finite
+  const sh::TopK topk = sh::RunTopK(sh::Keys(x), shape.Hkv, n, w_kv);
+  const sh::Decode got = sh::RunDecode(t, topk, w_q, r);  // chosen poisoned with -1 first
+  // The CPU's decode selection (the Kokkos kernel's) by the same rule.
+  const attntune::DecodeSelection cpu = attntune::SelectDecodeKokkos(t, x, w_kv, w_q, r);
+  REQUIRE(cpu.offsets == got.chosen_offsets);
+  int64_t nan_rows = 0, nan_left_out = 0;
+  for (int64_t hk = 0; hk < shape.Hkv; ++hk) {
+    for (int64_t step = 0; step < n; ++step) {
+      std::vector<int32_t> cand;
+      cp::DecodeCandidates(cp::HostWarp(), step, r, got.evict.data() + hk * n,
+                           got.dropped.data() + hk * n, [&](int64_t slot, int64_t j) {
+                             if (static_cast<int64_t>(cand.size()) <= slot) cand.resize(slot + 1);
+                             cand[slot] = static_cast<int32_t>(j);
+                           });
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t hq = hk * group + g, row = hq * n + step;
+        bool has_nan = false;
+        const std::vector<int32_t> want =
+            by_spec(t.Q(0, hq, step), t.K(0, hk, 0), shape.d, cand, w_q, &has_nan);
+        std::vector<int32_t> chosen(got.chosen.begin() + got.chosen_offsets[row],
+                                    got.chosen.begin() + got.chosen_offsets[row + 1]);
+        std::vector<int32_t> on_cpu(cpu.chosen.begin() + cpu.offsets[row],
+                                    cpu.chosen.begin() + cpu.offsets[row + 1]);
+        std::sort(chosen.begin(), chosen.end());
+        std::sort(on_cpu.begin(), on_cpu.end());
+        INFO("query head " << hq << " step " << step);
+        REQUIRE(chosen == want);
+        REQUIRE(on_cpu == want);
+        if (has_nan && want.size() >= 2) ++nan_rows;
+        if (has_nan && static_cast<int64_t>(cand.size()) > w_q) ++nan_left_out;
+      }
+    }
+  }
+  // Rows that a NaN q·k reaches, where ranks compared as doubles left slots unwritten or
+  // chose a NaN before a number.
+  CHECK(nan_rows >= 20);
+  CHECK(nan_left_out >= 5);
+}
+
 TEST_CASE("Selection kernels name the phases bench reports") {
   CHECK(cp::SelectionPhaseOf("attntune_select_topk_chunks") == "attntune::select::topk_chunks");
   CHECK(cp::SelectionPhaseOf(

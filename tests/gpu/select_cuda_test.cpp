@@ -412,3 +412,41 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos", "[gpu]") {
     }
   }
 }
+
+TEST_CASE("Device dma_decode chooses every slot once from non-finite q and k", "[gpu]") {
+  // A caller's q and k that the device path does not check: each row's chosen keys equal
+  // the host mirror's (cuda_select_test checks those against the rule), none unwritten.
+  const Shape shape = attntune::ParseShape("B=1,Hq=4,Hkv=2,L=90,d=64", "test");
+  const int64_t w_kv = 6, w_q = 5, r = 12, heads = shape.Hkv;
+  Tensors t = attntune::GaussianTensors(shape, 23);
+  sh::PutNonFiniteQK(&t);
+  cp::SelectWorkspace ws;
+  ws.PoisonNewBuffers();  // unwritten entries read as -1 / NaN
+  std::vector<double> delta, a;
+  attntune::DmaDeltaA(t, 4, &delta, &a);
+  cp::TopKDevice topk;
+  cp::AllocTopK(heads, shape.Lk, w_kv, true, ws, "topk", &topk);
+  REQUIRE(cp::EnqueueDmaScores(shape, cp::F32Input(Upload(ws, "v", t.v)),
+                               Upload(ws, "delta", delta), Upload(ws, "a", a),
+                               cp::HostFusesDmaProducts(), &topk, nullptr) == "");
+  REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr) == "");
+  cp::DecodeDevice got;
+  REQUIRE(cp::EnqueueDecodeSelection(shape, cp::F32Input(Upload(ws, "q", t.q)),
+                                     cp::F32Input(Upload(ws, "k", t.k)), topk, w_q, r, &got, ws,
+                                     nullptr) == "");
+  const sh::TopK host_topk =
+      sh::RunTopK(sh::Keys(attntune::DmaScores(t, 4)), heads, shape.Lk, w_kv);
+  const sh::Decode want = sh::RunDecode(t, host_topk, w_q, r);
+  const std::vector<int32_t> offsets = Download(got.chosen_offsets, shape.Hq * shape.Lk + 1);
+  REQUIRE(offsets == want.chosen_offsets);
+  std::vector<int32_t> chosen = Download(got.chosen, offsets.back());
+  for (size_t row = 0; row + 1 < offsets.size(); ++row) {
+    std::vector<int32_t> g(chosen.begin() + offsets[row], chosen.begin() + offsets[row + 1]);
+    std::vector<int32_t> w(want.chosen.begin() + offsets[row],
+                           want.chosen.begin() + offsets[row + 1]);
+    std::sort(g.begin(), g.end());
+    std::sort(w.begin(), w.end());
+    INFO("row " << row);
+    REQUIRE(g == w);
+  }
+}

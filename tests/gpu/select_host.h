@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -360,17 +361,43 @@ inline Decode RunDecode(const attntune::Tensors& tensors, const TopK& t, int64_t
       const std::vector<int32_t>& c = cand[head * n + step];
       for (int64_t g = 0; g < group; ++g) {
         const int64_t hq = hk * group + g, row = (b * s.Hq + hq) * n + step;
-        std::vector<double> dots;
-        for (int32_t j : c) dots.push_back(cp::DecodeDot(tensors.Q(b, hq, step), tensors.K(b, hk, j), s.d));
+        std::vector<uint64_t> keys;
+        for (int32_t j : c) {
+          keys.push_back(cp::ChosenKey(cp::DecodeDot(tensors.Q(b, hq, step), tensors.K(b, hk, j), s.d)));
+        }
         for (size_t x = 0; x < c.size(); ++x) {
-          int64_t rank = 0;
-          for (size_t y = 0; y < c.size(); ++y) rank += cp::ChosenBefore(dots[y], c[y], dots[x], c[x]);
+          const int64_t rank = cp::ChosenRank(keys.data(), c.data(), static_cast<int64_t>(c.size()),
+                                              static_cast<int64_t>(x));
           if (rank < w_q) out.chosen[out.chosen_offsets[row] + rank] = c[x];
         }
       }
     }
   }
   return out;
+}
+
+/// A caller's unchecked non-finite q and k in batch 0 of a decode problem with Hq >= 4,
+/// Hkv >= 2, L >= 90: query rows holding NaN and -NaN (every q·k of the row NaN), one
+/// holding inf (each q·k infinite) and one inf and -inf (inf - inf where k's first two
+/// elements share a sign), keys holding NaN, -NaN and -inf.
+inline void PutNonFiniteQK(attntune::Tensors* t) {
+  const attntune::Shape& s = t->shape;
+  auto q = [&](int64_t hq, int64_t i, int64_t e, float v) {
+    t->q[static_cast<size_t>((hq * s.Lq + i) * s.d + e)] = v;
+  };
+  auto k = [&](int64_t hk, int64_t j, int64_t e, float v) {
+    t->k[static_cast<size_t>((hk * s.Lk + j) * s.d + e)] = v;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t i : {5, 40, 89}) q(1, i, 3, nan);
+  q(3, 60, 2, -nan);
+  q(2, 30, 0, inf);
+  q(2, 31, 0, inf);
+  q(2, 31, 1, -inf);
+  k(1, 20, 2, nan);
+  k(0, 50, 5, -nan);
+  k(1, 70, 0, -inf);
 }
 
 /// attntune_select_lsh_bins: the 16 lanes of each row, four projections at a time, then
