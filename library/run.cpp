@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -124,6 +125,27 @@ std::array<OptionalInput, 6> OptionalInputs(const Shape& s, const Buffers& b) {
            {"mu", b.mu, s.Hkv * s.d},
            {"proj", b.proj, s.Hkv * s.d * bits},
            {"windows", b.windows, s.Hkv}}};
+}
+
+// UserError unless the caller's device buffers start where the CUDA kernels can read
+// them: q, k, v and o on a 16-byte boundary (the kernels' cp.async copies and the
+// libraries' vector loads and stores move 16 bytes at a time; one from a misaligned
+// address faults on the device and leaves the caller's CUDA context unusable), the
+// optional fp32 and int32 tensors on a 4-byte one.
+void CheckDeviceAlignment(const Shape& s, const Buffers& b) {
+  auto check = [](const char* name, const void* p, uintptr_t align) {
+    const uintptr_t past = reinterpret_cast<uintptr_t>(p) % align;
+    if (p == nullptr || past == 0) return;
+    throw UserError(std::string("tensors: '") + name + "' starts " + std::to_string(past) +
+                    " bytes past a multiple of " + std::to_string(align) +
+                    " (on CUDA q, k, v and o must start on a 16-byte boundary, the optional "
+                    "tensors on a 4-byte one)");
+  };
+  for (const auto& [name, pointer] : {std::pair<const char*, const void*>{"q", b.q},
+                                      {"k", b.k}, {"v", b.v}, {"o", b.o}}) {
+    check(name, pointer, 16);
+  }
+  for (const OptionalInput& x : OptionalInputs(s, b)) check(x.name, x.data, 4);
 }
 
 // The caller's host buffers as the kernels' tensors, without a copy; the optional ones
@@ -302,6 +324,7 @@ void Run(const Config& config, const Problem& problem, const Buffers& buffers,
   if (problem.device.backend == "cpu") {
     RunOnHost(plan, problem, buffers, options);
   } else {
+    CheckDeviceAlignment(problem.shape, buffers);
     RunOnDevice(plan, problem, buffers, options);
   }
 }

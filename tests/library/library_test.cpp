@@ -439,6 +439,37 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
   p.dtype = attntune::Dtype::kF32;
   CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("swa", "cuda", "w=16"), p, t)) ==
         "attntune: error: problem: swa/cuda does not take fp32 inputs (it takes fp16 or bf16)");
+  // Device buffers that do not start on the boundary the kernels copy at are refused
+  // before anything reaches the device (there, a misaligned 16-byte copy would fault and
+  // leave the caller's context unusable). Never read: addresses far apart, none overlaps.
+  {
+    p.dtype = attntune::Dtype::kF16;
+    attntune::Tensors at;
+    auto address = [](uintptr_t n) { return reinterpret_cast<void*>(n); };
+    at.q = address(uintptr_t{1} << 32);
+    at.k = address(uintptr_t{2} << 32);
+    at.v = address(uintptr_t{3} << 32);
+    at.o = address(uintptr_t{4} << 32);
+    const attntune::Config swa = attntune::MakeConfig("swa", "cuda", "w=16");
+    const std::string tail =
+        " (on CUDA q, k, v and o must start on a 16-byte boundary, the optional tensors on a "
+        "4-byte one)";
+    at.q = address((uintptr_t{1} << 32) + 2);
+    CHECK(ErrorOf(attntune::TryRun(swa, p, at)) ==
+          "attntune: error: tensors: 'q' starts 2 bytes past a multiple of 16" + tail);
+    at.q = address(uintptr_t{1} << 32);
+    at.v = address((uintptr_t{3} << 32) + 8);
+    CHECK(ErrorOf(attntune::TryRun(swa, p, at)) ==
+          "attntune: error: tensors: 'v' starts 8 bytes past a multiple of 16" + tail);
+    at.v = address(uintptr_t{3} << 32);
+    at.o = address((uintptr_t{4} << 32) + 4);
+    CHECK(ErrorOf(attntune::TryRun(swa, p, at)) ==
+          "attntune: error: tensors: 'o' starts 4 bytes past a multiple of 16" + tail);
+    at.o = address(uintptr_t{4} << 32);
+    at.mu = static_cast<const float*>(address((uintptr_t{5} << 32) + 2));
+    CHECK(ErrorOf(attntune::TryRun(attntune::MakeConfig("lsh", "cuda", "k=16"), p, at)) ==
+          "attntune: error: tensors: 'mu' starts 2 bytes past a multiple of 4" + tail);
+  }
   // A plannable configuration reaches the device: without a usable driver it is refused
   // with the probe's reason (on a machine with a GPU the [gpu] tests run it instead).
   bool have_gpu = true;
@@ -449,7 +480,8 @@ TEST_CASE("CUDA configurations: planned on the CPU, refused where they cannot ru
     CHECK(std::string(e.what()).rfind("attntune: error: cuda:0: ", 0) == 0);
   }
   if (!have_gpu) {
-    // Never read: the run stops at the probe (o apart from the inputs, as a run checks).
+    // Never read: the run stops at the probe (o apart from the inputs, as a run checks;
+    // each buffer from operator new, so on a 16-byte boundary).
     std::vector<uint16_t> dummy(2 * 128 * 128), dummy_o(2 * 128 * 128);  // up to d = 128
     t.q = t.k = t.v = dummy.data();
     t.o = dummy_o.data();

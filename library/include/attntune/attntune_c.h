@@ -77,7 +77,9 @@ typedef struct attntune_problem {
  * variant's seeded defaults (NULL: not supplied): scores [B,Hkv,Lk] (ks, hax), delta
  * [Hkv,d] and a [Hkv] (dma, dma_decode), mu [Hkv,d] and proj [Hkv,d,proj_bits] (lsh,
  * hax; proj_bits must equal the configuration's bits), windows [Hkv] (hybrid; int32, 0 =
- * full attention). They are host fp32 on the CPU, device fp32 on CUDA. */
+ * full attention). They are host fp32 on the CPU, device fp32 on CUDA. On CUDA q, k, v
+ * and o start on a 16-byte boundary and the optional tensors on a 4-byte one (the
+ * kernels copy 16 bytes at a time); a buffer that does not is refused in one line. */
 typedef struct attntune_tensors {
   const void* q;
   const void* k;
