@@ -95,7 +95,8 @@ struct Tensors {
 
 struct RunOptions {
   /// Refuse non-finite inputs, or inputs so large that fp32 attention overflows, in one
-  /// line (one pass over q, k, v on the CPU). Off: the caller promises finite inputs.
+  /// line (one pass over q, k, v on the CPU; CUDA does not read them back to check).
+  /// Off: the caller promises finite inputs.
   bool check_inputs = true;
   /// CUDA: the cudaStream_t to enqueue on (nullptr: the default stream).
   void* stream = nullptr;

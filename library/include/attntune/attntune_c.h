@@ -97,7 +97,9 @@ typedef struct attntune_tensors {
 typedef struct attntune_run_options {
   int api_version;
   /* Nonzero (the default): refuse non-finite inputs, or inputs so large that fp32
-   * attention overflows, in one line (one pass over q, k, v). Zero skips the pass. */
+   * attention overflows, in one line (one pass over q, k, v on the CPU). Zero skips the
+   * pass. CUDA never reads the inputs back to check them: there the caller promises
+   * finite inputs either way. */
   int check_inputs;
   /* CUDA: the cudaStream_t the kernel is enqueued on (NULL: the default stream). The
    * call returns without waiting for the kernel. Ignored on the CPU. */
