@@ -22,6 +22,7 @@
 #include "kernels/cuda/plan.h"
 #include "kernels/cuda/select_core.h"
 #include "kernels/cuda/select_cuda.h"
+#include "kernels/cuda/stream_scratch.h"
 #include "kernels/cuda/windowed_cuda.h"
 #include "core/check.h"
 #include "core/params.h"
@@ -391,25 +392,6 @@ class DeviceGuard {
 
  private:
   int previous_ = 0;
-};
-
-// Scratch memory ordered on the caller's stream: allocated before the launch, freed after
-// it (cudaMallocAsync / cudaFreeAsync), so that concurrent calls share nothing.
-class StreamScratch {
- public:
-  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes > 0) Check(cudaMallocAsync(&ptr_, bytes, stream), "cudaMallocAsync");
-  }
-  ~StreamScratch() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-  cudaStream_t stream_;
 };
 
 cp::WindowedDeviceArgs CallerArgs(const DeviceTensors& t) {

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "kernels/cuda/libraries/cudnn_loader.h"
+#include "kernels/cuda/stream_scratch.h"
 
 namespace attntune {
 namespace cudnn_sdpa {
@@ -103,8 +104,7 @@ std::string KeyText(const GraphKey& key, int device, int64_t plan_index) {
 struct Built {
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t plan_index = 0;
-  int64_t workspace = 0;
-  void* workspace_ptr = nullptr;  // the graph's own, allocated with it (never freed, as the graph)
+  int64_t workspace = 0;  // bytes, allocated on the stream of each execution
 };
 
 // What a process keeps: one handle per device, the built graphs. Leaked, as the CUDA
@@ -148,9 +148,6 @@ std::shared_ptr<Built> Build(const GraphKey& key, int64_t plan_index, cudnnHandl
   }
   ThrowIfBad(g.build_plan_at_index(handle, plan_index), "plan " + std::to_string(plan_index));
   ThrowIfBad(g.get_workspace_size_plan_at_index(plan_index, built->workspace), "workspace");
-  if (built->workspace > 0) {
-    CheckCuda(cudaMalloc(&built->workspace_ptr, static_cast<size_t>(built->workspace)), "cudaMalloc");
-  }
   built->plan_index = plan_index;
   return built;
 }
@@ -214,10 +211,13 @@ void Run(const Shape& shape, const library_plan::WindowPlan& plan, bool bf16, En
         {kK, const_cast<char*>(Bytes(k, views.kv.offset))},
         {kV, const_cast<char*>(Bytes(v, views.kv.offset))},
         {kO, const_cast<char*>(Bytes(o, views.o.offset))}};
-    // Each graph has its own workspace: calls on one stream run in order, and a launch
-    // allocates nothing (bench's timing holds the graph's work alone).
+    // Each execution has its own workspace, allocated and freed on the call's stream:
+    // executions of one graph on several streams (a library caller's threads) share
+    // nothing. An allocation is no kernel: bench's kernel times hold the graph's work.
+    const StreamScratch workspace(static_cast<size_t>(built->workspace),
+                                  static_cast<cudaStream_t>(stream));
     fe::error_t status =
-        built->graph->execute_plan_at_index(handle, pack, built->workspace_ptr, built->plan_index);
+        built->graph->execute_plan_at_index(handle, pack, workspace.get(), built->plan_index);
     ThrowIfBad(status, "execute");
   }
 }

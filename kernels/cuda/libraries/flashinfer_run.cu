@@ -3,14 +3,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <regex>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/libraries/flashinfer_cuda.h"
 #include "kernels/cuda/libraries/flashinfer_entry.h"
+#include "kernels/cuda/stream_scratch.h"
 
 #ifndef ATTNTUNE_FLASHINFER_VERSION
 #define ATTNTUNE_FLASHINFER_VERSION "unknown"
@@ -40,34 +39,6 @@ __global__ void TokenMajorToHeadMajor(const uint4* in, uint4* out, int64_t lq, i
   const int64_t token = row / heads;
   const int64_t head = row % heads;
   out[(head * lq + token) * vecs + i % vecs] = in[i];
-}
-
-// A device buffer that grows (never shrinks) per device: FlashInfer's split-KV parts and
-// the prefill output. Leaked, as the other implementations' buffers.
-struct Buffers {
-  std::mutex mutex;
-  std::map<std::pair<int, int>, std::pair<void*, size_t>> held;  // (device, slot)
-};
-Buffers& TheBuffers() {
-  static Buffers* buffers = new Buffers();
-  return *buffers;
-}
-
-void* BufferOf(int slot, size_t bytes) {
-  int device = 0;
-  CheckCuda(cudaGetDevice(&device), "cudaGetDevice");
-  Buffers& b = TheBuffers();
-  std::lock_guard<std::mutex> lock(b.mutex);
-  auto& held = b.held[{device, slot}];
-  if (held.second < bytes) {
-    // The stream's earlier work may still read the old buffer.
-    CheckCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    if (held.first != nullptr) CheckCuda(cudaFree(held.first), "cudaFree");
-    held = {nullptr, 0};
-    CheckCuda(cudaMalloc(&held.first, bytes), "cudaMalloc");
-    held.second = bytes;
-  }
-  return held.first;
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -136,13 +107,16 @@ void Run(const Shape& s, const lp::WindowPlan& plan, bool bf16, const Choices& c
     a.cta_tile_q = static_cast<uint32_t>(choices.cta_tile_q);
     a.stream = stream;
     const int64_t rows = s.Lq * heads * g;
-    if (choices.split_kv) {
-      // No buffer where FlashInfer cannot split (one chunk at most): it then runs unsplit,
-      // as with the buffer.
-      const int64_t chunks = decode ? CeilDiv(a.kv_len, 256) : PrefillChunkBound(a, sms);
-      if (chunks > 1) a.tmp = BufferOf(0, SplitBytes(chunks, rows, s.d));
-    }
-    void* token_major = decode ? nullptr : BufferOf(1, static_cast<size_t>(rows * s.d * 2));
+    // The call's own buffers on its stream, freed there after its kernels: the split-KV
+    // parts (none where FlashInfer cannot split, one chunk at most: it then runs unsplit,
+    // as with the buffer) and prefill's token-major output.
+    const int64_t chunks = !choices.split_kv ? 1
+                           : decode          ? CeilDiv(a.kv_len, 256)
+                                             : PrefillChunkBound(a, sms);
+    const StreamScratch split(chunks > 1 ? SplitBytes(chunks, rows, s.d) : 0, st);
+    const StreamScratch output(decode ? 0 : static_cast<size_t>(rows * s.d * 2), st);
+    a.tmp = split.get();
+    void* token_major = output.get();
     for (int64_t b = 0; b < s.B; ++b) {
       const int64_t q_off = 2 * ((b * s.Hq + call.kv_begin * g) * s.Lq * s.d);
       const int64_t kv_off = 2 * ((b * s.Hkv + call.kv_begin) * s.Lk * s.d + call.key_begin * s.d);

@@ -10,13 +10,17 @@
 //
 // On device buffers attntune runs the windowed kernels ("cuda": dense, swa, hybrid),
 // split-KV decode ("cuda_decode": dense, swa), the attention libraries' entries built in
-// (cudnn, flashinfer) and ks, dma, lsh, hax ("cuda": their selection on the device, from
-// fp32 copies of the tensors it reads, then the attention kernel). dma_decode is refused
-// in one line naming what runs. The call makes problem.device current for its duration
-// and restores the caller's device; its scratch (split-KV partials, hybrid windows from w
-// and full, the selection's buffers) is allocated and freed on `stream`. ks, dma, lsh and
-// hax compute dma's Delta and A and LSH's projection on the host (from the caller's
-// delta, a, proj when given, read back first: the call then waits for the stream).
+// (cudnn, flashinfer) and ks, dma, lsh, hax ("cuda": their selection on the device,
+// reading the caller's fp16/bf16 tensors in place, then the attention kernel).
+// dma_decode is refused in one line naming what runs. The call makes problem.device
+// current for its duration and then makes the thread's previous device current again (on
+// a thread that never chose one, device 0, whose context that creates if none exists).
+// Its scratch (split-KV partials, hybrid windows from w and full, the selection's
+// buffers, cuDNN's workspace, FlashInfer's split-KV parts and prefill output) is
+// allocated and freed on `stream`: calls on different streams share no memory. ks, dma,
+// lsh and hax compute dma's Delta and A and LSH's projection on the host (from the
+// caller's delta, a, proj when given, read back first: the call then waits for the
+// stream); hybrid reads a caller's windows tensor back the same way.
 #ifndef ATTNTUNE_ATTNTUNE_CUDA_H_
 #define ATTNTUNE_ATTNTUNE_CUDA_H_
 
