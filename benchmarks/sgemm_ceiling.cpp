@@ -1,12 +1,21 @@
 // The machine's single-thread sgemm ceiling (OpenBLAS), the yardstick that dense
 // attention's GFLOP/s is quoted against (DESIGN.md s6). Prints one JSON object.
+// OpenBLAS picks its kernel from the CPU model; one it does not know (Debian bookworm's
+// 0.3.21 on an Emerald Rapids: "Prescott", 32.6 GFLOP/s where its Cooperlake kernel runs
+// 150.8) gets an SSE3 kernel far below the machine. Where OPENBLAS_CORETYPE is not set and
+// the detected kernel lacks the vector ISA the CPU has, the program runs itself again with
+// the kernel of that ISA (Cooperlake: AVX-512 BF16; SkylakeX: AVX-512; Haswell: AVX2 and
+// FMA) and reports both names.
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -14,7 +23,43 @@ void openblas_set_num_threads(int);
 char* openblas_get_corename(void);
 }
 
+namespace {
+
+// The OpenBLAS kernel of the widest vector ISA this CPU has, or nullptr.
+const char* NativeCore() {
+  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl")) {
+    return "SkylakeX";
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
+// Whether OpenBLAS's kernel `core` uses the ISA of `native` (so re-running gains nothing).
+bool CoreHasIsa(const std::string& core, const std::string& native) {
+  const char* avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+  const char* avx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"};
+  auto in = [&](const auto& names) {
+    for (const char* name : names) {
+      if (strcasecmp(core.c_str(), name) == 0) return true;
+    }
+    return false;
+  };
+  return native == "Haswell" ? in(avx2) : in(avx512);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  const char* native = NativeCore();
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && native != nullptr &&
+      !CoreHasIsa(openblas_get_corename(), native)) {
+    setenv("ATTNTUNE_OPENBLAS_DETECTED", openblas_get_corename(), 1);
+    setenv("OPENBLAS_CORETYPE", native, 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: measure as detected
+    unsetenv("OPENBLAS_CORETYPE");
+  }
   const int n = argc > 1 ? std::atoi(argv[1]) : 2048;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
   openblas_set_num_threads(1);
@@ -34,8 +79,10 @@ int main(int argc, char** argv) {
   const double med = ms[ms.size() / 2];
   const double flops = 2.0 * n * double(n) * n;
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const char* detected = std::getenv("ATTNTUNE_OPENBLAS_DETECTED");
   std::printf("{\"n\": %d, \"median_ms\": %.3f, \"gflops\": %.2f, \"openblas_core\": \"%s\", "
-              "\"OPENBLAS_CORETYPE\": \"%s\"}\n",
-              n, med, flops / (med * 1e6), openblas_get_corename(), coretype ? coretype : "");
+              "\"OPENBLAS_CORETYPE\": \"%s\", \"openblas_detected\": \"%s\"}\n",
+              n, med, flops / (med * 1e6), openblas_get_corename(), coretype ? coretype : "",
+              detected ? detected : openblas_get_corename());
   return 0;
 }
