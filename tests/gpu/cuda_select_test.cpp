@@ -754,14 +754,9 @@ TEST_CASE("Device dma_decode selection equals SelectDecodeKokkos") {
     }
     REQUIRE(got.chosen_offsets == want.offsets);
     for (size_t row = 0; row + 1 < want.offsets.size(); ++row) {
-      std::vector<int32_t> a(got.chosen.begin() + got.chosen_offsets[row],
-                             got.chosen.begin() + got.chosen_offsets[row + 1]);
-      std::vector<int32_t> b(want.chosen.begin() + want.offsets[row],
-                             want.chosen.begin() + want.offsets[row + 1]);
-      std::sort(a.begin(), a.end());
-      std::sort(b.begin(), b.end());
       INFO("row " << row);
-      REQUIRE(a == b);
+      REQUIRE(sh::SortedRow(got.chosen, got.chosen_offsets, row) ==
+              sh::SortedRow(want.chosen, want.offsets, row));
     }
   }
 }
@@ -807,26 +802,16 @@ TEST_CASE(
   int64_t nan_rows = 0, nan_left_out = 0;
   for (int64_t hk = 0; hk < shape.Hkv; ++hk) {
     for (int64_t step = 0; step < n; ++step) {
-      std::vector<int32_t> cand;
-      cp::DecodeCandidates(cp::HostWarp(), step, r, got.evict.data() + hk * n,
-                           got.dropped.data() + hk * n, [&](int64_t slot, int64_t j) {
-                             if (static_cast<int64_t>(cand.size()) <= slot) cand.resize(slot + 1);
-                             cand[slot] = static_cast<int32_t>(j);
-                           });
+      const std::vector<int32_t> cand =
+          sh::Candidates(step, r, got.evict.data() + hk * n, got.dropped.data() + hk * n);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t hq = hk * group + g, row = hq * n + step;
         bool has_nan = false;
         const std::vector<int32_t> want =
             by_spec(t.Q(0, hq, step), t.K(0, hk, 0), shape.d, cand, w_q, &has_nan);
-        std::vector<int32_t> chosen(got.chosen.begin() + got.chosen_offsets[row],
-                                    got.chosen.begin() + got.chosen_offsets[row + 1]);
-        std::vector<int32_t> on_cpu(cpu.chosen.begin() + cpu.offsets[row],
-                                    cpu.chosen.begin() + cpu.offsets[row + 1]);
-        std::sort(chosen.begin(), chosen.end());
-        std::sort(on_cpu.begin(), on_cpu.end());
         INFO("query head " << hq << " step " << step);
-        REQUIRE(chosen == want);
-        REQUIRE(on_cpu == want);
+        REQUIRE(sh::SortedRow(got.chosen, got.chosen_offsets, static_cast<size_t>(row)) == want);
+        REQUIRE(sh::SortedRow(cpu.chosen, cpu.offsets, static_cast<size_t>(row)) == want);
         if (has_nan && want.size() >= 2) ++nan_rows;
         if (has_nan && static_cast<int64_t>(cand.size()) > w_q) ++nan_left_out;
       }

@@ -287,6 +287,31 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
   return x;
 }
 
+/// dma_decode's candidates of `step` (DecodeCandidates on a HostWarp) in slot order, from
+/// one head's decode evictions and drops.
+inline std::vector<int32_t> Candidates(int64_t step, int64_t r, const int32_t* evict,
+                                       const int32_t* dropped) {
+  std::vector<int32_t> c;
+  const int64_t m = cp::DecodeCandidates(cp::HostWarp(), step, r, evict, dropped,
+                                         [&](int64_t slot, int64_t j) {
+                                           if (static_cast<int64_t>(c.size()) <= slot) {
+                                             c.resize(static_cast<size_t>(slot + 1));
+                                           }
+                                           c[slot] = static_cast<int32_t>(j);
+                                         });
+  REQUIRE(static_cast<int64_t>(c.size()) == m);
+  return c;
+}
+
+/// Row `row` of a chosen-key list (entries offsets[row] to offsets[row + 1]), ascending:
+/// the rows' order of keys is the kernels' own.
+inline std::vector<int32_t> SortedRow(const std::vector<int32_t>& chosen,
+                                      const std::vector<int32_t>& offsets, size_t row) {
+  std::vector<int32_t> out(chosen.begin() + offsets[row], chosen.begin() + offsets[row + 1]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 /// The decode pipeline of EnqueueDecodeSelection from the top-k run with k = w_kv.
 struct Decode {
   std::vector<int32_t> evict, dropped;
@@ -339,14 +364,9 @@ inline Decode RunDecode(const attntune::Tensors& tensors, const TopK& t, int64_t
   std::vector<std::vector<int32_t>> cand(static_cast<size_t>(heads * n));
   for (int64_t head = 0; head < heads; ++head) {
     for (int64_t step = 0; step < n; ++step) {
-      std::vector<int32_t>& c = cand[head * n + step];
-      const int64_t m = cp::DecodeCandidates(
-          cp::HostWarp(), step, r, out.evict.data() + head * n, out.dropped.data() + head * n,
-          [&](int64_t slot, int64_t j) {
-            if (static_cast<int64_t>(c.size()) <= slot) c.resize(static_cast<size_t>(slot + 1));
-            c[slot] = static_cast<int32_t>(j);
-          });
-      REQUIRE(static_cast<int64_t>(c.size()) == m);
+      const std::vector<int32_t>& c = cand[head * n + step] =
+          Candidates(step, r, out.evict.data() + head * n, out.dropped.data() + head * n);
+      const int64_t m = static_cast<int64_t>(c.size());
       const int64_t b = head / s.Hkv, hk = head % s.Hkv;
       for (int64_t g = 0; g < group; ++g) {
         counts[(b * s.Hq + hk * group + g) * n + step] = static_cast<int32_t>(std::min(m, w_q));
