@@ -33,6 +33,7 @@ typedef float VecF __attribute__((vector_size(kFloats * sizeof(float)), aligned(
 typedef double VecD __attribute__((vector_size(kDoubles * sizeof(double)), aligned(8)));
 typedef float Floats4 __attribute__((vector_size(4 * sizeof(float)), aligned(4)));
 typedef double Doubles4 __attribute__((vector_size(4 * sizeof(double)), aligned(8)));
+typedef int64_t Longs8 __attribute__((vector_size(8 * sizeof(int64_t))));
 
 // Eight fp64 lanes t (in kParts8 native vectors) summed as a tree: ((t0 + t4) + (t2 +
 // t6)) + ((t1 + t5) + (t3 + t7)), not a chain of seven dependent additions.
@@ -72,6 +73,50 @@ inline void ProjectPart(const float* u, const float* rt, int64_t d, int part, Ve
   for (int c = 0; c < N; ++c) acc[c * kParts16 + part] = a[c];
 }
 
+#if defined(__AVX512F__)
+typedef double Doubles8 __attribute__((vector_size(8 * sizeof(double))));
+typedef float Floats8 __attribute__((vector_size(8 * sizeof(float))));
+
+// Lanes l and l + 8 of a 16-lane sum, converted exactly and added: t[l], l < 8.
+inline Doubles8 PairLanes(VecF v) {
+  const Floats8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  const Floats8 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  return __builtin_convertvector(lo, Doubles8) + __builtin_convertvector(hi, Doubles8);
+}
+
+// SumLanes16 of up to 8 sums at once (acc[0, n), the others taken as 0), into out[0, n):
+// the same additions as SumLanes16 makes of each, ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7)),
+// with the sums side by side in the lanes of a vector instead of one by one (each alone
+// took half of the bins' arithmetic at 8 projections).
+inline void SumLanes16x8(const VecF* acc, int n, double* out) {
+  Doubles8 t[8];
+  for (int c = 0; c < 8; ++c) t[c] = c < n ? PairLanes(acc[c]) : Doubles8{};
+  // a_l = t_l + t_(l+4), l < 4: sums c and c + 1 side by side, [a(c) | a(c+1)]
+  Doubles8 a[4];
+  for (int c = 0; c < 4; ++c) {
+    const Doubles8 x = __builtin_shuffle(t[2 * c], t[2 * c + 1],
+                                         (Longs8){0, 1, 2, 3, 8, 9, 10, 11});
+    const Doubles8 y = __builtin_shuffle(t[2 * c], t[2 * c + 1],
+                                         (Longs8){4, 5, 6, 7, 12, 13, 14, 15});
+    a[c] = x + y;
+  }
+  // b_0 = a_0 + a_2 and b_1 = a_1 + a_3: four sums side by side, [b0 b1] each
+  Doubles8 b[2];
+  for (int c = 0; c < 2; ++c) {
+    const Doubles8 x = __builtin_shuffle(a[2 * c], a[2 * c + 1],
+                                         (Longs8){0, 1, 4, 5, 8, 9, 12, 13});
+    const Doubles8 y = __builtin_shuffle(a[2 * c], a[2 * c + 1],
+                                         (Longs8){2, 3, 6, 7, 10, 11, 14, 15});
+    b[c] = x + y;
+  }
+  // b_0 + b_1 of the eight sums, in order
+  const Doubles8 even = __builtin_shuffle(b[0], b[1], (Longs8){0, 2, 4, 6, 8, 10, 12, 14});
+  const Doubles8 odd = __builtin_shuffle(b[0], b[1], (Longs8){1, 3, 5, 7, 9, 11, 13, 15});
+  const Doubles8 sum = even + odd;
+  for (int c = 0; c < n; ++c) out[c] = sum[c];
+}
+#endif
+
 // rt: R of one head transposed to [h][d] (fp32); u: x - mu, d floats. P_c = u·R_c in
 // fp32 with 16 partial sums (lane k holds the terms e = k mod 16, ascending), then in fp64
 // the lanes k and k + 8 added, those eight summed as a tree, and the tail; the bins only
@@ -79,8 +124,8 @@ inline void ProjectPart(const float* u, const float* rt, int64_t d, int part, Ve
 // one function. Up to 8 projections advance together in registers (independent FMA
 // chains); H is a template argument so that the accumulators are not kept in memory
 // (with a runtime h the compiler interchanged the loops and stored every accumulator on
-// every step). Adding the 16 lanes one by one in fp64 took about half of hax's selection
-// phase (each lane extracted alone).
+// every step). With AVX-512 the lanes of 8 projections are reduced side by side
+// (SumLanes16x8), otherwise each alone (SumLanes16): the same additions either way.
 template <int H>
 void Project(const float* u, const float* rt, int64_t d, double* proj) {
   VecF acc[H * kParts16];
@@ -89,13 +134,31 @@ void Project(const float* u, const float* rt, int64_t d, double* proj) {
     ProjectPart<kFirst>(u, rt, d, part, acc);
     if constexpr (H > 8) ProjectPart<H - 8>(u, rt + 8 * d, d, part, acc + 8 * kParts16);
   }
+#if defined(__AVX512F__)
+  static_assert(kParts16 == 1, "one native vector holds the 16 lanes");
+  SumLanes16x8(acc, kFirst, proj);
+  if constexpr (H > 8) SumLanes16x8(acc + 8, H - 8, proj + 8);
+#else
+  for (int c = 0; c < H; ++c) proj[c] = SumLanes16(acc + c * kParts16);
+#endif
   const int64_t d16 = d / 16 * 16;
-  for (int c = 0; c < H; ++c) {
-    const float* r = rt + c * d;
-    double sum = SumLanes16(acc + c * kParts16);
-    for (int64_t e = d16; e < d; ++e) sum += static_cast<double>(u[e]) * r[e];
-    proj[c] = sum;
+  if (d16 < d) {
+    for (int c = 0; c < H; ++c) {
+      const float* r = rt + c * d;
+      double sum = proj[c];
+      for (int64_t e = d16; e < d; ++e) sum += static_cast<double>(u[e]) * r[e];
+      proj[c] = sum;
+    }
   }
+}
+
+// Rows are read once, in order, and each is a few hundred bytes of arithmetic: without
+// asking for the rows kRowsAhead ahead, the bins waited on memory (35 ms of L=16384's
+// 201 MB of Q and K at 4 bits, 21 ms with it).
+constexpr int64_t kRowsAhead = 12;
+inline void PrefetchRow(const float* row, int64_t d) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t o = 0; o < d * static_cast<int64_t>(sizeof(float)); o += 64) __builtin_prefetch(p + o);
 }
 
 template <int... Hs>
@@ -112,7 +175,7 @@ int32_t Bin(const float* x, const float* mu, const float* rt, int64_t d, int64_t
     for (int64_t e = 0; e < d; ++e) u[e] = x[e] - mu[e];
   }
   double proj[16];
-  ProjectAny(h, mu != nullptr ? u : x, rt, d, proj, std::make_integer_sequence<int, 16>());
+  LshProjections(mu != nullptr ? u : x, rt, d, h, proj);
   int32_t bin = 0;
   if (argmax_rule) {
     for (int64_t c = 1; c < h; ++c) {
@@ -125,6 +188,11 @@ int32_t Bin(const float* x, const float* mu, const float* rt, int64_t d, int64_t
 }
 
 }  // namespace
+
+void LshProjections(const float* u, const float* rt, int64_t d, int64_t h, double* proj) {
+  ATTNTUNE_CHECK(h >= 1 && h <= 16);
+  ProjectAny(h, u, rt, d, proj, std::make_integer_sequence<int, 16>());
+}
 
 std::vector<double> LshProjection(const Tensors& t, int64_t bits, uint64_t seed) {
   const Shape& s = t.shape;
@@ -258,11 +326,13 @@ LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.Hkv; ++h) {
       for (int64_t j = 0; j < s.Lk; ++j) {
+        if (j + kRowsAhead < s.Lk) PrefetchRow(t.K(b, h, j + kRowsAhead), s.d);
         out.key_bin[(b * s.Hkv + h) * s.Lk + j] = rule(t.K(b, h, j), h, u.data());
       }
     }
     for (int64_t h = 0; h < s.Hq; ++h) {
       for (int64_t i = 0; i < s.Lq; ++i) {
+        if (i + kRowsAhead < s.Lq) PrefetchRow(t.Q(b, h, i + kRowsAhead), s.d);
         out.query_bin[(b * s.Hq + h) * s.Lq + i] = rule(t.Q(b, h, i), h / s.Group(), u.data());
       }
     }

@@ -26,6 +26,13 @@ std::vector<double> LshProjection(const Tensors& t, int64_t bits, uint64_t seed)
 /// (first maximum).
 LshBins ComputeLshBins(const Tensors& t, int64_t bits, bool argmax_rule, uint64_t seed);
 
+/// The projections ComputeLshBins bins from: proj[c] = u·R_c for c < h (1 <= h <= 16),
+/// rt = R of one head as [h][d] in fp32. In fp32 with 16 partial sums (lane l: the terms
+/// e = l mod 16 below d / 16 * 16, ascending), then in fp64 lanes l and l + 8 added, those
+/// eight as ((0+4)+(2+6)) + ((1+5)+(3+7)), then the tail e >= d / 16 * 16 in order: the
+/// order the device's selection repeats (kernels/cuda/select_core.h, LshTree).
+void LshProjections(const float* u, const float* rt, int64_t d, int64_t h, double* proj);
+
 /// ks scores x[B,Hkv,Lk]: the supplied `scores`, else x_j = sum over the group's query
 /// heads of k_j · normalize(sum_{p(i) <= j} q_i) (0 while no query precedes j).
 std::vector<double> KsScores(const Tensors& t);

@@ -639,6 +639,34 @@ TEST_CASE("Four projections at once and the tree by halving are the host's sums"
   CHECK(cp::LshTree(lanes) == 1.0);
 }
 
+TEST_CASE("The host's projections are its lanes' sums in the device's order, 1 to 16 of them") {
+  // Terms of magnitudes 2^-30 .. 2^30, so that the lanes' sums differ by orders of
+  // magnitude and another order of additions (or projections trading places in the
+  // host's vectors) gives other doubles.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  const bool fused = cp::HostFusesLshProducts();
+  for (int d : {16, 37, 128, 136, 200}) {
+    for (int h = 1; h <= 16; ++h) {
+      std::vector<float> u(static_cast<size_t>(d)), r(static_cast<size_t>(h * d));
+      for (float& e : u) e = std::ldexp(normal(rng), exponent(rng));
+      for (float& e : r) e = std::ldexp(normal(rng), exponent(rng));
+      double got[16];
+      attntune::LshProjections(u.data(), r.data(), d, h, got);
+      for (int c = 0; c < h; ++c) {
+        float lanes[16];
+        for (int lane = 0; lane < 16; ++lane) {
+          lanes[lane] = cp::LshLane(u.data(), nullptr, r.data() + c * d, d, lane, fused);
+        }
+        INFO("d=" << d << " h=" << h << " c=" << c);
+        CHECK(got[c] == LshCombine(lanes, u.data(), static_cast<const float*>(nullptr),
+                                   r.data() + c * d, d));
+      }
+    }
+  }
+}
+
 TEST_CASE("Device bucketed layout equals BuildBucketLists for lsh and hax") {
   struct Case {
     const char* variant;
