@@ -402,15 +402,31 @@ std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {
   std::vector<double> delta, a;
   DmaDeltaA(t, seed, &delta, &a);
   std::vector<double> out(static_cast<size_t>(s.B * s.Hkv * s.Lk));
+  // z_j = v_j · Delta_h, each a sum in ascending c (the device repeats it, fused as the host
+  // is: HostFusesDmaProducts). kKeys keys advance side by side, and the next kKeys rows
+  // are fetched meanwhile: one key at a time, its sum was a chain of d dependent
+  // multiply-adds (L = 16384, d = 128: 26.9 ms, 13.5 ms side by side).
+  constexpr int64_t kKeys = 8;
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.Hkv; ++h) {
-      for (int64_t j = 0; j < s.Lk; ++j) {
-        const float* v = t.V(b, h, j);
-        double z = 0.0;
-        for (int64_t c = 0; c < s.d; ++c) z += static_cast<double>(v[c]) * delta[h * s.d + c];
-        // softplus(z) = log(1 + e^z), written to stay finite for large |z|.
-        const double softplus = z > 0.0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
-        out[(b * s.Hkv + h) * s.Lk + j] = a[h] * softplus;
+      const double* dh = delta.data() + h * s.d;
+      for (int64_t j0 = 0; j0 < s.Lk; j0 += kKeys) {
+        const int64_t nk = std::min(kKeys, s.Lk - j0);
+        const float* v[kKeys];
+        double z[kKeys] = {};
+        for (int64_t n = 0; n < kKeys; ++n) v[n] = t.V(b, h, j0 + std::min(n, nk - 1));
+        for (int64_t n = j0 + kKeys; n < std::min(j0 + 2 * kKeys, s.Lk); ++n) {
+          PrefetchRow(t.V(b, h, n), s.d);
+        }
+        for (int64_t c = 0; c < s.d; ++c) {
+          for (int64_t n = 0; n < kKeys; ++n) z[n] += static_cast<double>(v[n][c]) * dh[c];
+        }
+        for (int64_t n = 0; n < nk; ++n) {
+          // softplus(z) = log(1 + e^z), written to stay finite for large |z|.
+          const double softplus =
+              z[n] > 0.0 ? z[n] + std::log1p(std::exp(-z[n])) : std::log1p(std::exp(z[n]));
+          out[(b * s.Hkv + h) * s.Lk + j0 + n] = a[h] * softplus;
+        }
       }
     }
   }
