@@ -90,30 +90,27 @@ inline Doubles8 PairLanes(VecF v) {
 // taken as vector values: copied out through memory (as SumLanes16 does), GCC kept the
 // 8 accumulators of ProjectPart's loop in memory, a store and a load per step.
 inline void SumLanes16x8(const VecF* acc, int n, double* out) {
+  // Lanes m0 of (x, y) plus lanes m1 of (x, y), lane by lane.
+  auto add = [](Doubles8 x, Doubles8 y, Longs8 m0, Longs8 m1) {
+    return __builtin_shuffle(x, y, m0) + __builtin_shuffle(x, y, m1);
+  };
   Doubles8 t[8];
   for (int c = 0; c < 8; ++c) t[c] = c < n ? PairLanes(acc[c]) : Doubles8{};
   // a_l = t_l + t_(l+4), l < 4: sums c and c + 1 side by side, [a(c) | a(c+1)]
   Doubles8 a[4];
   for (int c = 0; c < 4; ++c) {
-    const Doubles8 x = __builtin_shuffle(t[2 * c], t[2 * c + 1],
-                                         (Longs8){0, 1, 2, 3, 8, 9, 10, 11});
-    const Doubles8 y = __builtin_shuffle(t[2 * c], t[2 * c + 1],
-                                         (Longs8){4, 5, 6, 7, 12, 13, 14, 15});
-    a[c] = x + y;
+    a[c] = add(t[2 * c], t[2 * c + 1], Longs8{0, 1, 2, 3, 8, 9, 10, 11},
+               Longs8{4, 5, 6, 7, 12, 13, 14, 15});
   }
   // b_0 = a_0 + a_2 and b_1 = a_1 + a_3: four sums side by side, [b0 b1] each
   Doubles8 b[2];
   for (int c = 0; c < 2; ++c) {
-    const Doubles8 x = __builtin_shuffle(a[2 * c], a[2 * c + 1],
-                                         (Longs8){0, 1, 4, 5, 8, 9, 12, 13});
-    const Doubles8 y = __builtin_shuffle(a[2 * c], a[2 * c + 1],
-                                         (Longs8){2, 3, 6, 7, 10, 11, 14, 15});
-    b[c] = x + y;
+    b[c] = add(a[2 * c], a[2 * c + 1], Longs8{0, 1, 4, 5, 8, 9, 12, 13},
+               Longs8{2, 3, 6, 7, 10, 11, 14, 15});
   }
   // b_0 + b_1 of the eight sums, in order
-  const Doubles8 even = __builtin_shuffle(b[0], b[1], (Longs8){0, 2, 4, 6, 8, 10, 12, 14});
-  const Doubles8 odd = __builtin_shuffle(b[0], b[1], (Longs8){1, 3, 5, 7, 9, 11, 13, 15});
-  const Doubles8 sum = even + odd;
+  const Doubles8 sum = add(b[0], b[1], Longs8{0, 2, 4, 6, 8, 10, 12, 14},
+                           Longs8{1, 3, 5, 7, 9, 11, 13, 15});
   for (int c = 0; c < n; ++c) out[c] = sum[c];
 }
 #endif
