@@ -336,14 +336,22 @@ Variant Dma() {
                            ParamInt(p, "bias") == 1);
   };
   v.pairs = [](const Shape& s, const Params& p) { return TopKPairs(s, ParamInt(p, "w")); };
-  v.implementations = {
-      Sparse("topk", "prefix top-k: a query block gathers the union of its rows' sets once",
-             [](const Tensors& t, const Params& p, float* out) {
-               std::vector<double> x;
-               RunPhase("attntune::select::scores", [&] { x = DmaScores(t, Seed(p)); });
-               RunTopKKokkos(t, x, ParamInt(p, "w"), ParamInt(p, "bias") == 1, Tiles(p), out);
-             }),
-      Generic("dma")};
+  // Br = 64 by default and 128 in the grid: dma's windows are wide (its grid: w = 256 to
+  // 1024), and a block of more rows shares one gather of a union that grows little with
+  // them. L=16384, attention ms at Br = 32 / 64 / 128: w=1024 1523 / 1426 / 1375, w=256
+  // 398 / 396 / 402, w=64 132 / 138 / 145 (docs/performance.md); ks (k = 32 to 256) keeps 32.
+  Implementation topk = Sparse(
+      "topk", "prefix top-k: a query block gathers the union of its rows' sets once",
+      [](const Tensors& t, const Params& p, float* out) {
+        std::vector<double> x;
+        RunPhase("attntune::select::scores", [&] { x = DmaScores(t, Seed(p)); });
+        RunTopKKokkos(t, x, ParamInt(p, "w"), ParamInt(p, "bias") == 1, Tiles(p), out);
+      },
+      "64", "64");
+  for (ParamDecl& d : topk.tunables) {
+    if (d.name == "Br") d.grid.push_back("128");
+  }
+  v.implementations = {topk, Generic("dma")};
   return v;
 }
 

@@ -121,6 +121,7 @@ const std::vector<Case>& Cases() {
       {"dma", "Hq=2,Hkv=1,L=577,d=64", "w=30", "delta_a"},
       {"dma", "Hq=2,Hkv=1,Lq=37,Lk=577,d=64,causal=0", "w=16", ""},
       {"dma", "Hq=2,Hkv=2,L=4097,d=64", "w=256,Br=64,Bc=128", ""},
+      {"dma", "Hq=4,Hkv=2,L=300,d=64", "w=40,Br=128", ""},  // dma's grid: 256 stacked rows
       {"dma_decode", "Hq=1,L=1,d=64", "w_kv=1,w_q=1,r=1", ""},
       {"dma_decode", "Hq=6,Hkv=3,L=37,d=64", "w_kv=4,w_q=2,r=3", ""},
       {"dma_decode", "Hq=4,Hkv=1,L=577,d=128", "w_kv=32,w_q=8,r=16", ""},
