@@ -60,7 +60,7 @@ bool ArgmaxRule(const Params& p) { return p.at("rule") == "argmax"; }
 // Query-block and key-tile sizes of the sparse implementations (GatherTile: Bc <= 512).
 // bc_default: lsh's row groups take 128-column pieces by default (at L=16384, k=64 its
 // per-pair time against dense's was lower with Bc=128 than with 64: docs/performance.md).
-// br_default: hax's is 128 (see Hax). A default outside the grid joins it.
+// br_default: hax's is 128 (see Hax), dma's 64 (see Dma). A default outside the grid joins it.
 std::vector<ParamDecl> SparseTunables(const char* bc_default = "64",
                                       const char* br_default = "32") {
   std::vector<ParamDecl> tunables = {
