@@ -10,6 +10,8 @@
 #include <limits>
 #include <new>
 #include <vector>
+
+#include "core/prefetch.h"
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -51,24 +53,9 @@ struct CacheAligned {
 };
 using AlignedFloats = std::vector<float, CacheAligned<float>>;
 
-// Software prefetches of the cache line holding p, for reading or for writing. Inline
-// assembly, not __builtin_prefetch: with the builtin, GCC 12 -O2/-O3 removed every
-// prefetch of sparse.cpp (lsh's next-row prefetch, PanelKv::Build's look-ahead) as dead
-// code: objdump of sparse.cpp.o showed no prefetch instruction. A volatile asm stays.
-inline void PrefetchRead(const void* p) {
-#if defined(__x86_64__)
-  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-#else
-  __builtin_prefetch(p, 0);
-#endif
-}
-inline void PrefetchWrite(const void* p) {
-#if defined(__x86_64__) && defined(__PRFCHW__)
-  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
-#else
-  PrefetchRead(p);
-#endif
-}
+// Software prefetches (core/prefetch.h: inline assembly, which GCC does not remove).
+using ::attntune::PrefetchRead;
+using ::attntune::PrefetchWrite;
 
 // q·k in fp32 with 16 partial sums, so that the loop vectorises without reassociation
 // flags (one AVX-512 vector of floats); the lanes are added at the end. dma_decode's

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/prefetch.h"
 #include "core/random.h"
 
 namespace attntune {
@@ -155,9 +156,7 @@ void Project(const float* u, const float* rt, int64_t d, double* proj) {
 // 201 MB of Q and K at 4 bits, 21 ms with it).
 constexpr int64_t kRowsAhead = 12;
 inline void PrefetchRow(const float* row, int64_t d) {
-  const char* p = reinterpret_cast<const char*>(row);
-  const int64_t bytes = d * static_cast<int64_t>(sizeof(float));
-  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
+  PrefetchReadBytes(row, d * static_cast<int64_t>(sizeof(float)));
 }
 
 template <int... Hs>
