@@ -1363,6 +1363,8 @@ std::string EnqueueTopK(TopKDevice* out, SelectWorkspace& ws, const std::string&
                         void* stream, bool sorted) {
   const int64_t heads = out->heads, n = out->n, k = out->k;
   if (heads > kSelectMaxHeads) return SelectHeadsWhy(heads);
+  // k = 0 would launch the merges with no threads (a failed launch, not a refusal).
+  if (k < 1) return "the prefix top-k on the device takes k >= 1";
   TopKParams p{};
   p.key = out->key;
   p.evict = out->evict;

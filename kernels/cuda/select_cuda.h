@@ -100,7 +100,7 @@ std::string EnqueueScoreKeys(const double* x, TopKDevice* out, void* stream);
 /// `fused` as HostFusesDmaProducts()) of v and fp64 delta [Hkv,d], a [Hkv] on the device.
 std::string EnqueueDmaScores(const Shape& s, DeviceInput v, const double* delta,
                              const double* a, bool fused, TopKDevice* out, void* stream);
-/// Prefix top-k evictions of out->key with budget out->k (chunks of TopKChunk(k)
+/// Prefix top-k evictions of out->key with budget out->k >= 1 (chunks of TopKChunk(k)
 /// positions, each from the top-k of the positions before it), and the tiles' largest
 /// evictions. With `sorted` (what dma_decode's selection reads) out->sorted_key and
 /// out->order hold every head's stable sort, from which the chunks' states are read; else

@@ -8,6 +8,7 @@
 
 #include "core/shape.h"
 #include "kernels/variant.h"
+#include "kernels/cuda/select_cuda.h"
 #include "tests/gpu/library_entries.h"
 
 using namespace attntune;
@@ -84,4 +85,18 @@ TEST_CASE("dma_decode's selection on the device: r <= 2048 (one block's shared m
   // Only the candidates that exist count: r past Lk holds 2 * Lk of them.
   const Shape short_prefix = test::LibraryShape(1, 16, 8, 2048, 2048, 128);
   CHECK(Refusal("dma_decode", "cuda_decode", short_prefix, {{"r", "4096"}}) == "");
+}
+
+TEST_CASE("The prefix top-k on the device refuses k < 1 before it touches the device") {
+  // The variant table's budgets start at 1; a direct caller's k = 0 gets a line, not a
+  // launch of merges without threads. No buffer is read: null pointers will do.
+  cuda_plan::SelectWorkspace ws;
+  for (int64_t k : {0, -1}) {
+    cuda_plan::TopKDevice topk;
+    topk.heads = 2;
+    topk.n = 100;
+    topk.k = k;
+    CHECK(cuda_plan::EnqueueTopK(&topk, ws, "refused", nullptr) ==
+          "the prefix top-k on the device takes k >= 1");
+  }
 }

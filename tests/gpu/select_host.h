@@ -288,18 +288,23 @@ inline std::vector<double> KsScores(const attntune::Tensors& t) {
 }
 
 /// dma_decode's candidates of `step` (DecodeCandidates on a HostWarp) in slot order, from
-/// one head's decode evictions and drops.
+/// one head's decode evictions and drops; every slot below the count written once.
 inline std::vector<int32_t> Candidates(int64_t step, int64_t r, const int32_t* evict,
                                        const int32_t* dropped) {
   std::vector<int32_t> c;
+  int64_t twice = 0;
   const int64_t m = cp::DecodeCandidates(cp::HostWarp(), step, r, evict, dropped,
                                          [&](int64_t slot, int64_t j) {
                                            if (static_cast<int64_t>(c.size()) <= slot) {
-                                             c.resize(static_cast<size_t>(slot + 1));
+                                             c.resize(static_cast<size_t>(slot + 1), -1);
                                            }
+                                           if (c[slot] != -1) ++twice;
                                            c[slot] = static_cast<int32_t>(j);
                                          });
-  REQUIRE(static_cast<int64_t>(c.size()) == m);
+  REQUIRE(static_cast<int64_t>(c.size()) <= m);  // no slot past the count
+  c.resize(static_cast<size_t>(m), -1);           // the slots after the last written
+  REQUIRE(twice == 0);
+  REQUIRE(std::count(c.begin(), c.end(), -1) == 0);
   return c;
 }
 
