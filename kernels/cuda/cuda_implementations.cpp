@@ -380,18 +380,27 @@ cp::WindowedDeviceArgs TensorArgs(const Resident& r) {
 }
 
 // Makes the caller's CUDA device current for one call and restores the caller's own.
+// Where it is current already nothing is set, before or after: cudaSetDevice binds the
+// device's primary context, which would replace a context the caller made current itself
+// (a device switched to and back still comes back on its primary context).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
     Check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) Check(cudaSetDevice(device), "cudaSetDevice");
+    if (previous_ != device) {
+      Check(cudaSetDevice(device), "cudaSetDevice");
+      switched_ = true;
+    }
   }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   int previous_ = 0;
+  bool switched_ = false;
 };
 
 cp::WindowedDeviceArgs CallerArgs(const DeviceTensors& t) {
@@ -619,7 +628,8 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
   impl.check = [](const Shape& shape, const Params& p) {
     const std::string why = cp::CanImplementGatheredDecode(shape);
     if (!why.empty()) return why;
-    return cp::CanSelectDecode(shape, p.count("r") != 0 ? ParamInt(p, "r") : 0);
+    return cp::CanSelectDecode(shape, p.count("w_q") != 0 ? ParamInt(p, "w_q") : 0,
+                               p.count("r") != 0 ? ParamInt(p, "r") : 0);
   };
   auto launch = [dt](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);

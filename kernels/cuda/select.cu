@@ -1680,23 +1680,31 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
   return error;
 }
 
-std::string CanSelectDecode(const Shape& s, int64_t r) {
+std::string CanSelectDecode(const Shape& s, int64_t w_q, int64_t r) {
   const int64_t cap = 2 * std::min(r, s.Lk);
   // The candidates of one step and their scores sit in one block's shared memory.
   if (cap * static_cast<int64_t>(sizeof(uint64_t) + sizeof(int32_t)) > kNoOptInSharedBytes) {
     return "dma_decode's selection on the device takes r <= 2048";
   }
   if (s.B * s.Hkv > kSelectMaxHeads) return SelectHeadsWhy(s.B * s.Hkv);
-  if (s.B * s.Hq * s.Lk + 1 >= INT32_MAX) return "B * Hq * Lk must be below 2^31";
+  const int64_t rows = s.B * s.Hq * s.Lk;
+  if (rows + 1 >= INT32_MAX) return "B * Hq * Lk must be below 2^31";
+  // A row chooses at most min(w_q, cap) keys; their offsets are int32 (one scan).
+  if (w_q > 0 && rows > INT32_MAX / std::min(w_q, std::max<int64_t>(cap, 1))) {
+    return "dma_decode's selection on the device takes B * Hq * Lk * min(w_q, 2 * min(r, Lk)) "
+           "below 2^31 (its chosen keys' offsets)";
+  }
   return "";
 }
 
 std::string EnqueueDecodeSelection(const Shape& s, DeviceInput q, DeviceInput k,
                                    const TopKDevice& topk, int64_t w_q, int64_t r,
                                    DecodeDevice* out, SelectWorkspace& ws, void* stream) {
-  const std::string why = CanSelectDecode(s, r);
+  const std::string why = CanSelectDecode(s, w_q, r);
   if (!why.empty()) return why;
   if (q.type != k.type) return "dma_decode's selection: q and k of two element types";
+  out->w_q = w_q;
+  out->r = r;
   const int64_t heads = topk.heads, n = topk.n;
   const std::string t = "decode";
   DecodeParams p{};
@@ -1804,6 +1812,9 @@ std::string EnqueueDecodeStep(const Shape& s, DeviceInput q, DeviceInput k,
                               const TopKDevice& topk, int64_t w_q, int64_t r, int64_t step,
                               const DecodeDevice& sel, SelectWorkspace& ws, void* stream) {
   if (step < 1 || step >= s.Lk) return "a decode step follows step 0 and lies within Lk";
+  // The chosen lists were sized by the selection's w_q and r: a step with others would
+  // write past a row's room.
+  if (w_q != sel.w_q || r != sel.r) return "dma_decode's step takes its selection's w_q and r";
   if (q.type != k.type) return "dma_decode's step: q and k of two element types";
   StepParams sp{};
   sp.key = topk.key;

@@ -1174,9 +1174,11 @@ ATTNTUNE_HD_INLINE int64_t HaxExtrasWalk(const Warp& w, const int32_t* list, int
 /// start at a new bin (at most min(R, bins) runs) or where the windows stop overlapping
 /// (the next row's window ends more than k same-bin keys later: at most P / (k + 1)
 /// times), and a run of len rows makes ceil(len / br) blocks.
-ATTNTUNE_HD inline int64_t BucketBlocksBound(int64_t rows, int64_t positions, int64_t bins,
-                                             int64_t k, int64_t br) {
-  const int64_t runs = (rows < bins ? rows : bins) + positions / (k + 1);
+ATTNTUNE_HD constexpr int64_t BucketBlocksBound(int64_t rows, int64_t positions, int64_t bins,
+                                                int64_t k, int64_t br) {
+  // k past the positions breaks no window (and k + 1 must not overflow at INT64_MAX).
+  const int64_t kk = k < positions ? k : positions;
+  const int64_t runs = (rows < bins ? rows : bins) + positions / (kk + 1);
   const int64_t bound = rows / br + 1 + runs;
   return bound < rows ? bound : rows;
 }

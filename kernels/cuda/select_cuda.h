@@ -159,9 +159,10 @@ struct DecodeDevice {
   int32_t* chosen_offsets = nullptr;
   int32_t* chosen = nullptr;
   int64_t chosen_capacity = 0;
+  int64_t w_q = 0, r = 0;  // the selection's (EnqueueDecodeStep takes the same)
 };
-/// Why dma_decode's device selection cannot take (shape, r) ("" = it can).
-std::string CanSelectDecode(const Shape& s, int64_t r);
+/// Why dma_decode's device selection cannot take (shape, w_q, r) ("" = it can).
+std::string CanSelectDecode(const Shape& s, int64_t w_q, int64_t r);
 /// q and k are read for the candidates' q·k (one element type, fp32 or the kernels' own).
 std::string EnqueueDecodeSelection(const Shape& s, DeviceInput q, DeviceInput k,
                                    const TopKDevice& topk, int64_t w_q, int64_t r,

@@ -100,3 +100,35 @@ TEST_CASE("The prefix top-k on the device refuses k < 1 before it touches the de
           "the prefix top-k on the device takes k >= 1");
   }
 }
+
+TEST_CASE("dma_decode's chosen keys on the device: their int32 offsets hold every row's") {
+  // A row chooses at most min(w_q, 2 min(r, Lk)) keys: at w_q = 2048, r = 1024 that is
+  // 2048, and 16 query heads of Lk = 65536 rows reach 2^31 of them (65535 stay below).
+  const std::string line =
+      "dma_decode's selection on the device takes B * Hq * Lk * min(w_q, 2 * min(r, Lk)) "
+      "below 2^31 (its chosen keys' offsets)";
+  const Params wide = {{"w_q", "2048"}, {"r", "1024"}};
+  CHECK(Refusal("dma_decode", "cuda_decode", test::LibraryShape(1, 16, 8, 65536, 65536, 128),
+                wide) == line);
+  CHECK(Refusal("dma_decode", "cuda_decode", test::LibraryShape(1, 16, 8, 65535, 65535, 128),
+                wide) == "");
+  // The smaller of w_q and the candidates counts: r = 512 leaves 1024 a row.
+  CHECK(Refusal("dma_decode", "cuda_decode", test::LibraryShape(1, 16, 8, 65536, 65536, 128),
+                {{"w_q", "2048"}, {"r", "512"}}) == "");
+  CHECK(Refusal("dma_decode", "cuda_decode", test::LibraryShape(1, 16, 8, 65536, 65536, 128),
+                {{"w_q", "1024"}, {"r", "1024"}}) == "");
+}
+
+TEST_CASE("A dma_decode step on the device takes its selection's w_q and r") {
+  // The chosen lists were sized by the selection's budgets; others are refused before the
+  // step touches the device (no buffer is read: null pointers will do).
+  const Shape s = test::LibraryShape(1, 16, 8, 4096, 4096, 128);
+  cuda_plan::SelectWorkspace ws;
+  cuda_plan::TopKDevice topk;
+  cuda_plan::DecodeDevice sel;
+  sel.w_q = 32;
+  sel.r = 64;
+  const std::string line = "dma_decode's step takes its selection's w_q and r";
+  CHECK(cuda_plan::EnqueueDecodeStep(s, {}, {}, topk, 64, 64, 100, sel, ws, nullptr) == line);
+  CHECK(cuda_plan::EnqueueDecodeStep(s, {}, {}, topk, 32, 128, 100, sel, ws, nullptr) == line);
+}

@@ -667,6 +667,14 @@ TEST_CASE("The host's projections are its lanes' sums in the device's order, 1 t
   }
 }
 
+// The blocks' bound at a budget past every position (lsh's k and hax's k_lsh go to
+// INT64_MAX): no window break, and no k + 1 to overflow (a constant expression would not
+// compile with it): 1000 / 32 + 1 blocks plus one run a bin.
+static_assert(cp::BucketBlocksBound(1000, 500, 16, INT64_MAX, 32) == 48);
+static_assert(cp::BucketBlocksBound(1000, 500, 16, INT64_MAX, 32) ==
+              cp::BucketBlocksBound(1000, 500, 16, 500, 32));
+static_assert(cp::BucketBlocksBound(1000, 500, 16, 99, 32) == 48 + 5);
+
 TEST_CASE("Device bucketed layout equals BuildBucketLists for lsh and hax") {
   struct Case {
     const char* variant;

@@ -12,9 +12,11 @@
 // split-KV decode ("cuda_decode": dense, swa), the attention libraries' entries built in
 // (cudnn, flashinfer) and ks, dma, lsh, hax ("cuda": their selection on the device,
 // reading the caller's fp16/bf16 tensors in place, then the attention kernel).
-// dma_decode is refused in one line naming what runs. The call makes problem.device
-// current for its duration and then makes the thread's previous device current again (on
-// a thread that never chose one, device 0, whose context that creates if none exists).
+// dma_decode is refused in one line naming what runs. Where problem.device is the
+// thread's current device the call sets no device (a context the caller made current
+// stays current); otherwise it makes problem.device current for its duration and then
+// the thread's previous device again, on that device's primary context (on a thread that
+// never chose one, device 0, whose context that creates if none exists).
 // Its scratch (split-KV partials, hybrid windows from w and full, the selection's
 // buffers, cuDNN's workspace, FlashInfer's split-KV parts and prefill output) is
 // allocated and freed on `stream`: calls on different streams share no memory. ks, dma,
