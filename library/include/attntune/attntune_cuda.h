@@ -16,7 +16,10 @@
 // thread's current device the call sets no device (a context the caller made current
 // stays current); otherwise it makes problem.device current for its duration and then
 // the thread's previous device again, on that device's primary context (on a thread that
-// never chose one, device 0, whose context that creates if none exists).
+// never chose one, device 0, whose context that creates if none exists). Launches are
+// checked through the thread's last CUDA error (cudaGetLastError, and CUB's peek at it):
+// an error an earlier call left pending on the thread is reported by this call, so a
+// caller that handled one clears it (cudaGetLastError) first.
 // Its scratch (split-KV partials, hybrid windows from w and full, the selection's
 // buffers, cuDNN's workspace, FlashInfer's split-KV parts and prefill output) is
 // allocated and freed on `stream`: calls on different streams share no memory. ks, dma,
