@@ -142,6 +142,10 @@ bool ConfirmSet(const Problem& p, std::vector<TrialRow> rows, TuneSummary* summa
   const std::optional<TrialStore::Trial> def = DefaultTrial(
       p, ParamsFromJson(rows.front().config.params_json), &default_params, summary, &lost);
   if (!def || def->result.status != TrialStatus::kOk) return !lost;  // nothing to measure against
+  if (p.ctx.defaults != nullptr) {
+    p.ctx.defaults->push_back(
+        {def->id, p.index, &p.default_impl, default_params, def->result.metrics});
+  }
   Database& db = p.ctx.store.Db();
   db.AddMetrics(def->id, {{kMetricIsDefault, 1}});
   const std::string default_tunables = CanonicalTunablesJson(p.default_impl, default_params);

@@ -6,6 +6,7 @@
 // than the default is not an entry; the next fastest is re-timed in its turn.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,16 @@ namespace attntune {
 /// What the stage reads and writes: the plan, the pool and the slot that times (one of a
 /// model of device: the model's fastest configurations are re-timed on it), that model's
 /// store and the slot's unit in it, and the run's problems.
+/// A default configuration's ok trial that the stage evaluated or reused: tune's counter
+/// passes (--metrics), which come after every timing, read its counters too.
+struct DefaultTrialSeen {
+  int64_t trial_id;
+  size_t problem;  // index into the run's problems
+  const Implementation* impl;
+  Params params;
+  std::map<std::string, double> metrics;  // as stored (counters already read, or not)
+};
+
 struct ConfirmContext {
   TunePlan& plan;
   WorkerPool& pool;
@@ -26,6 +37,7 @@ struct ConfirmContext {
   size_t unit;
   const std::vector<TuneProblem>& problems;
   const ProgressFn& progress;
+  std::vector<DefaultTrialSeen>* defaults = nullptr;  // appended to where given
 };
 
 /// For each problem and each of its variant-parameter sets with an ok trial: the default

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 #include <map>
+#include <set>
 #include <memory>
 #include <utility>
 
@@ -575,23 +576,38 @@ TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress
     ReleaseClaims(run);
     throw;
   }
-  if (options.metrics) {
-    NvtxRange range("counters");
-    CounterPasses(plan, run.uncounted, static_cast<int64_t>(run.problems.size()), progress,
-                  &run.summary);
-  }
   // Per model of device, its fastest configurations re-timed against the default on one
   // of its slots still there.
+  std::vector<DefaultTrialSeen> defaults;
   for (const auto& group : run.groups) {
     if (!options.retime) break;
     for (const int slot : group->slots) {
       if (run.lost[static_cast<size_t>(slot)]) continue;
       NvtxRange range("re-time");
       ConfirmAgainstDefault({plan, run.pool, slot, *group->store, group->unit_of.at(slot),
-                             run.problems, progress},
+                             run.problems, progress, &defaults},
                             &run.summary);
       break;
     }
+  }
+  // The counter passes after every timing, the re-timing's included (on CUDA the first
+  // counter reading stops CUPTI's activity tracing: a timing after it would find no
+  // kernel), over the searches' ok trials and the defaults the re-timing evaluated.
+  if (options.metrics) {
+    std::set<int64_t> queued;
+    for (const auto& [L, trials] : run.uncounted) {
+      for (const UncountedTrial& t : trials) queued.insert(t.trial_id);
+    }
+    for (const DefaultTrialSeen& d : defaults) {
+      if (d.metrics.count(kCounterProbe) || !queued.insert(d.trial_id).second) continue;
+      const TuneProblem& problem = run.problems[d.problem];
+      run.uncounted[problem.L].push_back({d.trial_id, static_cast<int64_t>(d.problem) + 1,
+                                          problem.name, problem.variant, d.impl, d.params,
+                                          d.impl->id + " " + ParamsToString(d.params)});
+    }
+    NvtxRange range("counters");
+    CounterPasses(plan, run.uncounted, static_cast<int64_t>(run.problems.size()), progress,
+                  &run.summary);
   }
   // Per problem, then per model of device (named when there are several).
   for (auto& [key, choice] : run.choices) {

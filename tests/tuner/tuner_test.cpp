@@ -553,6 +553,16 @@ TEST_CASE("tune's counter passes come after every timing and give each ok trial 
     CHECK(r.counted == 0);
     CHECK(calls == s.counted);
   }
+  SECTION("with the re-timing against the default on (tune's default), after it too") {
+    // On CUDA the first counter reading stops CUPTI's activity tracing, so a timing after
+    // it finds no kernel: the re-timing stage has to come before the passes.
+    o.retime = true;
+    TunePlan plan = PlanTune(o, cpu);
+    const TuneSummary s = RunTune(plan, timer, nullptr);
+    REQUIRE(s.retimed > 0);
+    CHECK(s.counted == s.evaluations - s.failed);
+    CHECK(timings_at_first_pass == timer.calls);
+  }
   SECTION("a failure is counted, stores nothing, and the passes go on; a re-run reads it") {
     fail_call = 2;
     Seen seen;
