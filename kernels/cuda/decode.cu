@@ -328,8 +328,10 @@ std::string LaunchGatheredDecode(const Shape& s, Dtype dtype, const WindowedDevi
   gp.list_evict = args.list_aux;
   gp.first_step = args.first_step;
   gp.list_end = args.list_ends != nullptr ? args.list_ends : args.list_offsets + 1;
+  if (args.steps < 0) return "gathered decode of a negative number of steps";
   const int64_t steps = args.steps > 0 ? args.steps : s.Lk;
-  if (args.first_step < 0 || args.first_step + steps > s.Lk) return "gathered decode steps past Lk";
+  // first_step > Lk - steps, not first_step + steps > Lk: the sum may overflow.
+  if (args.first_step < 0 || args.first_step > s.Lk - steps) return "gathered decode steps past Lk";
   gp.query_blocks = (s.Lk + kDecodeListSteps - 1) / kDecodeListSteps;
   const bool f16 = dtype == Dtype::kF16;
   const void* fn =

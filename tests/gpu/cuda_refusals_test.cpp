@@ -9,6 +9,7 @@
 #include "core/shape.h"
 #include "kernels/variant.h"
 #include "kernels/cuda/select_cuda.h"
+#include "kernels/cuda/windowed_cuda.h"
 #include "tests/gpu/library_entries.h"
 
 using namespace attntune;
@@ -131,4 +132,27 @@ TEST_CASE("A dma_decode step on the device takes its selection's w_q and r") {
   const std::string line = "dma_decode's step takes its selection's w_q and r";
   CHECK(cuda_plan::EnqueueDecodeStep(s, {}, {}, topk, 64, 64, 100, sel, ws, nullptr) == line);
   CHECK(cuda_plan::EnqueueDecodeStep(s, {}, {}, topk, 32, 128, 100, sel, ws, nullptr) == line);
+}
+
+TEST_CASE("The gathered decode refuses steps outside [0, Lk) before it launches") {
+  // Its lists are only addresses here (nothing is launched on a refusal); first_step +
+  // steps past Lk, first_step near INT64_MAX (where that sum overflowed) and a negative
+  // number of steps are refused, the last step alone is not refused by the range check.
+  const Shape s = test::LibraryShape(1, 16, 8, 4096, 4096, 128);
+  int32_t dummy = 0;
+  cuda_plan::WindowedDeviceArgs args;
+  args.list_offsets = args.list_keys = args.evict = args.chosen_offsets = args.chosen = &dummy;
+  const std::string past = "gathered decode steps past Lk";
+  auto launch = [&](int64_t first, int64_t steps) {
+    args.first_step = first;
+    args.steps = steps;
+    return cuda_plan::LaunchGatheredDecode(s, Dtype::kF16, args);
+  };
+  CHECK(launch(4096, 1) == past);
+  CHECK(launch(4000, 97) == past);
+  CHECK(launch(1, 0) == past);  // 0 steps: every step, from step 1
+  CHECK(launch(-1, 1) == past);
+  CHECK(launch(INT64_MAX, 1) == past);
+  CHECK(launch(INT64_MAX - 100, 200) == past);
+  CHECK(launch(0, -1) == "gathered decode of a negative number of steps");
 }
