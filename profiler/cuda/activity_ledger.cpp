@@ -25,6 +25,17 @@ double CandidateKernels::SpanMs() const {
   return any ? static_cast<double>(last - first) * 1e-6 : 0.0;
 }
 
+std::string CandidateKernels::TimingProblem() const {
+  if (untimed > 0) {
+    return std::to_string(untimed) + (untimed == 1 ? " kernel" : " kernels") +
+           " without timestamps (CUPTI had no device memory to time them)";
+  }
+  for (const KernelRecord& k : kernels) {
+    if (k.end_ns <= k.start_ns) return "a kernel (" + k.name + ") that does not end after it starts";
+  }
+  return kernels.empty() ? "no timed kernel" : "";
+}
+
 void ActivityLedger::AddKernel(const KernelRecord& record) {
   std::lock_guard<std::mutex> lock(mutex_);
   kernels_.push_back(record);
@@ -116,11 +127,24 @@ std::string ActivityLedger::Counts() const {
          " external records, " + std::to_string(Unattributed()) + " unattributed";
 }
 
-std::string ActivityLedger::Problems() const {
-  const size_t dropped = Dropped(), malformed = MalformedBuffers();
+namespace {
+
+std::string LostLine(size_t dropped, size_t malformed) {
   if (dropped == 0 && malformed == 0) return "";
   return "CUPTI lost activity records: " + std::to_string(dropped) + " dropped, " +
          std::to_string(malformed) + " buffers with invalid records";
+}
+
+}  // namespace
+
+std::string ActivityLedger::Problems() const { return LostLine(Dropped(), MalformedBuffers()); }
+
+std::string ActivityLedger::TakeProblems() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string line = LostLine(dropped_, malformed_);
+  dropped_ = 0;
+  malformed_ = 0;
+  return line;
 }
 
 void ActivityLedger::Clear() {

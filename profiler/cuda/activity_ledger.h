@@ -30,6 +30,10 @@ struct CandidateKernels {
   /// wall time for them, less any overlap and with every gap between launches (where it
   /// waited for the host's next launch, or ran work CUPTI does not record as a kernel).
   double SpanMs() const;
+  /// Why these kernels' time is not the repetition's, "" when it is: none recorded, or
+  /// some without timestamps or ending before they start (a sum that left them out, as
+  /// TotalMs does, would be too small).
+  std::string TimingProblem() const;
 };
 
 /// Thread-safe store of the records of every completed buffer. Kernel and external
@@ -54,6 +58,10 @@ class ActivityLedger {
   size_t MalformedBuffers() const;
   /// "" when every record arrived; else one line naming what was lost.
   std::string Problems() const;
+  /// Problems(), with the losses counted so far then forgotten: the repetition that finds
+  /// them fails, and the next ones, whose records came after, are timed (a lost record
+  /// made every later repetition fail, ending a tune).
+  std::string TakeProblems();
   /// "K kernel records, E external records, U unattributed": for error messages.
   std::string Counts() const;
   void Clear();

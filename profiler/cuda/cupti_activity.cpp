@@ -176,11 +176,12 @@ double CuptiTimer::TimeMs(const std::function<void()>& fn) {
   if (sync != cudaSuccess) throw std::runtime_error(CudaError(sync, "cudaDeviceSynchronize"));
   error = FlushCuptiActivity();
   if (!error.empty()) throw std::runtime_error(error);
-  const std::string problems = CuptiLedger().Problems();
+  const std::string problems = CuptiLedger().TakeProblems();
   if (!problems.empty()) throw std::runtime_error(problems);
   const CandidateKernels kernels = CuptiLedger().Take(id);
-  if (kernels.kernels.empty()) {
-    throw std::runtime_error("CUPTI recorded no timed kernel for candidate " + std::to_string(id) +
+  const std::string why = kernels.TimingProblem();
+  if (!why.empty()) {
+    throw std::runtime_error("CUPTI recorded " + why + " for candidate " + std::to_string(id) +
                              " (" + CuptiLedger().Counts() + ")");
   }
   last_span_ms_ = kernels.SpanMs();
@@ -210,8 +211,9 @@ void CuptiLaunchRecorder::Finish() const {
   if (cudaDeviceSynchronize() != cudaSuccess || !FlushCuptiActivity().empty()) return;
   for (const KernelRecord& k : CuptiLedger().Take(id_).kernels) {
     const std::string phase = name_of_ ? name_of_(k.name) : "";
-    events_.push_back({phase.empty() ? k.name : phase, "cuda",
-                       static_cast<double>(k.end_ns - k.start_ns) * 1e-6});
+    // A record that does not end after it starts adds nothing (unsigned, it would wrap).
+    const uint64_t ns = k.end_ns > k.start_ns ? k.end_ns - k.start_ns : 0;
+    events_.push_back({phase.empty() ? k.name : phase, "cuda", static_cast<double>(ns) * 1e-6});
   }
 }
 

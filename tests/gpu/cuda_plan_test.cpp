@@ -500,6 +500,29 @@ TEST_CASE("ActivityLedger joins kernels and external ids in any arrival order") 
   ledger.AddDropped(3);
   CHECK(ledger.Problems() ==
         "CUPTI lost activity records: 3 dropped, 0 buffers with invalid records");
+  // The timer takes them: the repetition that finds them fails, the next one does not.
+  ledger.AddMalformedBuffer();
+  CHECK(ledger.TakeProblems() ==
+        "CUPTI lost activity records: 3 dropped, 1 buffers with invalid records");
+  CHECK(ledger.TakeProblems().empty());
+  CHECK(ledger.Problems().empty());
+}
+
+TEST_CASE("A repetition's kernels give its time only when every one was timed") {
+  attntune::CandidateKernels c;
+  CHECK(c.TimingProblem() == "no timed kernel");
+  c.kernels.push_back({1, 1000, 1400, "select"});
+  c.kernels.push_back({2, 1500, 2500, "attention"});
+  CHECK(c.TimingProblem() == "");
+  CHECK(c.TotalMs() == Approx(0.0014));
+  c.untimed = 2;  // zero timestamps: counted apart, not in kernels
+  CHECK(c.TimingProblem() ==
+        "2 kernels without timestamps (CUPTI had no device memory to time them)");
+  c.untimed = 0;
+  c.kernels.push_back({3, 3000, 3000, "empty"});
+  CHECK(c.TimingProblem() == "a kernel (empty) that does not end after it starts");
+  c.kernels.back().end_ns = 2999;  // ends before it starts
+  CHECK(c.TimingProblem() == "a kernel (empty) that does not end after it starts");
 }
 
 TEST_CASE("ActivityLedger::Take returns one id's kernels and keeps the others'") {
@@ -515,6 +538,9 @@ TEST_CASE("ActivityLedger::Take returns one id's kernels and keeps the others'")
   CHECK(taken.kernels[0].name == "first");  // start order
   CHECK(taken.untimed == 1);
   CHECK(taken.TotalMs() == Approx(0.0009));
+  // Its time would leave the untimed kernel out: the timer refuses it.
+  CHECK(taken.TimingProblem() ==
+        "1 kernel without timestamps (CUPTI had no device memory to time them)");
   const auto by = ledger.Attribute();
   CHECK(by.count(7) == 0);  // gone, with its correlation records
   REQUIRE(by.count(8) == 1);
