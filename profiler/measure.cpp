@@ -63,8 +63,20 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   ATTNTUNE_CHECK(policy.warmup >= 0);
   ATTNTUNE_CHECK(policy.min_reps >= 1);
   ATTNTUNE_CHECK(policy.max_reps >= policy.min_reps);
-  std::vector<double> spans;
-  bool every_span = true;
+  // Figures the timer gives per repetition (its kernels' span, their selection part): a
+  // median where it gave one for each timed repetition.
+  struct PerRepetition {
+    std::vector<double> values;
+    bool every = true;
+    void Add(const std::optional<double>& v) {
+      every = every && v.has_value();
+      if (v) values.push_back(*v);
+    }
+    std::optional<double> Median() {
+      if (!every || values.empty()) return std::nullopt;
+      return Summarize(std::move(values)).median_ms;
+    }
+  } spans, selects;
   auto timed = [&] {
     if (policy.before_each) policy.before_each();
     return timer.TimeMs(fn);
@@ -80,9 +92,8 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   while (static_cast<int>(samples.size()) < policy.max_reps) {
     const double ms = timed();
     samples.push_back(ms);
-    const std::optional<double> span = timer.LastSpanMs();
-    every_span = every_span && span.has_value();
-    if (span) spans.push_back(*span);
+    spans.Add(timer.LastSpanMs());
+    selects.Add(timer.LastSelectMs());
     const int n = static_cast<int>(samples.size());
     if (n < policy.min_reps) continue;
     if (n > policy.min_reps) beyond_floor_ms += ms;
@@ -91,7 +102,8 @@ Stats Measure(Timer& timer, const std::function<void()>& fn, const MeasurePolicy
   }
   Stats stats = Summarize(std::move(samples));
   stats.warmup_runs = policy.warmup;
-  if (every_span) stats.span_median_ms = Summarize(std::move(spans)).median_ms;
+  stats.span_median_ms = spans.Median();
+  stats.select_median_ms = selects.Median();
   return stats;
 }
 

@@ -36,6 +36,9 @@ struct Stats {
   /// The median of the timer's spans of the timed repetitions (Timer::LastSpanMs), where
   /// it gave one for each.
   std::optional<double> span_median_ms;
+  /// The median of the timer's selection times of the timed repetitions
+  /// (Timer::LastSelectMs), where it gave one for each.
+  std::optional<double> select_median_ms;
 };
 
 /// Statistics of given samples (non-empty).

@@ -17,6 +17,9 @@ class Timer {
   /// Of the last TimeMs, where its time is the device's kernels summed: the span from the
   /// first kernel's start to the last one's end (the gaps between launches included).
   virtual std::optional<double> LastSpanMs() const { return std::nullopt; }
+  /// Of the last TimeMs, where its time is named kernels summed: the part of it spent in
+  /// the selection's kernels (a sparse variant's selection phase on the device).
+  virtual std::optional<double> LastSelectMs() const { return std::nullopt; }
 };
 
 /// steady_clock around the call.

@@ -92,7 +92,9 @@ std::string RenderBenchRecordJson(const BenchRecord& r) {
   j["kernels"] = kernels;
   j["inputs"] = r.inputs;
   if (!r.calibration.empty()) j["calibration"] = r.calibration;
-  j["select_ms"] = SelectPhaseMs(r.kernels);
+  // The median of the timed repetitions' selection times where the timer gave them (a
+  // metric), else the checked run's.
+  if (!r.metrics.count("select_ms")) j["select_ms"] = SelectPhaseMs(r.kernels);
   if (r.hardware) j["hardware"] = HardwareJson(*r.hardware);
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -126,8 +128,12 @@ std::string RenderBenchRecordText(const BenchRecord& r) {
   } else {
     Append(&out, "  %s\n", r.message.c_str());
   }
-  if (!r.kernels.empty())
+  if (r.metrics.count("select_ms")) {
+    Append(&out, "  selection phase %.3f ms (median of the timed repetitions)\n",
+           Metric(r, "select_ms"));
+  } else if (!r.kernels.empty()) {
     Append(&out, "  selection phase %.3f ms (of the checked run)\n", SelectPhaseMs(r.kernels));
+  }
   for (const BenchKernel& k : r.kernels)
     Append(&out, "  kernel %s (%s) %.3f ms\n", k.name.c_str(), k.kind.c_str(), k.ms);
   if (r.hardware)

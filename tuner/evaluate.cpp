@@ -191,6 +191,9 @@ void RecordOk(const Stats& stats, const Shape& shape, const ProblemContext::Trut
   // The kernels' span beside their summed time (a CUPTI timer's): what the gaps between
   // launches add for a caller that launches this way.
   if (stats.span_median_ms) m["span_ms"] = *stats.span_median_ms;
+  // The selection's part of each timed repetition (a device timer's, from its kernels'
+  // names): bench's select_ms, where the checked run's would be a cold run's.
+  if (stats.select_median_ms) m["select_ms"] = *stats.select_median_ms;
   m["io_bytes"] = element_bytes * static_cast<double>(2 * shape.QElems() + 2 * shape.KvElems());
 }
 

@@ -49,7 +49,11 @@ class CudaBackend : public Backend {
   std::unique_ptr<Timer> MakeTimer(std::string* note) override {
 #ifdef ATTNTUNE_HAVE_CUPTI
     std::string why;
-    std::unique_ptr<Timer> timer = MakeGpuTimer(&why);
+    // The selection's kernels (attntune_select_*, CUB's) named apart: each timed
+    // repetition's selection phase beside its total (select_ms).
+    std::unique_ptr<Timer> timer = MakeGpuTimer(&why, [](const std::string& kernel) {
+      return !cuda_plan::SelectionPhaseOf(kernel).empty();
+    });
     if (note) *note = timer->Name() + (why.empty() ? "" : " (CUPTI unavailable: " + why + ")");
     return timer;
 #else

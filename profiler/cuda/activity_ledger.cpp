@@ -13,6 +13,14 @@ double CandidateKernels::TotalMs() const {
   return static_cast<double>(ns) * 1e-6;
 }
 
+double CandidateKernels::MsWhere(const std::function<bool(const std::string&)>& which) const {
+  uint64_t ns = 0;
+  for (const KernelRecord& k : kernels) {
+    if (k.end_ns > k.start_ns && which(k.name)) ns += k.end_ns - k.start_ns;
+  }
+  return static_cast<double>(ns) * 1e-6;
+}
+
 double CandidateKernels::SpanMs() const {
   uint64_t first = 0, last = 0;
   bool any = false;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -30,6 +31,8 @@ struct CandidateKernels {
   /// wall time for them, less any overlap and with every gap between launches (where it
   /// waited for the host's next launch, or ran work CUPTI does not record as a kernel).
   double SpanMs() const;
+  /// The durations of the kernels whose names `which` takes, summed (TotalMs' part).
+  double MsWhere(const std::function<bool(const std::string&)>& which) const;
   /// Why these kernels' time is not the repetition's, "" when it is: none recorded, or
   /// some without timestamps or ending before they start (a sum that left them out, as
   /// TotalMs does, would be too small).

@@ -166,6 +166,7 @@ std::string FlushCuptiActivity() {
 
 double CuptiTimer::TimeMs(const std::function<void()>& fn) {
   last_span_ms_.reset();
+  last_select_ms_.reset();
   const uint64_t id = next_id_++;
   std::string error = BeginCandidate(id);
   if (!error.empty()) throw std::runtime_error(error);
@@ -185,6 +186,7 @@ double CuptiTimer::TimeMs(const std::function<void()>& fn) {
                              " (" + CuptiLedger().Counts() + ")");
   }
   last_span_ms_ = kernels.SpanMs();
+  if (is_selection_) last_select_ms_ = kernels.MsWhere(is_selection_);
   return kernels.TotalMs();
 }
 
@@ -222,9 +224,10 @@ std::vector<KernelEvent> CuptiLaunchRecorder::Events() const {
   return events_;
 }
 
-std::unique_ptr<Timer> MakeGpuTimer(std::string* why_not_cupti) {
+std::unique_ptr<Timer> MakeGpuTimer(std::string* why_not_cupti,
+                                    std::function<bool(const std::string&)> is_selection) {
   *why_not_cupti = StartCuptiActivity();
-  if (why_not_cupti->empty()) return std::make_unique<CuptiTimer>();
+  if (why_not_cupti->empty()) return std::make_unique<CuptiTimer>(std::move(is_selection));
   return std::make_unique<CudaEventTimer>();
 }
 

@@ -36,17 +36,23 @@ std::string EndCandidate();
 std::string FlushCuptiActivity();
 
 /// Timer over CUPTI: runs fn under a fresh external id, synchronises, flushes, and
-/// returns the summed kernel time of that id (LastSpanMs: their span). Throws
-/// std::runtime_error when records were dropped or no kernel of fn was recorded.
+/// returns the summed kernel time of that id (LastSpanMs: their span; LastSelectMs, given
+/// `is_selection`: the part in the kernels it takes). Throws std::runtime_error when
+/// records were lost or a kernel of fn was not timed.
 class CuptiTimer : public Timer {
  public:
+  explicit CuptiTimer(std::function<bool(const std::string&)> is_selection = {})
+      : is_selection_(std::move(is_selection)) {}
   std::string Name() const override { return "cupti-activity"; }
   double TimeMs(const std::function<void()>& fn) override;
   std::optional<double> LastSpanMs() const override { return last_span_ms_; }
+  std::optional<double> LastSelectMs() const override { return last_select_ms_; }
 
  private:
   uint64_t next_id_ = 1;
+  std::function<bool(const std::string&)> is_selection_;
   std::optional<double> last_span_ms_;
+  std::optional<double> last_select_ms_;
 };
 
 /// Records the kernels of the work done while it is alive from CUPTI's activity records
@@ -78,7 +84,9 @@ class CudaEventTimer : public Timer {
 };
 
 /// The GPU timer to wire in: CuptiTimer when CUPTI tracing starts, else CudaEventTimer;
-/// `why_not_cupti` receives the reason CUPTI was not used ("" when it is).
-std::unique_ptr<Timer> MakeGpuTimer(std::string* why_not_cupti);
+/// `why_not_cupti` receives the reason CUPTI was not used ("" when it is); the CUPTI timer
+/// gives the time of the kernels `is_selection` takes (LastSelectMs) where it is given.
+std::unique_ptr<Timer> MakeGpuTimer(std::string* why_not_cupti,
+                                    std::function<bool(const std::string&)> is_selection = {});
 
 }  // namespace attntune

@@ -515,6 +515,9 @@ TEST_CASE("A repetition's kernels give its time only when every one was timed") 
   c.kernels.push_back({2, 1500, 2500, "attention"});
   CHECK(c.TimingProblem() == "");
   CHECK(c.TotalMs() == Approx(0.0014));
+  // The selection's part: the kernels the predicate takes (bench's select_ms).
+  CHECK(c.MsWhere([](const std::string& n) { return n == "select"; }) == Approx(0.0004));
+  CHECK(c.MsWhere([](const std::string&) { return false; }) == 0.0);
   c.untimed = 2;  // zero timestamps: counted apart, not in kernels
   CHECK(c.TimingProblem() ==
         "2 kernels without timestamps (CUPTI had no device memory to time them)");

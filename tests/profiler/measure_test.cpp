@@ -30,20 +30,27 @@ class FakeTimer : public Timer {
   size_t calls_ = 0;
 };
 
-// A FakeTimer whose every time has a span, as a device timer's kernels do: the scripted
-// spans, repeating the last (none after `spans_until` calls: a timer that lost them).
+// A FakeTimer whose every time has a span and (given `selects`) a selection part, as a
+// device timer's named kernels do: the scripted values, repeating the last (none after
+// `spans_until` calls: a timer that lost them).
 class FakeSpanTimer : public FakeTimer {
  public:
   FakeSpanTimer(std::vector<double> times, std::vector<double> spans,
-                size_t spans_until = SIZE_MAX)
-      : FakeTimer(std::move(times)), spans_(std::move(spans)), spans_until_(spans_until) {}
-  std::optional<double> LastSpanMs() const override {
-    if (calls() == 0 || calls() > spans_until_) return std::nullopt;
-    return spans_[std::min(calls() - 1, spans_.size() - 1)];
-  }
+                size_t spans_until = SIZE_MAX, std::vector<double> selects = {})
+      : FakeTimer(std::move(times)),
+        spans_(std::move(spans)),
+        selects_(std::move(selects)),
+        spans_until_(spans_until) {}
+  std::optional<double> LastSpanMs() const override { return Scripted(spans_); }
+  std::optional<double> LastSelectMs() const override { return Scripted(selects_); }
 
  private:
+  std::optional<double> Scripted(const std::vector<double>& v) const {
+    if (v.empty() || calls() == 0 || calls() > spans_until_) return std::nullopt;
+    return v[std::min(calls() - 1, v.size() - 1)];
+  }
   std::vector<double> spans_;
+  std::vector<double> selects_;
   size_t spans_until_;
 };
 
@@ -183,6 +190,22 @@ TEST_CASE("Measure: the spans' median is of the timed repetitions, where each ha
   // A repetition without a span: no median of the others passed off as the whole's.
   FakeSpanTimer partial({2.0}, {3.0}, 4);
   CHECK_FALSE(Measure(partial, [] {}, policy).span_median_ms.has_value());
+}
+
+TEST_CASE("Measure: the selection times' median is of the timed repetitions, where each has one") {
+  MeasurePolicy policy;
+  policy.warmup = 1;
+  policy.min_reps = 5;
+  FakeSpanTimer spans_only({2.0}, {3.0});
+  CHECK_FALSE(Measure(spans_only, [] {}, policy).select_median_ms.has_value());
+  // The warm-up's (40) is not a sample; the timed ones are 1, 2, 0.5, 1.5, 3.
+  FakeSpanTimer timer({2.0}, {3.0}, SIZE_MAX, {40.0, 1.0, 2.0, 0.5, 1.5, 3.0});
+  const Stats s = Measure(timer, [] {}, policy);
+  REQUIRE(s.select_median_ms.has_value());
+  CHECK(*s.select_median_ms == 1.5);
+  CHECK(*s.span_median_ms == 3.0);
+  FakeSpanTimer partial({2.0}, {3.0}, 4, {1.0});
+  CHECK_FALSE(Measure(partial, [] {}, policy).select_median_ms.has_value());
 }
 
 TEST_CASE("CpuTimer times the call") {

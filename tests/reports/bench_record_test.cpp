@@ -124,6 +124,20 @@ TEST_CASE("A device-timed record shows its kernels' span under the median") {
   CHECK(RenderBenchRecordJson(r).find("  \"span_ms\": 0.0734,\n") != std::string::npos);
 }
 
+TEST_CASE("A device-timed record's select_ms is its timed repetitions' median") {
+  // A CUPTI timer names the selection's kernels of each repetition (the metric); the
+  // checked run's kernels (0.006 ms here) are a single, cold run's.
+  BenchRecord r = KsRecord();
+  r.metrics["select_ms"] = 0.0041;
+  const std::string text = RenderBenchRecordText(r);
+  CHECK(text.find("  selection phase 0.004 ms (median of the timed repetitions)\n") !=
+        std::string::npos);
+  CHECK(text.find("of the checked run") == std::string::npos);
+  const std::string json = RenderBenchRecordJson(r);
+  CHECK(json.find("  \"select_ms\": 0.0041,\n") != std::string::npos);
+  CHECK(json.find("\"select_ms\": 0.005") == std::string::npos);
+}
+
 TEST_CASE("A failed bench record: no statistics, the message, the counters' error") {
   BenchRecord r = KsRecord();
   r.status = TrialStatus::kWrongResult;

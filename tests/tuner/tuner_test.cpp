@@ -46,6 +46,7 @@ class CountingTimer : public Timer {
 class SpanningTimer : public CountingTimer {
  public:
   std::optional<double> LastSpanMs() const override { return 1.0 + calls; }
+  std::optional<double> LastSelectMs() const override { return 0.1 * calls; }
 };
 
 Shape SmallShape() {
@@ -235,6 +236,7 @@ TEST_CASE("EvaluateCandidate measures a correct candidate") {
   CHECK(ev.result.metrics.at("pair_ratio") < 1.0);
   CHECK(ev.kernels.size() >= 1);
   CHECK(ev.result.metrics.count("span_ms") == 0);  // a host timer: no kernels' span
+  CHECK(ev.result.metrics.count("select_ms") == 0);  // nor a selection part
 
   // A device timer's spans: their median beside the summed time. The warm-up is call 1
   // (the gate run is not timed), so the 3 timed repetitions' spans are 3, 4 and 5.
@@ -244,6 +246,8 @@ TEST_CASE("EvaluateCandidate measures a correct candidate") {
   REQUIRE(spanned.result.samples_ms.size() == 3);
   CHECK(spanned.result.median_ms == 1.0);
   CHECK(spanned.result.metrics.at("span_ms") == 4.0);
+  // And its selection parts (0.2, 0.3, 0.4 ms): bench's select_ms from the repetitions.
+  CHECK(spanned.result.metrics.at("select_ms") == Approx(0.3));
 }
 
 TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a time") {
