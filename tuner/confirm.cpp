@@ -203,7 +203,8 @@ void ConfirmAgainstDefault(const ConfirmContext& ctx, TuneSummary* summary) {
     filter.ok_only = true;
     std::map<std::string, std::vector<TrialRow>> sets;  // by the variant's parameters
     for (TrialRow& row : db.Trials(filter)) {
-      if (row.problem.id != id ||
+      // This build's trials only (another attntune's times are not this binary's).
+      if (row.problem.id != id || row.build.id != ctx.store.BuildId() ||
           std::find(peers.begin(), peers.end(), row.device.id) == peers.end())
         continue;
       const bool searched = std::any_of(impls.begin(), impls.end(), [&](const Implementation* m) {

@@ -26,7 +26,9 @@ ReportInput LoadReportInput(const Database& db, const GeometrySelection& selecti
   input.trials = db.Trials(TrialFilter{});
   input.trials.erase(std::remove_if(input.trials.begin(), input.trials.end(),
                                     [&](const TrialRow& t) {
-                                      return !selection.Matches(GeometryOf(t.problem));
+                                      return !selection.Matches(GeometryOf(t.problem)) ||
+                                             (!selection.builds.empty() &&
+                                              selection.builds.count(t.build.id) == 0);
                                     }),
                      input.trials.end());
   if (one_geometry) {

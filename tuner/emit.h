@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "db/database.h"
@@ -18,11 +19,14 @@ struct OutputPaths {
 };
 
 /// The trials a config file and report are rendered from: those whose problem has the
-/// given dtype, batch and heads (an unset field takes any value). A tune selects its own
-/// geometry; emit and report take it from --dtype, --batch and --model.
+/// given dtype, batch and heads (an unset field takes any value), of the given builds (none
+/// given: every build's). A tune selects its own geometry and its own builds (the trials
+/// its attntune measured or could reuse: another build's time is another binary's); emit
+/// and report take the geometry from --dtype, --batch and --model, and every build.
 struct GeometrySelection {
   std::optional<Dtype> dtype;
   std::optional<int64_t> batch, q_heads, kv_heads;
+  std::set<int64_t> builds;
 
   bool Matches(const EntryGeometry& g) const;
 };

@@ -625,6 +625,9 @@ TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress
     selection.batch = options.batch;
     selection.q_heads = plan.model.q_heads;
     selection.kv_heads = plan.model.kv_heads;
+    // Its own builds' trials: those of another attntune (other kernels, other libraries)
+    // stay in the database, for emit, but are not this binary's times.
+    for (const auto& group : run.groups) selection.builds.insert(group->store->BuildId());
     run.summary.outputs = EmitOutputs(*plan.db, options.out_dir, selection);
   }
   return run.summary;

@@ -21,6 +21,7 @@
 #include "tuner/evaluate.h"
 #include "tuner/model.h"
 #include "tuner/bench.h"
+#include "tuner/emit.h"
 #include "tuner/session.h"
 #include "tuner/space.h"
 #include "tuner/store.h"
@@ -1038,4 +1039,55 @@ TEST_CASE("The build a tune stores its trials under names the libraries loaded a
   const int64_t again = TrialStore(*db, device, "{}", "cudnn 9.10.2 (frontend 1.12.0)").BuildId();
   CHECK(without != with);  // a new cuDNN measures again
   CHECK(with == again);
+}
+
+TEST_CASE("A tune's outputs and re-timing take its own build's trials; emit takes every build's") {
+  TempDir dir;
+  CountingTimer timer;  // every time 1 ms
+  TuneOptions o = TinyTune(dir.path, {48}, 2);
+  o.retime = true;
+  FakeBackend cpu(kKokkosPlatform, {Dtype::kF32});
+  {
+    TunePlan plan = PlanTune(o, cpu);
+    RunTune(plan, timer, nullptr);
+  }
+  // Another attntune's trial of the same device, problem and configuration, far faster.
+  {
+    std::unique_ptr<Database> db = Database::Open(o.db_path);
+    TrialFilter ok;
+    ok.ok_only = true;
+    const std::vector<TrialRow> rows = db->Trials(ok);
+    REQUIRE_FALSE(rows.empty());
+    const TrialRow& row = rows.front();
+    const int64_t other = db->PutBuild({0, "0.0.1-other", "other kernels"});
+    REQUIRE(other != row.build.id);
+    TrialResult fast = row.result;
+    for (const char* confirm : {kMetricConfirmMs, kMetricConfirmDefaultMs,
+                                kMetricConfirmDefaultTrial, kMetricLostToDefault,
+                                kMetricIsDefault}) {
+      fast.metrics.erase(confirm);  // no re-timing has seen it
+    }
+    fast.median_ms = fast.p10_ms = fast.p90_ms = 1e-6;
+    fast.samples_ms = {1e-6};
+    const int64_t run = db->BeginRun("{}", row.device.id, "2026-11-29T00:00:00Z");
+    db->InsertTrial(run, row.device.id, row.problem.id, row.config.id, other, fast);
+  }
+  auto medians = [](const std::string& json_path) {
+    std::ifstream in(json_path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    std::vector<double> out;
+    for (const auto& e : j.at("entries")) out.push_back(e.at("median_ms").get<double>());
+    return out;
+  };
+  // The same tune again: its entries are its own build's times (1 ms), re-timed or not.
+  TunePlan again = PlanTune(o, cpu);
+  const TuneSummary s = RunTune(again, timer, nullptr);
+  REQUIRE(s.outputs.json != "");
+  const std::vector<double> tuned = medians(s.outputs.json);
+  REQUIRE_FALSE(tuned.empty());
+  for (double ms : tuned) CHECK(ms == 1.0);
+  // emit reads the database whole: the other build's time is there.
+  const OutputPaths emitted = EmitOutputs(*again.db, dir.path + "/emit");
+  const std::vector<double> all = medians(emitted.json);
+  CHECK(std::count(all.begin(), all.end(), 1e-6) == 1);
 }
