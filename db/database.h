@@ -124,7 +124,8 @@ class Database {
   DbInfo Info() const;
 
  private:
-  friend MergeCounts MergeDatabase(Database& into, const Database& from);
+  friend MergeCounts MergeDatabase(Database& into, const Database& from,
+                                   const std::function<void(const std::string&)>& after_table);
   Database(std::string path, sqlite3* db);
   std::string path_;
   sqlite3* db_;

@@ -302,12 +302,17 @@ void Exec(sqlite3* db, const std::string& path, const char* sql) {
 
 }  // namespace
 
-MergeCounts MergeDatabase(Database& into, const Database& from) {
+MergeCounts MergeDatabase(Database& into, const Database& from,
+                          const std::function<void(const std::string&)>& after_table) {
   sqlite3* to = into.db_;
   const std::string& to_path = into.Path();
   const std::string& from_path = from.Path();
   MergeCounts counts;
   Ids ids;
+  // One snapshot of the source for every table (each SELECT alone would be its own): a
+  // trial committed between the reads of `trial` and `sample` made the merge refuse a
+  // healthy file as damaged (its samples' trial missing).
+  Exec(from.db_, from_path, "BEGIN");
   Exec(to, to_path, "BEGIN IMMEDIATE");
   try {
     for (const Table& t : MergedTables(to, to_path)) {
@@ -319,12 +324,15 @@ MergeCounts MergeDatabase(Database& into, const Database& from) {
       counts.added[t.name] += 0;
       counts.present[t.name] += 0;
       MergeTable(to, to_path, from.db_, from_path, t, ids, counts);
+      if (after_table) after_table(t.name);
     }
     Exec(to, to_path, "COMMIT");
   } catch (...) {
     sqlite3_exec(to, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_exec(from.db_, "COMMIT", nullptr, nullptr, nullptr);
     throw;
   }
+  sqlite3_exec(from.db_, "COMMIT", nullptr, nullptr, nullptr);  // ends the read
   return counts;
 }
 

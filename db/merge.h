@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -28,8 +29,14 @@ struct MergeCounts {
 /// its primary key (sample, metric, trial_quality, run_problem) the same as the row of
 /// that key. References (problem.calib_id's included) are mapped to the destination's
 /// rows. The file's own bookkeeping (meta) and tunes' claims are not merged. `from` must
-/// have this build's schema (OpenReadOnly with `current`).
-MergeCounts MergeDatabase(Database& into, const Database& from);
+/// have this build's schema (OpenReadOnly with `current`). `from` is read in one read
+/// transaction: a tune writing to it meanwhile adds nothing half (its samples without
+/// their trial). `after_table` (tests) is called with each table's name once it is merged.
+MergeCounts MergeDatabase(Database& into, const Database& from,
+                          const std::function<void(const std::string&)>& after_table);
+inline MergeCounts MergeDatabase(Database& into, const Database& from) {
+  return MergeDatabase(into, from, {});
+}
 
 /// Merges each of `inputs` (read with OpenReadOnly: a file of a newer schema or a damaged
 /// one is refused in one line, an older one read as migrated) into the database at

@@ -151,6 +151,35 @@ TEST_CASE("db merge: two devices' databases in one, every trial once with its sa
   }
 }
 
+TEST_CASE("db merge reads its source in one snapshot while a tune writes to it", "[db][merge]") {
+  // A trial with its samples committed to the source after its trial table was merged and
+  // before its sample table is: without one read transaction the samples were read and
+  // their trial was not, and the healthy file was refused as damaged.
+  TempDir dir("attntune_merge");
+  const std::string a = dir.File("a.db"), c = dir.File("c.db");
+  Fill(a, "cpu x", 1);
+  auto from = Database::OpenReadOnly(a, true);
+  auto into = Database::Open(c);
+  int written = 0;
+  const MergeCounts counts = MergeDatabase(*into, *from, [&](const std::string& table) {
+    if (table != "trial") return;
+    auto writer = Database::Open(a);  // the tune
+    const TrialRow row = writer->Trials(TrialFilter{}).front();
+    TrialResult r;
+    r.median_ms = r.p10_ms = r.p90_ms = 9.0;
+    r.samples_ms = {9.0, 9.5};
+    writer->InsertTrial(row.run_id, row.device.id, row.problem.id, row.config.id, row.build.id, r);
+    ++written;
+  });
+  REQUIRE(written == 1);
+  CHECK(counts.added.at("trial") == 6);  // the snapshot's, not the one written since
+  CHECK(counts.added.at("sample") == 5 * 3);
+  into.reset();
+  from.reset();
+  CHECK(RawValue(c, "SELECT count(*) FROM trial") == "6");
+  CHECK(RawValue(a, "SELECT count(*) FROM trial") == "7");
+}
+
 TEST_CASE("db merge: a run finished since, and counters read since, join what is merged", "[db][merge]") {
   TempDir dir("attntune_merge");
   const std::string a = dir.File("a.db"), c = dir.File("c.db");
