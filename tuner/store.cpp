@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -30,8 +32,7 @@ constexpr std::chrono::milliseconds kClaimPoll{20};
 // shared across hosts would need more than a pid).
 bool ClaimLive(const Claim& claim) {
   if (std::time(nullptr) - claim.claimed_at > kClaimStaleSeconds) return false;
-  if (claim.pid <= 0) return false;
-  return kill(static_cast<pid_t>(claim.pid), 0) == 0 || errno == EPERM;
+  return ProcessRunning(claim.pid);
 }
 
 // Drops the claim unless the trial's insert has dropped it: an evaluation that throws
@@ -58,6 +59,18 @@ class ClaimGuard {
 };
 
 }  // namespace
+
+bool ProcessRunning(int64_t pid) {
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  // /proc/<pid>/stat: "pid (comm) S ...", the state after the last ')' (comm may hold
+  // one); none readable (another OS, no /proc): running, as kill says.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
+}
 
 std::string ModelFingerprint(const std::string& fingerprint_json,
                              const std::vector<std::string>& unit_fields) {

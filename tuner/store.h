@@ -15,6 +15,12 @@
 
 namespace attntune {
 
+/// Whether process `pid` of this host is still running: it exists (kill(pid, 0), EPERM
+/// included) and is not a zombie, which answers kill(pid, 0) until its parent reaps it
+/// but measures nothing (a tune killed under a driver that never waits for it held its
+/// claims for an hour).
+bool ProcessRunning(int64_t pid);
+
 /// The fingerprint of `fingerprint_json` without `unit_fields` (DeviceInfo::unit_fields):
 /// what devices of one model share. Canonical JSON; the text itself when it is not a
 /// JSON object.

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -1090,4 +1091,29 @@ TEST_CASE("A tune's outputs and re-timing take its own build's trials; emit take
   const OutputPaths emitted = EmitOutputs(*again.db, dir.path + "/emit");
   const std::vector<double> all = medians(emitted.json);
   CHECK(std::count(all.begin(), all.end(), 1e-6) == 1);
+}
+
+TEST_CASE("A claim's holder is running while it exists and is not a zombie") {
+  CHECK(ProcessRunning(getpid()));
+  CHECK_FALSE(ProcessRunning(0));
+  CHECK_FALSE(ProcessRunning(-1));
+  // A child that exits and is not reaped: kill(pid, 0) still answers, the claim is not live.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  bool zombie = false;
+  for (int i = 0; i < 400 && !zombie; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    zombie = close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+    if (!zombie) usleep(5000);
+  }
+  REQUIRE(zombie);
+  CHECK(kill(child, 0) == 0);  // what the liveness test read before
+  CHECK_FALSE(ProcessRunning(child));
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK_FALSE(ProcessRunning(child));  // reaped: gone
 }
