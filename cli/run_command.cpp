@@ -1,5 +1,6 @@
 // attntune run: one variant on the tensors of a safetensors file, O written to another.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -41,6 +42,12 @@ void RegisterRun(CLI::App& app, int* rc) {
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
+    // o written over q, k, v would leave the caller without its inputs.
+    std::error_code same_ec;
+    if (std::filesystem::exists(args->out, same_ec) &&
+        std::filesystem::equivalent(args->in, args->out, same_ec)) {
+      throw UserError("--out: '" + args->out + "' is the --in file (name another file)");
+    }
     // run computes on the CPU backend (fp32 host buffers in and out).
     std::unique_ptr<Backend> cpu = OpenBackend("cpu", "--device");
     const Implementation* impl = &ImplementationNamed(*cpu, variant, Dtype::kF32, 0, args->impl);

@@ -51,6 +51,19 @@ const StTensor* OptionalTensor(const StFile& file, const std::string& name,
   return &it->second;
 }
 
+// An optional fp32 tensor's values, refused in one line where one is not finite (as q, k
+// and v are: a NaN in dma's a or Delta made every output row NaN, exit 0).
+std::vector<float> FiniteF32(const StTensor& x, const std::string& name, const std::string& path) {
+  std::vector<float> values = x.AsF32();
+  for (size_t n = 0; n < values.size(); ++n) {
+    if (!std::isfinite(values[n])) {
+      throw UserError(path + ": tensor '" + name + "' holds " + std::to_string(values[n]) +
+                      " at element " + std::to_string(n) + " (attention needs finite inputs)");
+    }
+  }
+  return values;
+}
+
 }  // namespace
 
 void ReadOptionalTensors(const Params& params, ProblemFile* problem) {
@@ -59,19 +72,21 @@ void ReadOptionalTensors(const Params& params, ProblemFile* problem) {
   Tensors* t = &problem->tensors;
   const Shape& s = t->shape;
   if (auto* x = OptionalTensor(file, "scores", path, "F32", {s.B, s.Hkv, s.Lk}, "[B,Hkv,Lk]"))
-    t->scores = x->AsF32();
+    t->scores = FiniteF32(*x, "scores", path);
   if (auto* x = OptionalTensor(file, "delta", path, "F32", {s.Hkv, s.d}, "[Hkv,d]"))
-    t->delta = x->AsF32();
-  if (auto* x = OptionalTensor(file, "a", path, "F32", {s.Hkv}, "[Hkv]")) t->a = x->AsF32();
+    t->delta = FiniteF32(*x, "delta", path);
+  if (auto* x = OptionalTensor(file, "a", path, "F32", {s.Hkv}, "[Hkv]"))
+    t->a = FiniteF32(*x, "a", path);
   if (auto* x = OptionalTensor(file, "mu", path, "F32", {s.Hkv, s.d}, "[Hkv,d]"))
-    t->mu = x->AsF32();
+    t->mu = FiniteF32(*x, "mu", path);
   auto proj = file.find("proj");
   if (proj != file.end()) {
     const auto bits = params.find("bits");
     const int64_t h = bits != params.end() ? ParamInt(params, "bits")
                       : proj->second.shape.size() == 3 ? proj->second.shape[2]
                                                        : 0;
-    t->proj = OptionalTensor(file, "proj", path, "F32", {s.Hkv, s.d, h}, "[Hkv,d,bits]")->AsF32();
+    t->proj = FiniteF32(*OptionalTensor(file, "proj", path, "F32", {s.Hkv, s.d, h}, "[Hkv,d,bits]"),
+                        "proj", path);
   }
   if (auto* x = OptionalTensor(file, "windows", path, "I32", {s.Hkv}, "[Hkv]")) {
     t->windows = x->AsI32();

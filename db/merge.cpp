@@ -339,6 +339,9 @@ MergeCounts MergeDatabase(Database& into, const Database& from,
 std::vector<std::pair<std::string, MergeCounts>> MergeFiles(const std::vector<std::string>& inputs,
                                                             const std::string& into) {
   if (inputs.empty()) throw UserError("db merge: no database to merge (give one or more files)");
+  // SQLite takes "" for a temporary database: the merge would say it added everything and
+  // keep nothing.
+  if (into.empty()) throw UserError("--into: '' is not a file name (name the database)");
   std::error_code ec;
   for (const std::string& path : inputs) {
     if (!std::filesystem::exists(path, ec))

@@ -110,4 +110,10 @@ p = run("db", "merge", a, c, "--into", c)
 expect(p.returncode == 2 and p.stderr.splitlines() ==
        [f"attntune: error: --into: '{c}' is also a database to merge (name another file)"],
        f"the destination among the inputs is refused: {p.stderr!r}")
+
+# An empty --into (SQLite's temporary database) kept nothing while saying it added all.
+p = run("db", "merge", a, "--into", "")
+expect(p.returncode == 2 and p.stderr.splitlines() ==
+       ["attntune: error: --into: '' is not a file name (name the database)"],
+       f"an empty --into is refused: {p.stderr!r}")
 finish()

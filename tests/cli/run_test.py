@@ -162,6 +162,29 @@ p = run("run", "--variant", "dma", "--in", os.path.join(tmp, "bad.safetensors"),
 expect(p.stderr.strip().endswith("tensor 'a' has shape [3], expected [Hkv] = [2]"),
        f"bad 'a': {p.stderr.strip()}")
 
+# A non-finite optional tensor is refused as q, k and v are (a NaN in a made every row NaN).
+for name, value in (("a", np.array([0.7, np.nan], np.float32)),
+                    ("delta", np.where(np.arange(delta.size).reshape(delta.shape) == 3, np.inf,
+                                       delta).astype(np.float32))):
+    tensors = {"q": q, "k": k, "v": v, "delta": delta, "a": a}
+    tensors[name] = value
+    path = os.path.join(tmp, f"nonfinite-{name}.safetensors")
+    save_file(tensors, path)
+    p = run("run", "--variant", "dma", "--in", path, "--out", os.path.join(tmp, "o.safetensors"),
+            "--params", "w=4", check=2)
+    bad_value = "nan" if name == "a" else "inf"
+    element = 1 if name == "a" else 3
+    expect(p.stderr.strip() == f"attntune: error: {path}: tensor '{name}' holds {bad_value} at "
+           f"element {element} (attention needs finite inputs)", f"non-finite {name}: {p.stderr.strip()}")
+
+# --out naming the --in file would replace q, k, v with o.
+same = os.path.join(tmp, "same.safetensors")
+save_file({"q": q, "k": k, "v": v}, same)
+before = open(same, "rb").read()
+p = run("run", "--variant", "dense", "--in", same, "--out", same, check=2)
+expect(p.stderr.strip() == f"attntune: error: --out: '{same}' is the --in file (name another file)"
+       and open(same, "rb").read() == before, f"--out = --in refused, the input kept: {p.stderr.strip()}")
+
 # Inputs fp32 attention cannot take are refused in one line, never answered with zeros:
 # a NaN in q, and q, k scaled so that the logits overflow (dense, swa and ks alike).
 q, k, v = qkv(1, 2, 1, 16, 64)
