@@ -92,6 +92,18 @@ struct Builder {
 
 // Finishes the cache: the space with the "recorded" constraint, and the shared index.
 void Finish(ReplayCache& cache, Builder& b, std::vector<std::pair<Point, ReplayEntry>> rows) {
+  // Each parameter once, and at most 2^31 configurations (the strategies list a space's
+  // feasible points by index): a file past either ended in an internal check (exit 134).
+  int64_t size = 1;
+  for (size_t d = 0; d < b.names.size(); ++d) {
+    for (size_t e = 0; e < d; ++e) {
+      if (b.names[e] == b.names[d]) NotACache(cache.path, "parameter '" + b.names[d] + "' named twice");
+    }
+    if (__builtin_mul_overflow(size, static_cast<int64_t>(b.values[d].size()), &size) ||
+        size > (int64_t{1} << 31)) {
+      NotACache(cache.path, "its parameters' values make more than 2^31 configurations");
+    }
+  }
   for (size_t d = 0; d < b.names.size(); ++d) cache.space.AddDimension(b.names[d], b.values[d]);
   auto recorded = std::make_shared<std::unordered_map<int64_t, ReplayEntry>>();
   std::vector<int64_t> feasible;

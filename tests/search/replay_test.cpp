@@ -177,6 +177,40 @@ TEST_CASE("a cache past the bound of JSON text, a device or a folder is refused 
   std::remove(bomb.c_str());
 }
 
+TEST_CASE("a parameter named twice, or a space past 2^31 configurations, is refused in one line",
+          "[search][replay]") {
+  // Each ended in an internal check (exit 134).
+  CHECK_THROWS_WITH(
+      ParseReplayCache(R"({"tune_params_keys": ["a", "a"], "tune_params": {"a": [1, 2]},
+                          "cache": {"1,1": {"a": 1, "time": 1.0}}})", "d.json"),
+      "d.json: not a Kernel Tuner cache file (parameter 'a' named twice)");
+  // Six parameters of 100 values: 10^12 configurations.
+  std::string params, entry;
+  for (int p = 0; p < 6; ++p) {
+    std::string values;
+    for (int v = 0; v < 100; ++v) values += (v ? "," : "") + std::to_string(v);
+    params += std::string(p ? ", " : "") + "\"p" + std::to_string(p) + "\": [" + values + "]";
+    entry += std::string(p ? ", " : "") + "\"p" + std::to_string(p) + "\": 0";
+  }
+  const std::string huge = "{\"tune_params\": {" + params + "}, \"cache\": {\"0,0,0,0,0,0\": {" +
+                           entry + ", \"time\": 1.0}}}";
+  const std::string too_many =
+      "h.json: not a Kernel Tuner cache file (its parameters' values make more than 2^31 "
+      "configurations)";
+  CHECK_THROWS_WITH(ParseReplayCache(huge, "h.json"), too_many);
+  // T4: 45 parameters of 3 values, 3^45 configurations (past int64 too).
+  std::string results;
+  for (int r = 0; r < 3; ++r) {
+    std::string config;
+    for (int p = 0; p < 45; ++p) config += std::string(p ? ", " : "") + "\"p" + std::to_string(p) + "\": " + std::to_string(r);
+    results += std::string(r ? ", " : "") + "{\"configuration\": {" + config +
+               "}, \"measurements\": [{\"name\": \"time\", \"value\": 1.0}]}";
+  }
+  CHECK_THROWS_WITH(
+      ParseReplayCache("{\"schema_version\": \"1.0.0\", \"results\": [" + results + "]}", "h.json"),
+      too_many);
+}
+
 TEST_CASE("the T4 format reads too", "[search][replay]") {
   const char* t4 = R"({"schema_version": "1.0.0", "results": [
     {"configuration": {"a": 2, "s": "x"}, "invalidity": "correct", "objectives": ["time"],
