@@ -60,7 +60,9 @@ CLI::App* AddAllocateFlags(CLI::App& app, AllocateArgs* args, CLI::Option** rho_
   cmd->add_option("--context", o.context, "Prefill length and decode context")
       ->capture_default_str();
   cmd->add_option("--calib-len", o.calib_len, "Generator sequence length")->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the generator and of consa")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the generator and of consa")
+      ->check(kSeed)
+      ->capture_default_str();
   cmd->add_option("--max-seconds", o.cost.policy.max_seconds, "Time cap per measured layer")
       ->check(kPositiveFinite)
       ->capture_default_str();

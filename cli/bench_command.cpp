@@ -33,7 +33,9 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_option("--impl", args->request.impl, "Implementation (default: the variant's first)");
   cmd->add_option("--params", args->request.params, "key=value,... (e.g. w=1024,sink=4)");
   cmd->add_option("--shape", args->request.shape, "B=..,Hq=..,Hkv=..,L=..,d=..")->capture_default_str();
-  cmd->add_option("--seed", args->request.seed, "Seed of the Gaussian inputs")->capture_default_str();
+  cmd->add_option("--seed", args->request.seed, "Seed of the Gaussian inputs")
+      ->check(kSeed)
+      ->capture_default_str();
   cmd->add_option("--inputs", args->request.inputs,
                   "Input pattern: gaussian, band, sinks, clusters or needle")
       ->capture_default_str();

@@ -89,6 +89,21 @@ const CLI::Validator kNonNegativeInteger = CLI::Validator(
       return "";
     },
     "a non-negative integer");
+const CLI::Validator kSeed = CLI::Validator(
+    [](std::string& text) -> std::string {
+      const std::string why = "'" + text + "' is not a seed (decimal digits, at most " +
+                              std::to_string(UINT64_MAX) + ")";
+      if (text.empty() || text.size() > 20) return why;
+      uint64_t value = 0;
+      for (const char c : text) {
+        if (c < '0' || c > '9') return why;
+        if (__builtin_mul_overflow(value, uint64_t{10}, &value) ||
+            __builtin_add_overflow(value, static_cast<uint64_t>(c - '0'), &value))
+          return why;
+      }
+      return "";
+    },
+    "a seed");
 
 namespace {
 

@@ -18,6 +18,9 @@ extern const CLI::Validator kNonNegativeFinite;
 extern const CLI::Validator kRepetitions;
 /// A CLI11 check of an integer >= 0 that fits int64 ("-1" would read as a budget's "unset").
 extern const CLI::Validator kNonNegativeInteger;
+/// A CLI11 check of a seed: decimal digits whose value fits uint64 (CLI11 alone read "-1"
+/// as 2^64 - 1, "" as 0 and "0x10" as 16).
+extern const CLI::Validator kSeed;
 
 /// Registers every subcommand on `app`; the callbacks store their exit code in `*rc`.
 void RegisterCommands(CLI::App& app, int* rc);

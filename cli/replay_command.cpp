@@ -1,5 +1,7 @@
 #include "cli/replay_command.h"
 
+#include "cli/commands.h"
+
 #include "core/params.h"
 
 #include <algorithm>
@@ -97,7 +99,9 @@ void RegisterReplay(CLI::App& app, int* rc) {
       ->capture_default_str();
   cmd->add_option("--budget", args->budgets, "Evaluation budgets N[,N...]")->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "Seeded searches per file")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Seed of the first repeat's search")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the first repeat's search")
+      ->check(kSeed)
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Threads (0: one per hardware thread)")
       ->capture_default_str();
   cmd->add_option("--batch", args->batch,

@@ -84,7 +84,9 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
       "--budget, no limit on the number of evaluations");
   cmd->add_option("--strategy", o.strategy, "Search strategy (attntune replay judges them)")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the inputs and the search")
+      ->check(kSeed)
+      ->capture_default_str();
   cmd->add_option("--generic", args->generic,
                   "cpu: on: the generic block-sparse executor is one more implementation to "
                   "search beside each variant's own kernel; off: the variant's kernel only")

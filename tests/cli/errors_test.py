@@ -130,6 +130,21 @@ expect_error(["allocate", "--rho", "0.5", "--min-reps", "1000001"],
              "attntune: error: --min-reps: '1000001' is not a count of repetitions from 1 to 1000000")
 expect_error(["allocate", "--rho", "0.5", "--max-seconds", "-2"],
              "attntune: error: --max-seconds: '-2' is not a positive number")
+# Seeds as decimal digits only: CLI11 alone read "-1" and 2^64 as 2^64 - 1, "" as 0 and
+# "0x10" as 16.
+for value in ["-1", "", "0x10", "18446744073709551616", " 7", "1e3"]:
+    expect_error(["bench", "--variant", "dense", "--shape", S64, "--seed", value],
+                 f"attntune: error: --seed: '{value}' is not a seed (decimal digits, at most "
+                 "18446744073709551615)")
+tiny = os.path.join(FIXTURES, "models", "tiny", "config.json")
+for cmd in (["tune", "--model", tiny, "--seq-lens", "64", "--budget", "1", "--out", tmp],
+            ["replay", "--cache", "x.json"],
+            ["allocate", "--rho", "0.5", "--no-measure", "--out", tmp]):
+    expect_error(cmd + ["--seed", "-1"], "attntune: error: --seed: '-1' is not a seed (decimal "
+                 "digits, at most 18446744073709551615)")
+p = run("bench", "--variant", "dense", "--shape", S64, "--seed", "18446744073709551615",
+        "--unchecked", "--max-seconds", "0.001")
+expect(p.returncode == 0, f"the largest seed is a seed: {p.returncode} {p.stderr.strip()}")
 
 
 def expect_too_big(args, what, shape):
