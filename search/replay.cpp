@@ -215,11 +215,13 @@ Point PointFromFields(const Builder& b, const std::vector<std::string>& keys, co
   return p;
 }
 
-// What recording an entry cost, and its objective when it is a number.
+// What recording an entry cost, and its objective when it is a positive number (a time of
+// 0 or below is no measurement: as the optimum, it made every fraction of it NaN).
 ReplayEntry EntryResult(const json& e, const std::string& objective) {
   ReplayEntry r;
   const json& t = e[objective];
-  r.ok = t.is_number() && std::isfinite(t.get<double>()) && t.get<double>() < 1e20;
+  r.ok = t.is_number() && std::isfinite(t.get<double>()) && t.get<double>() > 0 &&
+         t.get<double>() < 1e20;
   r.value = r.ok ? t.get<double>() : 0.0;
   for (const char* key : {"compile_time", "benchmark_time", "framework_time",
                           "verification_time", "strategy_time"}) {
@@ -317,7 +319,8 @@ void ParseT4(ReplayCache& cache, const json& doc) {
     if (correct && r.contains("measurements") && r["measurements"].is_array()) {
       for (const json& m : r["measurements"]) {
         if (m.is_object() && m.value("name", "") == cache.objective && m.contains("value") &&
-            m["value"].is_number() && std::isfinite(m["value"].get<double>())) {
+            m["value"].is_number() && std::isfinite(m["value"].get<double>()) &&
+            m["value"].get<double>() > 0) {
           e.ok = true;
           e.value = m["value"].get<double>();
         }

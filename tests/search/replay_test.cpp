@@ -211,6 +211,25 @@ TEST_CASE("a parameter named twice, or a space past 2^31 configurations, is refu
       too_many);
 }
 
+TEST_CASE("a time of 0 or below is no measurement: the entry is a failed one", "[search][replay]") {
+  // As the optimum, a 0 made every fraction of it NaN; a negative one, fractions above 1.
+  const ReplayCache c = ParseReplayCache(
+      R"({"tune_params": {"a": [1, 2, 3]}, "cache": {"1": {"a": 1, "time": 0.0},
+          "2": {"a": 2, "time": -3.0}, "3": {"a": 3, "time": 2.5}}})", "z.json");
+  CHECK(c.entries.size() == 3);
+  CHECK(!c.At({0}).ok);
+  CHECK(!c.At({1}).ok);
+  CHECK(c.Optimum() == 2.5);
+  CHECK_THROWS_WITH(ParseReplayCache(R"({"tune_params": {"a": [1]}, "cache": {"1": {"a": 1, "time": 0}}})",
+                                     "z.json"),
+                    "z.json: not a Kernel Tuner cache file (no valid configuration)");
+  const ReplayCache t4 = ParseReplayCache(R"({"schema_version": "1.0.0", "results": [
+    {"configuration": {"a": 1}, "measurements": [{"name": "time", "value": 0.0}]},
+    {"configuration": {"a": 2}, "measurements": [{"name": "time", "value": 4.0}]}]})", "t4.json");
+  CHECK(!t4.At({0}).ok);
+  CHECK(t4.Optimum() == 4.0);
+}
+
 TEST_CASE("the T4 format reads too", "[search][replay]") {
   const char* t4 = R"({"schema_version": "1.0.0", "results": [
     {"configuration": {"a": 2, "s": "x"}, "invalidity": "correct", "objectives": ["time"],
