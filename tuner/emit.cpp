@@ -24,6 +24,8 @@ ReportInput LoadReportInput(const Database& db, const GeometrySelection& selecti
   input.db_path = db.Path();
   input.devices = db.Devices();
   input.trials = db.Trials(TrialFilter{});
+  std::set<EntryGeometry> held;  // every geometry of the file, for the refusal below
+  for (const TrialRow& t : input.trials) held.insert(GeometryOf(t.problem));
   input.trials.erase(std::remove_if(input.trials.begin(), input.trials.end(),
                                     [&](const TrialRow& t) {
                                       return !selection.Matches(GeometryOf(t.problem)) ||
@@ -31,6 +33,15 @@ ReportInput LoadReportInput(const Database& db, const GeometrySelection& selecti
                                               selection.builds.count(t.build.id) == 0);
                                     }),
                      input.trials.end());
+  // A geometry chosen (--dtype, --batch, --model) that no trial has: one line, where the
+  // outputs written over the folder's would have held nothing.
+  const bool chosen = selection.dtype || selection.batch || selection.q_heads || selection.kv_heads;
+  if (chosen && input.trials.empty() && !held.empty()) {
+    std::string names;
+    for (const EntryGeometry& g : held) names += (names.empty() ? "" : "; ") + g.ToString();
+    throw UserError(db.Path() + ": no trial of the geometry chosen with --dtype, --batch or "
+                    "--model (its trials are of " + names + ")");
+  }
   if (one_geometry) {
     std::set<EntryGeometry> geometries;
     for (const TrialRow& t : input.trials)

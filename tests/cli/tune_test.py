@@ -209,6 +209,14 @@ for cmd in (["emit", "--out", os.path.join(tmp, "mixed")], ["report", "--out", o
 p = run("emit", "--db", rdb, "--model", tiny, "--out", os.path.join(tmp, "tiny-again"), check=0)
 tcfg = json.load(open(os.path.join(tmp, "tiny-again", "attntune_config.json")))
 expect(len(tcfg["entries"]) == len(cfg["entries"]), "emit --model picks the first model's entries")
+# A geometry no trial has: one line, and the folder's outputs kept (they were overwritten
+# with outputs of no entry, exit 0).
+before = open(os.path.join(tmp, "tiny-again", "attntune_config.json")).read()
+p = run("emit", "--db", rdb, "--dtype", "fp16", "--out", os.path.join(tmp, "tiny-again"), check=2)
+expect(p.stderr.count("\n") == 1 and "no trial of the geometry chosen" in p.stderr
+       and "Hq=4" in p.stderr and "Hq=8" in p.stderr and
+       open(os.path.join(tmp, "tiny-again", "attntune_config.json")).read() == before,
+       f"emit of a geometry no trial has is refused, the outputs kept: {p.stderr}")
 p = run("emit", "--db", rdb, "--dtype", "fp64", "--out", os.path.join(tmp, "x"), check=2)
 expect(p.stderr.startswith("attntune: error: --dtype: 'fp64'"), f"a bad --dtype in one line: {p.stderr}")
 rec = run("db", "records", "--db", rdb, check=0)
