@@ -767,7 +767,8 @@ std::optional<TrialRow> Database::FindReusable(int64_t device_id, int64_t proble
 
 ClaimResult Database::ClaimOrReuse(const TrialKey& key, const Claim& claimant,
                                    const std::function<bool(const Claim&)>& holder_live,
-                                   const std::vector<int64_t>& peers) {
+                                   const std::vector<int64_t>& peers,
+                                   const std::function<bool(const TrialRow&)>& reusable) {
   Transaction txn(db_, path_);
   ClaimResult result;
   result.trial = FindReusable(key.device_id, key.problem_id, key.config_id, key.build_id);
@@ -776,6 +777,7 @@ ClaimResult Database::ClaimOrReuse(const TrialKey& key, const Claim& claimant,
     std::optional<TrialRow> found = FindReusable(peer, key.problem_id, key.config_id, key.build_id);
     if (found && (!result.trial || found->id > result.trial->id)) result.trial = std::move(found);
   }
+  if (result.trial && reusable && !reusable(*result.trial)) result.trial.reset();
   if (result.trial) {
     result.outcome = ClaimResult::Outcome::kReusable;
     txn.Commit();

@@ -99,10 +99,13 @@ class Database {
   /// In one write transaction: the reusable trial of `key` (as FindReusable; the newest
   /// of `key`'s device and the `peers`, other devices of the same model) if one is
   /// stored; else the claim on `key` for `claimant`, unless another claim is held and
-  /// `holder_live(holder)`; a claim not live is taken over.
+  /// `holder_live(holder)`; a claim not live is taken over. With `reusable`, the newest
+  /// stored trial is reused only where it says so (a gate of another tolerance judged it),
+  /// else the candidate is claimed to be measured again.
   ClaimResult ClaimOrReuse(const TrialKey& key, const Claim& claimant,
                            const std::function<bool(const Claim&)>& holder_live,
-                           const std::vector<int64_t>& peers = {});
+                           const std::vector<int64_t>& peers = {},
+                           const std::function<bool(const TrialRow&)>& reusable = {});
   /// Drops `pid`'s claim on `key`, if it still holds one.
   void ReleaseClaim(const TrialKey& key, int64_t pid);
 

@@ -231,6 +231,7 @@ void FormGroups(RunState& run) {
       group = run.groups.back().get();
       group->store = std::make_unique<TrialStore>(*run.plan.db, device, run.plan.options.args_json,
                                                   RuntimeLibraries(run.plan.backend->Platform()));
+      group->store->SetTolerance(run.plan.options.evaluate.tolerance);
       group->unit_of[slot] = 0;
     } else {
       group->unit_of[slot] = group->store->AddUnit(device);

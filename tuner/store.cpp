@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -132,8 +133,21 @@ TrialStore::Claimed TrialStore::Claim(int64_t problem_id, const Variant& variant
   // One key per model, so that two tunes of the model on different units claim alike:
   // the model's first stored device (stored devices are never removed).
   claimed.key = {peers_.front(), problem_id, config_id, build_id_};
+  // A trial the gate judged under another tolerance: its verdict under this run's.
+  std::function<bool(const TrialRow&)> same_verdict;
+  if (tolerance_) {
+    const double tolerance =
+        impl.tolerance ? std::max(*tolerance_, impl.tolerance(params)) : *tolerance_;
+    same_verdict = [tolerance](const TrialRow& t) {
+      const auto err = t.result.metrics.find("check_err");
+      if (err == t.result.metrics.end()) return true;  // no gate read it
+      if (t.result.status == TrialStatus::kOk) return err->second <= tolerance;
+      if (t.result.status == TrialStatus::kWrongResult) return err->second > tolerance;
+      return true;
+    };
+  }
   const ClaimResult found = db_.ClaimOrReuse(claimed.key, {getpid(), std::time(nullptr)},
-                                             ClaimLive, peers_);
+                                             ClaimLive, peers_, same_verdict);
   switch (found.outcome) {
     case ClaimResult::Outcome::kReusable:
       claimed.outcome = Claimed::Outcome::kReusable;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ class TrialStore {
   const std::vector<int64_t>& Peers() const { return peers_; }
   /// The build row its trials are stored under.
   int64_t BuildId() const { return build_id_; }
+  /// The gate's tolerance of this run (EvaluateOptions::tolerance): a stored ok or
+  /// wrong_result trial is reused only where its check_err gets the same verdict under it
+  /// (raised per implementation as the gate raises it); unset, any is reused.
+  void SetTolerance(double tolerance) { tolerance_ = tolerance; }
 
   struct Trial {
     int64_t id = 0;
@@ -100,6 +105,7 @@ class TrialStore {
   std::vector<Unit> units_;
   std::vector<int64_t> peers_;
   int64_t build_id_ = 0;
+  std::optional<double> tolerance_;
 };
 
 }  // namespace attntune

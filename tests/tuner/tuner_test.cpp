@@ -1117,3 +1117,28 @@ TEST_CASE("A claim's holder is running while it exists and is not a zombie") {
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK_FALSE(ProcessRunning(child));  // reaped: gone
 }
+
+TEST_CASE("A stored trial is reused only where the gate's tolerance gives it the same verdict") {
+  // dense's fp32 output is ~1e-7 from the fp64 reference: wrong_result at 1e-12, ok at 1e-5.
+  TempDir dir;
+  CountingTimer timer;
+  TuneOptions o = TinyTune(dir.path, {48}, 2);
+  FakeBackend cpu(kKokkosPlatform, {Dtype::kF32});
+  auto tune = [&](double tolerance) {
+    o.evaluate.tolerance = tolerance;
+    TunePlan plan = PlanTune(o, cpu);
+    return RunTune(plan, timer, nullptr);
+  };
+  const TuneSummary strict = tune(1e-12);
+  REQUIRE(strict.measured == 2);
+  CHECK(strict.failed == 2);  // wrong_result
+  const TuneSummary loose = tune(1e-5);  // measured again: ok under 1e-5
+  CHECK(loose.measured == 2);
+  CHECK(loose.failed == 0);
+  const TuneSummary again = tune(1e-5);  // the ok trials: reused
+  CHECK(again.reused == 2);
+  CHECK(again.measured == 0);
+  const TuneSummary strict_again = tune(1e-12);  // the ok trials fail this gate: again
+  CHECK(strict_again.measured == 2);
+  CHECK(strict_again.failed == 2);
+}

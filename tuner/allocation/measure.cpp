@@ -10,6 +10,7 @@ MeasureRun BeginMeasureRun(Database& db, const DeviceInfo& device, Timer& timer,
                            const EvaluateOptions& evaluate, const std::string& args_json) {
   MeasureRun run;
   run.store = std::make_shared<TrialStore>(db, device, args_json);
+  run.store->SetTolerance(evaluate.tolerance);
   run.timer = &timer;
   run.evaluate = evaluate;
   return run;
