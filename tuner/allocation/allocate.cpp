@@ -181,6 +181,9 @@ void ValidateAllocate(const AllocateOptions& o) {
       o.strategy != "import")
     throw UserError("--strategy: '" + o.strategy +
                     "' is not a strategy (expected rule, greedy, consa or import)");
+  // Read only by --strategy import: given to another, it was ignored without a word.
+  if (!o.import_path.empty() && o.strategy != "import")
+    throw UserError("--import: read by --strategy import only (this run's is " + o.strategy + ")");
   const int budgets = (o.rho >= 0) + (o.latency_ms >= 0) + (o.kv_bytes >= 0);
   if (budgets > 1) throw UserError("--rho, --latency-ms and --kv-bytes: give only one");
   if (budgets == 0 && o.strategy != "import")

@@ -175,6 +175,8 @@ expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--tune-budget", "-1"
              "attntune: error: --tune-budget: must be a non-negative integer")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--granularity", "row", "--out", tmp],
              "attntune: error: --granularity: 'row' is not a granularity (expected layer, head or head-global)")
+expect_error(["allocate", "--model", tiny, "--no-measure", "--rho", "0.5", "--import", "/nonexistent.tsv"],
+             "attntune: error: --import: read by --strategy import only (this run's is greedy)")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--strategy", "import", "--import",
               os.path.join(out, "full_attention_heads.tsv"), "--no-measure", "--out", tmp],
              f"attntune: error: --import: {os.path.join(out, 'full_attention_heads.tsv')} has 26 layers x 1 KV heads, but {tiny} has 2 x 2")
