@@ -1,7 +1,9 @@
 #include "cli/commands.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -29,9 +31,14 @@ namespace {
 CLI::Validator FiniteCheck(bool (*ok)(double), const std::string& must) {
   return CLI::Validator(
       [ok, must](std::string& text) -> std::string {
-        double value = 0.0;
-        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || !ok(value))
-          return "'" + text + "' is not " + must;
+        // A decimal number, the whole text: CLI11's conversion alone took "0x10" as 16.
+        const std::string why = "'" + text + "' is not " + must;
+        if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) ||
+            text.find_first_of("xX") != std::string::npos)
+          return why;
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size() || !std::isfinite(value) || !ok(value)) return why;
         return "";
       },
       must);

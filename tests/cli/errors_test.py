@@ -123,6 +123,10 @@ expect_error(["tune", "--max-seconds", "nan", "--out", tmp],
              "attntune: error: --max-seconds: 'nan' is not a positive number")
 expect_error(["tune", "--tolerance", "-1e-5", "--out", tmp],
              "attntune: error: --tolerance: '-1e-5' is not a non-negative number")
+for value in ["0x10", "", " 1", "1e-5x"]:  # CLI11's conversion alone took "0x10" as 16
+    expect_error(["tune", "--model", os.path.join(FIXTURES, "models", "tiny", "config.json"),
+                  "--seq-lens", "64", "--budget", "1", "--tolerance", value, "--out", tmp],
+                 f"attntune: error: --tolerance: '{value}' is not a non-negative number")
 for value in ["0", "2.5", "1000000000"]:  # 10^9 reserved 8 GB and ran 10^9 repetitions
     expect_error(["bench", "--variant", "dense", "--shape", S64, "--min-reps", value],
                  f"attntune: error: --min-reps: '{value}' is not a count of repetitions from 1 to 1000000")
