@@ -51,16 +51,21 @@ const StTensor* OptionalTensor(const StFile& file, const std::string& name,
   return &it->second;
 }
 
-// An optional fp32 tensor's values, refused in one line where one is not finite (as q, k
-// and v are: a NaN in dma's a or Delta made every output row NaN, exit 0).
-std::vector<float> FiniteF32(const StTensor& x, const std::string& name, const std::string& path) {
-  std::vector<float> values = x.AsF32();
-  for (size_t n = 0; n < values.size(); ++n) {
-    if (!std::isfinite(values[n])) {
-      throw UserError(path + ": tensor '" + name + "' holds " + std::to_string(values[n]) +
-                      " at element " + std::to_string(n) + " (attention needs finite inputs)");
+// UserError naming the first element of tensor `name` that is not finite.
+void CheckFinite(const std::string& what, const char* name, const float* x, size_t n) {
+  for (size_t e = 0; e < n; ++e) {
+    if (!std::isfinite(x[e])) {
+      throw UserError(what + ": tensor '" + name + "' holds " + std::to_string(x[e]) +
+                      " at element " + std::to_string(e) + " (attention needs finite inputs)");
     }
   }
+}
+
+// An optional fp32 tensor's values, refused as q, k and v are where one is not finite (a
+// NaN in dma's a or Delta made every output row NaN, exit 0).
+std::vector<float> FiniteF32(const StTensor& x, const char* name, const std::string& path) {
+  std::vector<float> values = x.AsF32();
+  CheckFinite(path, name, values.data(), values.size());
   return values;
 }
 
@@ -126,14 +131,7 @@ void CheckAttentionInputs(const Tensors& t, const std::string& what) {
   const Shape& s = t.shape;
   const std::pair<const char*, const TensorData<float>*> tensors[] = {
       {"q", &t.q}, {"k", &t.k}, {"v", &t.v}};
-  for (const auto& [name, x] : tensors) {
-    for (size_t n = 0; n < x->size(); ++n) {
-      if (!std::isfinite((*x)[n])) {
-        throw UserError(what + ": tensor '" + name + "' holds " + std::to_string((*x)[n]) +
-                        " at element " + std::to_string(n) + " (attention needs finite inputs)");
-      }
-    }
-  }
+  for (const auto& [name, x] : tensors) CheckFinite(what, name, x->data(), x->size());
   // The largest logit |q_i . k_j| / sqrt(d) is at most max|q_i| max|k_j| / sqrt(d)
   // (Cauchy-Schwarz); above kMaxLogit an fp32 kernel's softmax or P V overflows, and
   // what it returned would not be attention.
