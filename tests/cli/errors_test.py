@@ -116,6 +116,7 @@ expect_error(["tune", "--dtype", "bf16", "--out", tmp],
 # Numbers that are not numbers a timer or a tolerance can use ("nan" passes CLI11's own
 # range checks: every comparison with NaN is false).
 S64 = "Hq=2,Hkv=1,L=64,d=64"
+tiny = os.path.join(FIXTURES, "models", "tiny", "config.json")
 for value in ["-1", "0", "nan", "inf"]:
     expect_error(["bench", "--variant", "dense", "--shape", S64, "--max-seconds", value],
                  f"attntune: error: --max-seconds: '{value}' is not a positive number")
@@ -124,8 +125,8 @@ expect_error(["tune", "--max-seconds", "nan", "--out", tmp],
 expect_error(["tune", "--tolerance", "-1e-5", "--out", tmp],
              "attntune: error: --tolerance: '-1e-5' is not a non-negative number")
 for value in ["0x10", "", " 1", "1e-5x"]:  # CLI11's conversion alone took "0x10" as 16
-    expect_error(["tune", "--model", os.path.join(FIXTURES, "models", "tiny", "config.json"),
-                  "--seq-lens", "64", "--budget", "1", "--tolerance", value, "--out", tmp],
+    expect_error(["tune", "--model", tiny, "--seq-lens", "64", "--budget", "1", "--tolerance",
+                  value, "--out", tmp],
                  f"attntune: error: --tolerance: '{value}' is not a non-negative number")
 for value in ["0", "2.5", "1000000000"]:  # 10^9 reserved 8 GB and ran 10^9 repetitions
     expect_error(["bench", "--variant", "dense", "--shape", S64, "--min-reps", value],
@@ -140,7 +141,6 @@ for value in ["-1", "", "0x10", "18446744073709551616", " 7", "1e3"]:
     expect_error(["bench", "--variant", "dense", "--shape", S64, "--seed", value],
                  f"attntune: error: --seed: '{value}' is not a seed (decimal digits, at most "
                  "18446744073709551615)")
-tiny = os.path.join(FIXTURES, "models", "tiny", "config.json")
 for cmd in (["tune", "--model", tiny, "--seq-lens", "64", "--budget", "1", "--out", tmp],
             ["replay", "--cache", "x.json"],
             ["allocate", "--rho", "0.5", "--no-measure", "--out", tmp]):
