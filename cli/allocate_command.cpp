@@ -181,6 +181,7 @@ void RegisterAllocate(CLI::App& app, int* rc) {
                                     ? (std::filesystem::path(args->out) / "attntune.db").string()
                                     : args->db;
     const std::unique_ptr<Database> db = Database::Open(db_path);
+    RefuseAllocationOverDatabase(args->out, db_path);
     const DeviceInfo device = CpuDevice();
     CpuTimer timer;
     const AllocateResult r = RunAllocate(options, *db, device, timer);

@@ -221,6 +221,7 @@ void RegisterEmitReportDb(CLI::App& app, int* rc) {
   report->callback([report_db, report_out, report_selection, rc] {
     const GeometrySelection selection = ParseSelection(*report_selection);
     auto db = OpenExisting(*report_db);
+    RefuseToReplace(*report_out, *report_db, "the database");
     WriteFileAtomic(*report_out, RenderHtmlReport(LoadReportInput(*db, selection)));
     std::printf("  report: %s\n", report_out->c_str());
     *rc = 0;

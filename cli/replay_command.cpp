@@ -132,6 +132,8 @@ void RegisterReplay(CLI::App& app, int* rc) {
     options.threads = a.threads;
     const std::vector<std::string> strategies = SplitList(a.strategy);
     if (strategies.empty()) throw UserError("--strategy: no strategy given");
+    if (!a.report.empty())
+      for (const std::string& c : a.caches) RefuseToReplace(a.report, c, "a --cache file");
     std::vector<ReplayCache> caches;
     for (const std::string& path : a.caches) caches.push_back(ReadReplayCache(path));
     std::vector<std::vector<ReplayResult>> all;

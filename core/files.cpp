@@ -62,6 +62,12 @@ void WriteFileAtomic(const std::string& path, const std::string& bytes) {
   }
 }
 
+void RefuseToReplace(const std::string& output, const std::string& input, const std::string& what) {
+  std::error_code error;
+  if (std::filesystem::equivalent(output, input, error) && !error)
+    throw UserError(output + ": is " + what + " (" + input + "); give another output path");
+}
+
 double PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;

@@ -13,6 +13,11 @@ namespace attntune {
 /// disk, a quota, a file size limit or an I/O error, UserError for anything else.
 void WriteFileAtomic(const std::string& path, const std::string& bytes);
 
+/// Refuses to let an output replace what the command reads: UserError "<output>: is
+/// <what> (<input>); give another output path" when both name one existing file (through
+/// any path or link). Nothing is checked when either does not exist.
+void RefuseToReplace(const std::string& output, const std::string& input, const std::string& what);
+
 /// The whole of `path`, read with a bound (DESIGN.md s7: no allocation sized by unchecked
 /// input). UserError "<path>: ..." when it is a folder ("is a folder, not <noun>"), cannot
 /// be opened or read, or holds more than `max_bytes` ("holds more than attntune reads as

@@ -63,14 +63,26 @@ ReportInput LoadReportInput(const Database& db, const GeometrySelection& selecti
   return input;
 }
 
-OutputPaths EmitOutputs(const Database& db, const std::string& out_dir,
-                        const GeometrySelection& selection) {
-  const ReportInput input = LoadReportInput(db, selection);
-  CreateOutputFolder(out_dir);
+OutputPaths EmitPaths(const std::string& out_dir) {
   OutputPaths paths;
   paths.header = (std::filesystem::path(out_dir) / "attntune_config.h").string();
   paths.json = (std::filesystem::path(out_dir) / "attntune_config.json").string();
   paths.report = (std::filesystem::path(out_dir) / "report.html").string();
+  return paths;
+}
+
+void RefuseEmitOverDatabase(const std::string& out_dir, const std::string& db_path) {
+  const OutputPaths paths = EmitPaths(out_dir);
+  for (const std::string* p : {&paths.header, &paths.json, &paths.report})
+    RefuseToReplace(*p, db_path, "the database");
+}
+
+OutputPaths EmitOutputs(const Database& db, const std::string& out_dir,
+                        const GeometrySelection& selection) {
+  RefuseEmitOverDatabase(out_dir, db.Path());
+  const ReportInput input = LoadReportInput(db, selection);
+  CreateOutputFolder(out_dir);
+  const OutputPaths paths = EmitPaths(out_dir);
   WriteFileAtomic(paths.header, RenderConfigHeader(input));
   WriteFileAtomic(paths.json, RenderConfigJson(input));
   WriteFileAtomic(paths.report, RenderHtmlReport(input));

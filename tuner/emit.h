@@ -38,9 +38,16 @@ struct GeometrySelection {
 ReportInput LoadReportInput(const Database& db, const GeometrySelection& selection = {},
                             bool one_geometry = true);
 
+/// The three files EmitOutputs writes into `out_dir`.
+OutputPaths EmitPaths(const std::string& out_dir);
+
+/// UserError when one of EmitPaths(out_dir) is the database file `db_path` (a tune checks
+/// this before it measures anything).
+void RefuseEmitOverDatabase(const std::string& out_dir, const std::string& db_path);
+
 /// Writes attntune_config.h, attntune_config.json and report.html into `out_dir`
 /// (created if needed), each atomically, from the trials of `selection` (one geometry);
-/// failure -> UserError.
+/// failure, or an output that is the database's file -> UserError.
 OutputPaths EmitOutputs(const Database& db, const std::string& out_dir,
                         const GeometrySelection& selection = {});
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "search/strategies/registry.h"
+#include "tuner/emit.h"
 
 namespace attntune {
 
@@ -163,6 +164,7 @@ TunePlan PlanTune(const TuneOptions& options, Backend& backend, bool open_store)
                      ? (std::filesystem::path(options.out_dir) / "attntune.db").string()
                      : options.db_path;
   plan.db = Database::Open(plan.db_path);
+  RefuseEmitOverDatabase(options.out_dir, plan.db_path);
   if (plan.calibration) plan.calib_id = plan.db->PutCalibration(plan.calibration->Record());
   return plan;
 }

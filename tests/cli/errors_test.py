@@ -206,6 +206,39 @@ expect_error(["replay", "--cache", cache, "--budget", "4", "--repeats", "2000000
 expect_error(["replay", "--cache", cache, "--threads", "100000"],
              "attntune: error: --threads: 100000 is more than attntune starts (1024)")
 
+# An output never replaces what the command reads: report, emit, tune and allocate refuse
+# an output path that is the database (report --out DB left an HTML page where every trial
+# was, exit 0), replay a --report that is a --cache file.
+store = os.path.join(tmp, "store")
+os.makedirs(store)
+db = os.path.join(store, "report.html")
+run("tune", "--model", tiny, "--variants", "dense", "--seq-lens", "64", "--budget", "1",
+    "--retime", "off", "--db", db, "--out", os.path.join(tmp, "store-out"), check=0)
+with open(db, "rb") as f:
+    stored = f.read()
+expect_error(["report", "--db", db, "--out", db],
+             f"attntune: error: {db}: is the database ({db}); give another output path")
+expect_error(["emit", "--db", db, "--out", store],
+             f"attntune: error: {db}: is the database ({db}); give another output path")
+link = os.path.join(tmp, "link.db")
+os.symlink(db, link)
+expect_error(["report", "--db", link, "--out", db],
+             f"attntune: error: {db}: is the database ({link}); give another output path")
+tune_db = os.path.join(store, "attntune_config.json")
+expect_error(["tune", "--model", tiny, "--variants", "dense", "--seq-lens", "64", "--budget", "1",
+              "--db", tune_db, "--out", store],
+             f"attntune: error: {tune_db}: is the database ({tune_db}); give another output path")
+alloc_db = os.path.join(store, "allocation.html")
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--context", "64", "--no-measure",
+              "--db", alloc_db, "--out", store],
+             f"attntune: error: {alloc_db}: is the database ({alloc_db}); give another output path")
+with open(db, "rb") as f:
+    expect(f.read() == stored, "the refused outputs left the database as it was")
+expect(run("db", "info", "--db", db, check=0).returncode == 0, "the database still opens")
+expect_error(["replay", "--cache", cache, "--budget", "2", "--report", cache],
+             f"attntune: error: {cache}: is a --cache file ({cache}); give another output path")
+expect(open(cache).read().startswith('{"tune_params_keys"'), "the cache file is kept")
+
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)
 expect("tune" in p.stdout and "bench" in p.stdout and "devices" in p.stdout, "--help lists the subcommands")

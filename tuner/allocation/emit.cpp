@@ -69,9 +69,7 @@ AllocationRecord MakeAllocationRecord(const AllocateResult& r, const AllocateOpt
   return rec;
 }
 
-AllocationOutputs EmitAllocation(const Database& db, const AllocationRecord& record,
-                                 const Allocation& chosen, const std::string& out_dir) {
-  CreateOutputFolder(out_dir);
+AllocationOutputs AllocationPaths(const std::string& out_dir) {
   auto path = [&](const char* name) { return (std::filesystem::path(out_dir) / name).string(); };
   AllocationOutputs paths;
   paths.json = path("attntune_config.json");
@@ -79,6 +77,20 @@ AllocationOutputs EmitAllocation(const Database& db, const AllocationRecord& rec
   paths.tsv = path("full_attention_heads.tsv");
   paths.mask = path("allocation_mask.json");
   paths.report = path("allocation.html");
+  return paths;
+}
+
+void RefuseAllocationOverDatabase(const std::string& out_dir, const std::string& db_path) {
+  const AllocationOutputs paths = AllocationPaths(out_dir);
+  for (const std::string* p : {&paths.json, &paths.header, &paths.tsv, &paths.mask, &paths.report})
+    RefuseToReplace(*p, db_path, "the database");
+}
+
+AllocationOutputs EmitAllocation(const Database& db, const AllocationRecord& record,
+                                 const Allocation& chosen, const std::string& out_dir) {
+  RefuseAllocationOverDatabase(out_dir, db.Path());
+  CreateOutputFolder(out_dir);
+  const AllocationOutputs paths = AllocationPaths(out_dir);
   GeometrySelection selection;  // the model's heads (a tune of another in the database stays out)
   selection.q_heads = record.q_heads;
   selection.kv_heads = record.kv_heads;

@@ -26,6 +26,13 @@ AllocationRecord MakeAllocationRecord(const AllocateResult& r, const AllocateOpt
 /// Writes the five outputs into `out_dir` (created if needed), each atomically;
 /// attntune_config.json holds `db`'s entries and `record` in "allocations". Failure ->
 /// UserError.
+/// The five files EmitAllocation writes into `out_dir`.
+AllocationOutputs AllocationPaths(const std::string& out_dir);
+
+/// UserError when one of AllocationPaths(out_dir) is the database file `db_path` (allocate
+/// checks this before it measures anything).
+void RefuseAllocationOverDatabase(const std::string& out_dir, const std::string& db_path);
+
 AllocationOutputs EmitAllocation(const Database& db, const AllocationRecord& record,
                                  const Allocation& chosen, const std::string& out_dir);
 
