@@ -85,6 +85,35 @@ def read_token_ids(path):
     return ids
 
 
+def check_out(path):
+    """Refuses an --out that cannot be written, before any model is loaded or run."""
+    if os.path.isdir(path):
+        fail(f"--out: {path}: is a folder; give the safetensors file to write")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        fail(f"--out: {path}: no such folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        fail(f"--out: {path}: cannot write in the folder {folder}")
+
+
+def check_device(name, torch):
+    """Refuses a --device that torch does not know or this machine does not have."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        fail(f"--device: '{name}' is not a torch device (cpu, cuda, cuda:1)")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            fail(f"--device: {name}: torch sees no CUDA device here (try --device cpu)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            fail(f"--device: {name}: torch sees {torch.cuda.device_count()} CUDA device(s), "
+                 f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+
+
+def first_line(e):
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no message'}"
+
+
 def load_model(args, torch, transformers):
     dtype = getattr(torch, args.dtype)
     try:
@@ -101,9 +130,11 @@ def load_model(args, torch, transformers):
     except Exception as e:  # transformers raises many types; each is one line here
         what = "--config" if args.config else "--model"
         name = args.config or args.model
-        fail(f"{what}: {name}: cannot load a causal LM ({type(e).__name__}: "
-             f"{str(e).splitlines()[0] if str(e) else 'no message'})")
-    return model.to(args.device).eval()
+        fail(f"{what}: {name}: cannot load a causal LM ({first_line(e)})")
+    try:
+        return model.to(args.device).eval()
+    except Exception as e:  # a device torch knows but cannot use here, or out of memory
+        fail(f"--device: {args.device}: cannot place the model there ({first_line(e)})")
 
 
 def tokenize(args, transformers, vocab_size):
@@ -192,6 +223,7 @@ class Recorder:
 
 
 def capture(args):
+    check_out(args.out)
     try:
         import torch
         import transformers
@@ -203,6 +235,7 @@ def capture(args):
              "installs them")
     if args.config and not os.path.isfile(args.config):
         fail(f"--config: {args.config}: no such file")
+    check_device(args.device, torch)
     AttentionInterface.register("attntune_capture", lambda *a, **k: recorder(*a, **k))
     ALL_MASK_ATTENTION_FUNCTIONS.register("attntune_capture", eager_mask)
     model = load_model(args, torch, transformers)
@@ -210,8 +243,13 @@ def capture(args):
     layers = parse_layers(args.layers, config.num_hidden_layers)
     ids = tokenize(args, transformers, config.vocab_size)
     recorder = Recorder(torch, layers, args.with_output)
-    with torch.no_grad():
-        model(input_ids=torch.tensor(ids, device=args.device), use_cache=False)
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor(ids, device=args.device), use_cache=False)
+    except CaptureError:
+        raise
+    except Exception as e:  # out of memory on the device, most often
+        fail(f"the forward pass on {args.device} failed ({first_line(e)})")
     missing = [l for l in layers if f"q.{l}" not in recorder.tensors]
     if missing:
         fail(f"layer {missing[0]}: its attention never reached transformers' attention-function "
@@ -249,8 +287,9 @@ def capture(args):
     }
     try:
         save_file(recorder.tensors, args.out, metadata=metadata)
-    except OSError as e:
-        fail(f"--out: {args.out}: cannot write ({e.strerror})")
+    except Exception as e:  # OSError, or safetensors' SafetensorError (a full disk, a folder gone)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
+        fail(f"--out: {args.out}: cannot write ({why})")
     print(f"capture_qkv: {len(layers)} layers x {len(ids)} x {len(ids[0])} tokens -> {args.out}")
 
 

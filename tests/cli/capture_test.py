@@ -145,6 +145,70 @@ code, err = capture("--config", nonsense, "--tokens", ids, "--out", cap)
 expect(code == 2 and err.startswith(f"capture_qkv: error: --config: {nonsense}: cannot load a causal LM (")
        and err.count("\n") == 1, f"an unknown architecture: {err!r}")
 
+# An --out that cannot be written and a --device this machine lacks are refused in one line
+# before any model is loaded (not after the forward pass, losing it); the write itself, if it
+# fails all the same, is one line too, never a traceback.
+def refused_early(args, expected, what):
+    loads = []
+    load_model = capture_qkv.load_model
+    capture_qkv.load_model = lambda *a: loads.append(a) or load_model(*a)
+    try:
+        code, err = capture(*args)
+    except Exception as e:  # what the script let escape
+        code, err = None, f"{type(e).__name__}: {e}"
+    finally:
+        capture_qkv.load_model = load_model
+    expect(code == 2 and err == f"capture_qkv: error: {expected}\n" and not loads,
+           f"{what}: exit {code}, stderr {err!r}, a model loaded first: {bool(loads)}")
+
+
+gone = os.path.join(tmp, "no-such-folder")
+refused_early(["--config", llama, "--tokens", ids, "--out", os.path.join(gone, "x.safetensors")],
+              f"--out: {os.path.join(gone, 'x.safetensors')}: no such folder {gone}",
+              "an --out in a missing folder")
+refused_early(["--config", llama, "--tokens", ids, "--out", tmp],
+              f"--out: {tmp}: is a folder; give the safetensors file to write",
+              "an --out that is a folder")
+refused_early(["--config", llama, "--tokens", ids, "--out", cap, "--device", "gpu"],
+              "--device: 'gpu' is not a torch device (cpu, cuda, cuda:1)", "an unknown --device")
+import torch
+
+if torch.cuda.is_available():
+    lacking = f"cuda:{torch.cuda.device_count()}"
+    refused_early(["--config", llama, "--tokens", ids, "--out", cap, "--device", lacking],
+                  f"--device: {lacking}: torch sees {torch.cuda.device_count()} CUDA device(s), "
+                  f"cuda:0..cuda:{torch.cuda.device_count() - 1}", "a CUDA device beyond the machine's")
+else:
+    refused_early(["--config", llama, "--tokens", ids, "--out", cap, "--device", "cuda"],
+                  "--device: cuda: torch sees no CUDA device here (try --device cpu)",
+                  "--device cuda on a machine without one")
+p = subprocess.run([sys.executable, SCRIPT, "--config", llama, "--tokens", ids,
+                    "--out", os.path.join(gone, "x.safetensors")],
+                   capture_output=True, text=True, stdin=subprocess.DEVNULL)
+expect(p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+       and p.stderr.startswith("capture_qkv: error: --out: "),
+       f"the command line refuses an --out in a missing folder in one line: exit {p.returncode}, "
+       f"stderr {p.stderr!r}")
+import safetensors.torch
+from safetensors import SafetensorError
+
+
+def disk_full(*args, **kwargs):
+    raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+
+save_file = safetensors.torch.save_file
+safetensors.torch.save_file = disk_full
+try:
+    code, err = capture("--config", llama, "--tokens", ids, "--out", cap)
+except Exception as e:
+    code, err = None, f"{type(e).__name__}: {e}"
+finally:
+    safetensors.torch.save_file = save_file
+expect(code == 2 and err == f"capture_qkv: error: --out: {cap}: cannot write (SafetensorError: Error "
+       "while serializing: I/O error: No space left on device (os error 28))\n",
+       f"a failed write (a full disk) is one line: exit {code}, stderr {err!r}")
+
 # --- a text file through a tokenizer (a word-level one made here: nothing downloaded) -------
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
