@@ -1,6 +1,7 @@
 """attntune run on tensors written by numpy/safetensors, checked against an independent
 fp64 numpy implementation of DESIGN.md s1 (dense and swa with sinks, GQA, Lq < Lk; hybrid,
-ks and dma with their optional tensors windows, scores, delta and a)."""
+ks and dma with their optional tensors windows, scores, delta and a; dma_decode with delta
+and a, lsh with proj and mu under both rules, and hax with proj, mu and scores)."""
 import os
 import subprocess
 import tempfile
@@ -202,4 +203,190 @@ for variant, params in (("dense", ""), ("swa", "w=4"), ("ks", "k=4")):
     p = run(*(args + (["--params", params] if params else [])), check=2)
     expect("q and k are too large for fp32 attention" in p.stderr and p.stderr.count("\n") == 1,
            f"{variant} on huge q, k: {p.stderr.strip()}")
+
+
+# dma_decode, lsh with supplied proj and mu, and hax: each checked, for the default impl and
+# generic, against an fp64 reading of DESIGN.md s1 written from its text alone (the C++ tests
+# compare two C++ readings with each other). Its own generator, so that cases added above
+# leave these inputs, and the margins asserted on them, as they are.
+rng2 = np.random.default_rng(20261129)
+
+
+def set_reference(q, k, v, sets, bias=None):
+    """o[b, h, i] = softmax over the keys sets[b][h][i] of q·k/sqrt(d) (+ bias[b, h//g, j])
+    times v; zeros where the set is empty."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    B, Hq, Lq, d = q.shape
+    g = Hq // k.shape[1]
+    o = np.zeros_like(q)
+    for b in range(B):
+        for h in range(Hq):
+            for i in range(Lq):
+                keys = np.asarray(sets[b][h][i], dtype=np.int64)
+                if len(keys) == 0:
+                    continue
+                x = k[b, h // g][keys] @ q[b, h, i] / np.sqrt(d)
+                if bias is not None:
+                    x = x + bias[b, h // g][keys]
+                w = np.exp(x - x.max())
+                o[b, h, i] = (w / w.sum()) @ v[b, h // g][keys]
+    return o
+
+
+def check_exact(variant, params, tensors, ref, label):
+    """The default impl and generic, each within 1e-5 (absolute) of ref."""
+    src = os.path.join(tmp, "sel.safetensors")
+    dst = os.path.join(tmp, "o.safetensors")
+    save_file(tensors, src)
+    for impl in ([], ["--impl", "generic"]):
+        run("run", "--variant", variant, "--in", src, "--out", dst, "--params", params, *impl,
+            check=0)
+        o = load_file(dst)["o"].astype(np.float64)
+        err = np.abs(o - ref).max() if o.shape == ref.shape else np.inf
+        expect(err < 1e-5, f"run {variant} {params} {' '.join(impl) or '(default impl)'} {label}: "
+               f"max abs err {err:.2e}")
+
+
+def dma_b(v, delta, a):
+    """b_j = A_h * softplus(v_j · Delta_h), [B, Hkv, L]."""
+    z = np.einsum("bhjd,hd->bhj", v.astype(np.float64), delta.astype(np.float64))
+    return a.astype(np.float64)[None, :, None] * np.logaddexp(0.0, z)
+
+
+def dma_decode_sets(q, k, bj, w_kv, w_q, r):
+    """DESIGN.md s1, dma_decode: step t appends key t to the KV head's resident set I by the
+    incremental rule, then query t attends I plus the w_q keys of largest q·k among C minus I,
+    C = the r most recent keys (t-r+1..t) and the keys evicted from I in the last r steps
+    (steps t-r+1..t, this one included)."""
+    q, k = q.astype(np.float64), k.astype(np.float64)
+    B, Hq, L, d = q.shape
+    Hkv = k.shape[1]
+    g = Hq // Hkv
+    sets = [[[None] * L for _ in range(Hq)] for _ in range(B)]
+    for b in range(B):
+        for hk in range(Hkv):
+            bb = bj[b, hk]
+            # Ordering b decides I: any two b are equal (a tie, by construction) or far apart.
+            gap = np.abs(bb[:, None] - bb[None, :])
+            assert ((gap == 0) | (gap > 1e-5)).all(), "b too close to call in fp32"
+            I = []
+            evicted_at = {}  # step s -> the key that step s pushed out of I
+            for t in range(L):
+                if len(I) < w_kv:
+                    I.append(t)
+                else:
+                    m = min(I, key=lambda j: (bb[j], j))  # the minimum b; ties: the smaller j
+                    if bb[t] > bb[m]:
+                        I.remove(m)
+                        I.append(t)
+                        evicted_at[t] = m
+                recent = set(range(max(0, t - r + 1), t + 1))
+                evicted = {evicted_at[s] for s in range(t - r + 1, t + 1) if s in evicted_at}
+                C = sorted((recent | evicted) - set(I))
+                for h in range(hk * g, (hk + 1) * g):
+                    qk = k[b, hk][C] @ q[b, h, t] if C else np.zeros(0)
+                    order = sorted(range(len(C)), key=lambda x: (-qk[x], C[x]))
+                    if len(C) > w_q:
+                        assert qk[order[w_q - 1]] - qk[order[w_q]] > 1e-4, "q·k too close to call"
+                    sets[b][h][t] = sorted(I + [C[x] for x in order[:w_q]])
+    return sets
+
+
+# (B, L, d, w_kv, w_q, r, bias, kind): kind "random" b, "trend" (b rising with j, so that most
+# steps evict), "ties" (b takes three values, so that the minimum is often tied).
+dma_decode_cases = [
+    (1, 16, 16, 3, 1, 1, 1, "random"),
+    (1, 20, 16, 4, 2, 2, 0, "trend"),
+    (2, 18, 16, 2, 2, 3, 1, "trend"),
+    (1, 20, 16, 3, 1, 3, 0, "random"),
+    (1, 20, 16, 3, 2, 2, 1, "ties"),
+    (1, 14, 16, 2, 1, 1, 0, "ties"),
+]
+for B, L, d, w_kv, w_q, r, bias, kind in dma_decode_cases:
+    Hq, Hkv = 4, 2
+    q = rng2.standard_normal((B, Hq, L, d)).astype(np.float32)
+    k = rng2.standard_normal((B, Hkv, L, d)).astype(np.float32)
+    v = rng2.standard_normal((B, Hkv, L, d)).astype(np.float32)
+    delta = (rng2.standard_normal((Hkv, d)) / 4).astype(np.float32)
+    a = np.array([0.8, 1.6], dtype=np.float32)
+    if kind == "trend":
+        v[..., 0] = 0.25 * np.arange(L) + rng2.standard_normal((B, Hkv, L))
+        delta[:, 0] = 1.0
+    elif kind == "ties":
+        v[..., 0] = rng2.integers(-1, 2, size=(B, Hkv, L))
+        delta[:] = 0
+        delta[:, 0] = 1.0
+    bj = dma_b(v, delta, a)
+    if kind == "ties":
+        assert len(np.unique(bj[0, 0])) == 3
+    sets = dma_decode_sets(q, k, bj, w_kv, w_q, r)
+    check_exact("dma_decode", f"w_kv={w_kv},w_q={w_q},r={r},bias={bias}",
+                {"q": q, "k": k, "v": v, "delta": delta, "a": a},
+                set_reference(q, k, v, sets, bj if bias else None),
+                f"B={B} L={L} b {kind}, delta and a given")
+
+
+def lsh_bins(x, mu, R, rule):
+    """DESIGN.md s1 LSH binning of the rows of x with one KV head's mu [d] and R [d, h]."""
+    u = x.astype(np.float64) - mu.astype(np.float64)
+    u = u / np.linalg.norm(u, axis=-1, keepdims=True)
+    P = u @ R.astype(np.float64)
+    h = R.shape[1]
+    if rule == "sign":
+        assert np.abs(P).min() > 1e-5, "a projection too close to 0 to call in fp32"
+        return (P > 0).astype(np.int64) @ (2 ** np.arange(h - 1, -1, -1))
+    top2 = np.sort(P, axis=-1)[:, -2:]
+    assert (top2[:, 1] - top2[:, 0]).min() > 1e-5, "an argmax too close to call in fp32"
+    return P.argmax(axis=-1)
+
+
+def lsh_sets(q, k, mu, proj, rule, kk):
+    """S(i) = the kk most recent j <= p(i) whose key bin equals query i's bin."""
+    B, Hq, Lq, d = q.shape
+    Hkv, Lk = k.shape[1], k.shape[2]
+    g = Hq // Hkv
+    sets = [[None] * Hq for _ in range(B)]
+    for b in range(B):
+        for h in range(Hq):
+            hk = h // g
+            kb = lsh_bins(k[b, hk], mu[hk], proj[hk], rule)
+            qb = lsh_bins(q[b, h], mu[hk], proj[hk], rule)
+            sets[b][h] = [[j for j in range(Lk - Lq + i + 1) if kb[j] == qb[i]][-kk:]
+                          for i in range(Lq)]
+    return sets
+
+
+def lsh_inputs(B, Hq, Hkv, Lq, Lk, d, bits):
+    q = rng2.standard_normal((B, Hq, Lq, d)).astype(np.float32)
+    k = rng2.standard_normal((B, Hkv, Lk, d)).astype(np.float32)
+    v = rng2.standard_normal((B, Hkv, Lk, d)).astype(np.float32)
+    proj = rng2.standard_normal((Hkv, d, bits)).astype(np.float32)
+    mu = (0.7 * rng2.standard_normal((Hkv, d))).astype(np.float32)
+    return q, k, v, proj, mu
+
+
+# lsh with supplied proj and mu, both rules; GQA, and Lq < Lk in one.
+for B, Hq, Hkv, Lq, Lk, d, bits, rule, kk in ((2, 4, 2, 48, 48, 32, 3, "sign", 5),
+                                             (1, 6, 3, 40, 72, 32, 4, "argmax", 6),
+                                             (1, 4, 2, 60, 60, 16, 2, "sign", 3),
+                                             (2, 4, 1, 50, 50, 32, 3, "argmax", 4)):
+    q, k, v, proj, mu = lsh_inputs(B, Hq, Hkv, Lq, Lk, d, bits)
+    check_exact("lsh", f"k={kk},bits={bits},rule={rule}",
+                {"q": q, "k": k, "v": v, "proj": proj, "mu": mu},
+                set_reference(q, k, v, lsh_sets(q, k, mu, proj, rule, kk)),
+                f"B={B} Hq={Hq} Hkv={Hkv} Lq={Lq} Lk={Lk}, proj and mu given")
+
+# hax: lsh(k_lsh) ∪ ks(k_ks), each key once; supplied proj, mu and integer scores (ks ties).
+for B, Hq, Hkv, Lq, Lk, d, bits, rule, k_lsh, k_ks in ((1, 4, 2, 56, 56, 32, 3, "sign", 4, 4),
+                                                     (2, 4, 2, 30, 64, 32, 4, "argmax", 3, 5)):
+    q, k, v, proj, mu = lsh_inputs(B, Hq, Hkv, Lq, Lk, d, bits)
+    scores = rng2.integers(0, 5, size=(B, Hkv, Lk)).astype(np.float32)
+    ls = lsh_sets(q, k, mu, proj, rule, k_lsh)
+    g = Hq // Hkv
+    sets = [[[sorted(set(ls[b][h][i]) | set(top(scores[b, h // g], Lk - Lq + i, k_ks).tolist()))
+              for i in range(Lq)] for h in range(Hq)] for b in range(B)]
+    check_exact("hax", f"k_lsh={k_lsh},k_ks={k_ks},bits={bits},rule={rule}",
+                {"q": q, "k": k, "v": v, "proj": proj, "mu": mu, "scores": scores},
+                set_reference(q, k, v, sets),
+                f"B={B} Lq={Lq} Lk={Lk}, proj, mu and scores given")
 finish()
