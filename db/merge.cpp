@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "db/records.h"
 
 namespace attntune {
 namespace {
@@ -249,6 +250,23 @@ void MergeTable(sqlite3* to, const std::string& to_path, sqlite3* from,
         Damaged(from_path, "table " + t.name + " refers to a missing " + ref->second + " row " +
                                std::to_string(select.Int(col)));
       mapped[columns[i]] = it->second;
+    }
+    // A metric whose value is a trial's number (the re-timing's default,
+    // kMetricConfirmDefaultTrial) refers to a trial as a column would.
+    if (t.name == "metric") {
+      const auto name_at = std::find(columns.begin(), columns.end(), "name") - columns.begin();
+      const auto value_at = std::find(columns.begin(), columns.end(), "value") - columns.begin();
+      const int name_col = static_cast<int>(name_at) + offset;
+      const int value_col = static_cast<int>(value_at) + offset;
+      if (value_at < static_cast<std::ptrdiff_t>(columns.size()) && !select.IsNull(name_col) &&
+          select.Text(name_col) == kMetricConfirmDefaultTrial && !select.IsNull(value_col)) {
+        const auto it = ids["trial"].find(select.Int(value_col));
+        if (it == ids["trial"].end())
+          Damaged(from_path, "metric " + std::string(kMetricConfirmDefaultTrial) +
+                                 " refers to a missing trial row " +
+                                 std::to_string(select.Int(value_col)));
+        mapped["value"] = it->second;
+      }
     }
     auto bind = [&](Query& q, const std::vector<std::string>& names) {
       for (size_t i = 0; i < names.size(); ++i) {

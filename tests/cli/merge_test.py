@@ -38,8 +38,43 @@ con.execute("UPDATE device SET name = 'Other CPU @ 3.0GHz', "
 con.commit()
 con.close()
 
+# A re-timing's default named by its trial's number (a metric's value): one made on a
+# trial of b for every problem, so that the check below does not depend on which trials
+# the searches found faster than the default.
+con = sqlite3.connect(b)
+pairs = con.execute(
+    "SELECT t.id, d.trial_id FROM trial t JOIN trial dt ON dt.problem_id = t.problem_id "
+    "JOIN metric d ON d.trial_id = dt.id AND d.name = 'is_default' "
+    "WHERE t.id != dt.id AND t.status = 'ok'").fetchall()
+for trial, default in pairs:
+    con.execute("INSERT OR REPLACE INTO metric(trial_id, name, value) "
+                "VALUES (?, 'confirm_default_trial', ?)", (trial, default))
+con.commit()
+con.close()
+expect(len(pairs) > 0, "b's trials name their defaults")
+
+
+def defaults_named(path):
+    """(trial, default) pairs of `path` as (config id, problem id, device name) triples."""
+    con = sqlite3.connect(path)
+    rows = con.execute(
+        "SELECT t.config_id, t.problem_id, dv.name, dt.config_id, dt.problem_id, ddv.name, "
+        "EXISTS(SELECT 1 FROM metric WHERE trial_id = dt.id AND name = 'is_default') "
+        "FROM metric m JOIN trial t ON t.id = m.trial_id JOIN device dv ON dv.id = t.device_id "
+        "LEFT JOIN trial dt ON dt.id = CAST(m.value AS INTEGER) "
+        "LEFT JOIN device ddv ON ddv.id = dt.device_id "
+        "WHERE m.name = 'confirm_default_trial'").fetchall()
+    con.close()
+    return rows
+
+
 c = os.path.join(tmp, "c.db")
 p = run("db", "merge", a, b, "--into", c, check=0)
+# b's trials come after a's: its defaults' numbers change, and the metric follows them.
+named = defaults_named(c)
+expect(len(named) >= len({trial for trial, _ in pairs}) and
+       all(r[3] is not None and r[1] == r[4] and r[2] == r[5] and r[6] == 1 for r in named),
+       f"every re-timing names its own device's default of its problem after the merge: {named}")
 trials_a = count(a, "SELECT count(*) FROM trial")
 trials_b = count(b, "SELECT count(*) FROM trial")
 expect(count(c, "SELECT count(*) FROM trial") == trials_a + trials_b,
