@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/tensor_file.h"
+#include "kernels/selection/selection.h"
 
 namespace attntune {
 namespace {
@@ -58,6 +59,7 @@ void RegisterRun(CLI::App& app, int* rc) {
     for (const auto& [name, tensor] : problem.file) names.insert(name);
     const Params params = ResolveParams(variant, impl, t.shape, given, "--params", &names);
     ReadOptionalTensors(params, &problem);
+    CheckDmaBias(t, params, args->in);
     std::vector<float> o(static_cast<size_t>(t.shape.QElems()));
     impl->run(t, params, o.data());
     WriteSafetensors(args->out, {{"o", MakeF32({t.shape.B, t.shape.Hq, t.shape.Lq, t.shape.d}, o)}});

@@ -13,6 +13,7 @@
 #include "core/tensor_file.h"
 #include "core/tensors.h"
 #include "kernels/kokkos/runtime.h"
+#include "kernels/selection/selection.h"
 #include "profiler/device.h"
 
 namespace attntune {
@@ -222,7 +223,10 @@ std::mutex& KokkosLaunchMutex() {
 void RunOnHost(const Plan& plan, const Problem& problem, const Buffers& buffers,
                const RunOptions& options) {
   const Tensors t = HostView(problem, buffers, plan.params);
-  if (options.check_inputs) CheckAttentionInputs(t, "tensors");
+  if (options.check_inputs) {
+    CheckAttentionInputs(t, "tensors");
+    CheckDmaBias(t, plan.params, "tensors");
+  }
   EnsureKokkosInitialized();
   std::lock_guard<std::mutex> lock(KokkosLaunchMutex());
   plan.implementation->run(t, plan.params, static_cast<float*>(buffers.o));

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "core/check.h"
+#include "core/error.h"
 #include "core/prefetch.h"
 #include "core/random.h"
+#include "core/tensor_file.h"
 
 namespace attntune {
 
@@ -427,6 +431,23 @@ std::vector<double> DmaScores(const Tensors& t, uint64_t seed) {
     }
   }
   return out;
+}
+
+void CheckDmaBias(const Tensors& t, const Params& params, const std::string& what) {
+  const auto bias = params.find("bias");
+  if (bias == params.end() || ParamInt(params, "bias") != 1) return;
+  double largest = 0;
+  const uint64_t seed =
+      params.count("seed") ? static_cast<uint64_t>(ParamInt(params, "seed")) : 0;
+  for (const double b : DmaScores(t, seed))
+    largest = std::max(largest, std::fabs(b));
+  if (largest > kMaxLogit) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3g", largest);
+    throw UserError(what + ": dma's bias A softplus(v . delta) reaches " + text +
+                    ", too large for fp32 logits (at most 1e30; check the tensors 'a' and "
+                    "'delta', or run with bias=0)");
+  }
 }
 
 std::vector<int64_t> HybridWindows(const Tensors& t, const Params& params) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/params.h"
@@ -54,6 +55,12 @@ void DmaDeltaA(const Tensors& t, uint64_t seed, std::vector<double>* delta,
 
 /// dma's b[B,Hkv,Lk] = A_h * softplus(v_j · Delta_h), Delta and A of DmaDeltaA.
 std::vector<double> DmaScores(const Tensors& t, uint64_t seed);
+
+/// With `params`' bias on (dma, dma_decode): UserError "<what>: ..." when a bias b_j of
+/// DmaScores exceeds kMaxLogit in magnitude, as q and k are refused (CheckAttentionInputs):
+/// added to fp32 logits it overflows them, and the kernels would write NaN rows, or zeros
+/// where -inf hid every key. Finite a and delta of 1e35 reach it.
+void CheckDmaBias(const Tensors& t, const Params& params, const std::string& what);
 
 /// Windows of hybrid per KV head: the supplied `windows`, else 0 (full) for the first
 /// `full` heads and `w` for the others.

@@ -204,6 +204,27 @@ for variant, params in (("dense", ""), ("swa", "w=4"), ("ks", "k=4")):
     expect("q and k are too large for fp32 attention" in p.stderr and p.stderr.count("\n") == 1,
            f"{variant} on huge q, k: {p.stderr.strip()}")
 
+# dma's bias is a logit term too: finite a and delta whose A softplus(v . delta) passes
+# fp32's range gave every row NaN (+inf) or zeros (-inf hid every key), exit 0. With
+# bias=0 the bias only ranks the keys, in fp64: that runs.
+q, k, v = qkv(1, 2, 1, 8, 16)
+v = np.abs(v) + np.float32(0.1)
+for sign in (1, -1):
+    big = os.path.join(tmp, f"big-bias{sign}.safetensors")
+    save_file({"q": q, "k": k, "v": v, "a": np.array([sign * 1e35], np.float32),
+               "delta": np.full((1, 16), 1e3, np.float32)}, big)
+    for variant, params in (("dma", "w=3"), ("dma", "w=3,bias=1"), ("dma_decode", "w_kv=2,w_q=1,r=2")):
+        for impl in ([], ["--impl", "generic"]):
+            p = run("run", "--variant", variant, "--params", params, *impl, "--in", big, "--out",
+                    os.path.join(tmp, "o.safetensors"))
+            err = p.stderr.strip()
+            expect(p.returncode == 2 and err.startswith(f"attntune: error: {big}: dma's bias A softplus")
+                   and "at most 1e30" in err and "\n" not in err,
+                   f"{variant} {params} {impl} with a = {sign}e35: exit {p.returncode}, {err!r}")
+    p = run("run", "--variant", "dma", "--params", "w=3,bias=0", "--in", big, "--out",
+            os.path.join(tmp, "o.safetensors"))
+    o = load_file(os.path.join(tmp, "o.safetensors"))["o"] if p.returncode == 0 else None
+    expect(o is not None and np.isfinite(o).all(), f"bias=0 runs on a = {sign}e35: {p.stderr.strip()}")
 
 # dma_decode, lsh with supplied proj and mu, and hax: each checked, for the default impl and
 # generic, against an fp64 reading of DESIGN.md s1 written from its text alone (the C++ tests
