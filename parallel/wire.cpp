@@ -106,6 +106,9 @@ std::string EncodeResult(int64_t ticket, const TrialResult& result) {
   for (const double ms : result.samples_ms) w.Real(ms);
   w.Int(static_cast<int64_t>(result.metrics.size()));
   for (const auto& [name, value] : result.metrics) w.Text(name).Real(value);
+  w.Int(static_cast<int64_t>(result.quality_cells.size()));
+  for (const QualityCell& c : result.quality_cells)
+    w.Int(c.layer).Int(c.head).Real(c.mass_recall).Real(c.rel_err);
   return w.Bytes();
 }
 
@@ -130,6 +133,14 @@ TrialResult DecodeResult(const std::string& bytes, int64_t* ticket) {
   for (int64_t i = 0, n = r.Int(); i < n; ++i) {
     std::string name = r.Text();
     result.metrics[name] = r.Real();
+  }
+  for (int64_t i = 0, n = r.Int(); i < n; ++i) {
+    QualityCell c;
+    c.layer = r.Int();
+    c.head = r.Int();
+    c.mass_recall = r.Real();
+    c.rel_err = r.Real();
+    result.quality_cells.push_back(c);
   }
   r.End();
   return result;

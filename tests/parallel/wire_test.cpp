@@ -18,15 +18,17 @@ TEST_CASE("A task travels whole") {
   task.impl = "tiled";
   task.params = {{"Br", "32"}, {"w", "256"}, {"rule", ""}, {"note", std::string("a\0b", 3)}};
   task.first_open_problem = 5;
+  task.retime = true;
   const CandidateTask back = wire::DecodeTask(wire::EncodeTask(task));
   CHECK(back.ticket == task.ticket);
   CHECK(back.problem == 7);
   CHECK(back.impl == "tiled");
   CHECK(back.params == task.params);
   CHECK(back.first_open_problem == 5);
+  CHECK(back.retime);
 }
 
-TEST_CASE("A result travels bit for bit: NaN, infinities, signed zero and every sample") {
+TEST_CASE("A result travels bit for bit: NaN, infinities, signed zero, every sample and quality cell") {
   TrialResult r;
   r.status = TrialStatus::kWrongResult;
   r.message = "max rel err 3e-2 > 1e-5 (row 17)";
@@ -39,6 +41,9 @@ TEST_CASE("A result travels bit for bit: NaN, infinities, signed zero and every 
   for (int i = 0; i < 1000; ++i) r.samples_ms.push_back(1.0 / (i + 3));
   r.metrics = {{"rel_err", 1e-300}, {"gflops", -std::numeric_limits<double>::infinity()},
                {"mass_recall", std::nextafter(1.0, 0.0)}};
+  // A calibrated trial's per (layer, head) quality: a rank's result lost them, so a tune
+  // on several ranks stored the cells of rank 0's trials only.
+  r.quality_cells = {{0, 0, 0.99, 1e-3}, {0, 3, 0.5, 0.25}, {27, 15, 1.0, 0.0}};
   int64_t ticket = 0;
   const TrialResult back = wire::DecodeResult(wire::EncodeResult(99, r), &ticket);
   CHECK(ticket == 99);
@@ -52,6 +57,13 @@ TEST_CASE("A result travels bit for bit: NaN, infinities, signed zero and every 
   CHECK(std::signbit(back.cv));
   CHECK(back.samples_ms == r.samples_ms);
   CHECK(back.metrics == r.metrics);
+  REQUIRE(back.quality_cells.size() == r.quality_cells.size());
+  for (size_t i = 0; i < r.quality_cells.size(); ++i) {
+    CHECK(back.quality_cells[i].layer == r.quality_cells[i].layer);
+    CHECK(back.quality_cells[i].head == r.quality_cells[i].head);
+    CHECK(back.quality_cells[i].mass_recall == r.quality_cells[i].mass_recall);
+    CHECK(back.quality_cells[i].rel_err == r.quality_cells[i].rel_err);
+  }
 }
 
 TEST_CASE("A rank's report travels whole") {
