@@ -148,6 +148,41 @@ bool PidGone(int pid) {
   return read == 1 && state == 'Z';
 }
 
+// A worker's message to rank 0, sent without waiting on it for ever: MPI_Send of a
+// message past the eager size (a result with its samples, the setup report) returns only
+// once the receiver takes it, and a dead rank 0 (mpirun --enable-recovery keeps the other
+// ranks running) never does. Returns "" once sent, else why rank 0 is taken for gone: its
+// pid gone on this host, or the message not taken in kSilentSeconds (a live rank 0 polls
+// for messages all the time). An abandoned send's bytes are left allocated: the rank
+// ends without MPI_Finalize, and MPI may still read them until it does.
+std::string SendToRoot(Tag tag, const std::string& bytes, const Peer& root, bool same_host) {
+  auto* buffer = new std::string(bytes);
+  MPI_Request request;
+  Check(MPI_Isend(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, 0, tag,
+                  MPI_COMM_WORLD, &request),
+        "MPI_Isend");
+  const double start = Now();
+  double last_pid_check = 0;
+  Backoff backoff;
+  for (;;) {
+    int done = 0;
+    Check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) {
+      delete buffer;
+      return "";
+    }
+    const double now = Now();
+    if (same_host && now - last_pid_check >= kPidCheckSeconds) {
+      last_pid_check = now;
+      if (PidGone(root.place.pid)) return root.Describe(0) + " is gone";
+    }
+    if (now - start > kSilentSeconds)
+      return root.Describe(0) + " took no message for " +
+             std::to_string(static_cast<int>(kSilentSeconds)) + " s";
+    backoff.Sleep();
+  }
+}
+
 // "seq_lens [64] against [64,128]" for each option in which two plans (JSON objects)
 // differ.
 std::string PlanDifference(const std::string& plan, const std::string& root) {
@@ -284,7 +319,7 @@ void MpiJob::StartRoot(wire::Hello own) {
   for (int missing = size_ - 1; missing > 0 && gone.empty();) {
     if (std::optional<Message> m = Poll(MPI_ANY_SOURCE)) {
       if (m->tag != kTagHello || heard[static_cast<size_t>(m->from)]) continue;
-      hellos_[static_cast<size_t>(m->from)] = wire::DecodeHello(m->bytes);
+      hellos_[static_cast<size_t>(m->from)] = wire::DecodeHelloOrRefusal(m->bytes);
       heard[static_cast<size_t>(m->from)] = true;
       --missing;
       continue;
@@ -339,8 +374,12 @@ void MpiJob::StartRoot(wire::Hello own) {
 
 // Another rank: its report to rank 0, then rank 0's word to go or stop.
 void MpiJob::StartWorker(const wire::Hello& own) {
-  Send(0, kTagHello, wire::EncodeHello(own));
   const Peer& root = peers_[0];
+  const std::string unsent = SendToRoot(kTagHello, wire::EncodeHello(own), root, SameHost(0));
+  if (!unsent.empty()) {
+    SkipFinalize();
+    throw std::runtime_error(unsent + " before the tune started");
+  }
   for (;;) {
     if (std::optional<Message> m = Poll(0)) {
       if (m->tag != kTagStart) continue;
@@ -413,28 +452,30 @@ std::string MpiJob::CommLoop(TaskQueue& queue) {
         return "";
       }
     }
+    std::string gone;
     while (std::optional<TaskQueue::Outcome> outcome = queue.TakeOutcome()) {
       idle = false;
       if (outcome->failed) {
-        Send(0, kTagFailed, outcome->why);
+        SendToRoot(kTagFailed, outcome->why, root, SameHost(0));
         SkipFinalize();  // rank 0 takes this rank for gone
         queue.Close();
         return "";
       }
-      Send(0, kTagResult, wire::EncodeResult(outcome->ticket, outcome->result));
+      gone = SendToRoot(kTagResult, wire::EncodeResult(outcome->ticket, outcome->result), root,
+                        SameHost(0));
+      if (!gone.empty()) break;
       root.last_sent = Now();
     }
     const double now = Now();
-    if (now - root.last_sent >= kHeartbeatSeconds) {
-      Send(0, kTagHeartbeat, "");
+    if (gone.empty() && now - root.last_sent >= kHeartbeatSeconds) {
+      gone = SendToRoot(kTagHeartbeat, "", root, SameHost(0));
       root.last_sent = now;
     }
-    std::string gone;
-    if (now - last_pid_check >= kPidCheckSeconds) {
+    if (gone.empty() && now - last_pid_check >= kPidCheckSeconds) {
       last_pid_check = now;
       if (SameHost(0) && PidGone(root.place.pid)) gone = root.Describe(0) + " is gone";
     }
-    if (now - root.last_heard > kSilentSeconds)
+    if (gone.empty() && now - root.last_heard > kSilentSeconds)
       gone = root.Describe(0) + " sent nothing for " +
              std::to_string(static_cast<int>(kSilentSeconds)) + " s";
     if (!gone.empty()) {

@@ -173,5 +173,17 @@ Hello DecodeHello(const std::string& bytes) {
   return hello;
 }
 
+Hello DecodeHelloOrRefusal(const std::string& bytes) {
+  try {
+    return DecodeHello(bytes);
+  } catch (const std::exception& e) {
+    Hello refused;
+    refused.error_code = 2;
+    refused.error = std::string("its setup report does not decode (") + e.what() +
+                    "): every rank must run the same build of attntune";
+    return refused;
+  }
+}
+
 }  // namespace wire
 }  // namespace attntune

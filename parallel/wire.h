@@ -34,6 +34,10 @@ TrialResult DecodeResult(const std::string& bytes, int64_t* ticket);
 
 std::string EncodeHello(const Hello& hello);
 Hello DecodeHello(const std::string& bytes);
+/// DecodeHello, or where the bytes do not decode (a rank of another build whose report has
+/// other fields) a Hello of error_code 2 saying so: rank 0 then stops every rank with that
+/// line instead of failing alone while the others wait for its word.
+Hello DecodeHelloOrRefusal(const std::string& bytes);
 
 /// A message that does not decode (a rank of another build, or damage in transit):
 /// std::runtime_error naming what was being read.

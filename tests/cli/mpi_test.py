@@ -222,6 +222,29 @@ expect(s is not None and s[1] == expected - before and s[2] == before,
        f"the re-run measured only what was not stored ({before} before): {s}")
 valid(db, "after the re-run")
 
+# 4b. Rank 0 killed with the launcher keeping the job alive: the other ranks see its pid
+# gone and stop on their own, also one in the middle of sending a result rank 0 never
+# takes (a blocking send of a message past the eager size waited for ever).
+args = TINY + ["--strategy", "random", "--seed", "7", "--out", os.path.join(tmp, "writer-recover")]
+db = os.path.join(tmp, "writer-recover", "attntune.db")
+launcher = start(args, ["--enable-recovery"])
+killed_at = kill_when_stored(launcher, db, 0, 10)
+try:
+    stderr = launcher.communicate(timeout=120)[1]
+    ended = True
+except subprocess.TimeoutExpired:
+    for child in subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True,
+                                text=True).stdout.split():
+        os.kill(int(child), signal.SIGKILL)
+    launcher.kill()
+    stderr = launcher.communicate()[1]
+    ended = False
+stops = [l for l in stderr.splitlines() if re.search(r"rank 0 \(pid \d+ on .*\) is gone; rank [12] stops", l)]
+expect(killed_at is not None and ended and len(stops) == 2,
+       f"rank 0 killed ({killed_at} stored), the other ranks stopped on their own: ended {ended}, "
+       f"{stderr[-600:]!r}")
+valid(db, "after rank 0 was killed under --enable-recovery")
+
 # 5. Setup errors: one line, from rank 0, exit 2.
 def one_error(result, line, what):
     lines = [l for l in result.stderr.splitlines() if l.startswith("attntune:")]

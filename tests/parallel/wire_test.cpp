@@ -82,6 +82,26 @@ TEST_CASE("A rank's report travels whole") {
   CHECK(back.kernel_hash == "abc123");
 }
 
+TEST_CASE("A report that does not decode is a refusal rank 0 passes on to every rank") {
+  wire::Hello h;
+  h.version = "0.1.0";
+  h.plan = "p";
+  const std::string bytes = wire::EncodeHello(h);
+  const wire::Hello good = wire::DecodeHelloOrRefusal(bytes);
+  CHECK(good.error_code == 0);
+  CHECK(good.plan == "p");
+  // A later build's report with one more field: rank 0 threw out of its setup while the
+  // other ranks waited for its word.
+  wire::Writer longer;
+  longer.Int(7);
+  const wire::Hello refused = wire::DecodeHelloOrRefusal(bytes + longer.Bytes());
+  CHECK(refused.error_code == 2);
+  CHECK(refused.error ==
+        "its setup report does not decode (a message is longer than its fields): every rank "
+        "must run the same build of attntune");
+  CHECK(wire::DecodeHelloOrRefusal("").error_code == 2);
+}
+
 TEST_CASE("A message cut short, of another kind or with bytes to spare is refused") {
   CandidateTask task;
   task.impl = "generic";
