@@ -4,6 +4,7 @@
 // ConfigFromEntry, which checks the format's schema, the attntune version and the device.
 #pragma once
 
+#include <limits>
 #include <string>
 
 #include "core/config_schema.h"
@@ -41,6 +42,11 @@ struct EntryFields {
   double median_ms = 0;
   double rel_err = 0;
   double mass_recall = 1;
+  /// Measured on a calibration set (the JSON's "calibration" not null), and the worst
+  /// (layer, head) mass_recall there (NaN when not calibrated): a lookup with a quality
+  /// floor takes these entries only, by their worst (the generated header's rule).
+  bool calibrated = false;
+  double mass_recall_worst = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Where a configuration will run and which mismatches the caller accepts.

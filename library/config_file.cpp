@@ -113,14 +113,28 @@ EntryFields ParseEntry(const Json& e, const std::string& where) {
   entry.median_ms = NumberMember(e, "median_ms", where);
   entry.rel_err = NumberMember(e, "rel_err", where);
   entry.mass_recall = NumberMember(e, "mass_recall", where);
+  // "calibration": null or {"id", "model"}; "mass_recall_worst": a number, or null where
+  // no calibration set measured the entry. A file without them has no calibrated entry.
+  const auto calibration = e.find("calibration");
+  if (calibration != e.end() && !calibration->is_null()) {
+    if (!calibration->is_object())
+      throw UserError(where + ": \"calibration\" is not null or an object");
+    entry.calibrated = true;
+    const auto worst = e.find("mass_recall_worst");
+    if (worst != e.end() && !worst->is_null())  // null: not measured, meets no floor
+      entry.mass_recall_worst = NumberMember(e, "mass_recall_worst", where);
+  }
   return entry;
 }
 
-// Whether `e` takes part in a lookup (attntune_config::detail::Eligible).
+// Whether `e` takes part in a lookup (attntune_config::detail::Eligible): a floor is
+// answered from calibrated entries only, by their worst layer and head.
 bool Eligible(const EntryFields& e, const std::string& phase, const std::string& device,
               const std::string& variant, int64_t head_dim, double min_mass_recall) {
+  const bool quality =
+      min_mass_recall <= 0.0 || (e.calibrated && e.mass_recall_worst >= min_mass_recall);
   return e.phase == phase && (device.empty() || e.device == device) && e.variant == variant &&
-         e.head_dim == head_dim && e.mass_recall >= min_mass_recall;
+         e.head_dim == head_dim && quality;
 }
 
 // attntune_config::detail::Find over the file's entries; nullptr when none takes part.
@@ -233,7 +247,9 @@ Config LookupConfig(const ConfigFile& file, const std::string& variant, const st
   }
   if (entry == nullptr) {
     std::ostringstream floor;
-    if (min_mass_recall > 0) floor << " with mass_recall >= " << min_mass_recall;
+    if (min_mass_recall > 0)
+      floor << " measured on a calibration set with mass_recall >= " << min_mass_recall
+            << " on its worst layer and head";
     throw UserError(file.path + ": no entry for " + variant + " " + phase + " d=" +
                     std::to_string(head_dim) + floor.str() + " (it holds: " +
                     Holdings(file.entries) + ")");

@@ -66,12 +66,18 @@ std::string Json(const std::string& version, const std::string& entries, int sch
 
 std::string JsonEntry(const std::string& device, const std::string& variant, int seq_len,
                       double median_ms, const std::string& params, const std::string& tunables,
-                      const std::string& phase = "prefill", double mass_recall = 1.0) {
+                      const std::string& phase = "prefill", double mass_recall = 1.0,
+                      const std::string& worst = "") {
+  // `worst` given: measured on a calibration set, its worst (layer, head) mass_recall.
+  const std::string quality =
+      worst.empty() ? ", \"calibration\": null, \"mass_recall_worst\": null"
+                    : ", \"calibration\": {\"id\": \"0123456789ab\", \"model\": \"m\"}, "
+                      "\"mass_recall_worst\": " + worst;
   return "{\"device\": \"" + device + "\", \"variant\": \"" + variant + "\", \"phase\": \"" +
          phase + "\", \"implementation\": \"tiled\", \"params\": " + params +
          ", \"tunables\": " + tunables + ", \"head_dim\": 64, \"seq_len\": " +
          std::to_string(seq_len) + ", \"median_ms\": " + std::to_string(median_ms) +
-         ", \"rel_err\": 0.0, \"mass_recall\": " + std::to_string(mass_recall) + "}";
+         ", \"rel_err\": 0.0, \"mass_recall\": " + std::to_string(mass_recall) + quality + "}";
 }
 
 }  // namespace
@@ -138,11 +144,14 @@ TEST_CASE("FromEntry refuses another device, version or schema in one line") {
 TEST_CASE("ConfigFile looks entries up by the generated header's rule") {
   attntune::TempDir dir;
   const std::string cpu = Cpu();
+  // A floor is answered from calibrated entries only, by their worst layer and head: the
+  // w=64 entry's mean passes 0.9 but its worst does not; w=16 was never calibrated.
   const std::string path = Write(dir, "attntune_config.json", Json(ATTNTUNE_VERSION,
-      JsonEntry(cpu, "swa", 128, 2.0, "{\"sink\": 0, \"w\": 64}", "{\"Bc\": 64, \"Br\": 32}") + "," +
-      JsonEntry(cpu, "swa", 128, 1.0, "{\"sink\": 4, \"w\": 32}", "{\"Bc\": 32, \"Br\": 16}") + "," +
+      JsonEntry(cpu, "swa", 128, 0.9, "{\"sink\": 0, \"w\": 64}", "{\"Bc\": 64, \"Br\": 32}", "prefill", 0.95, "0.85") + "," +
+      JsonEntry(cpu, "swa", 128, 1.0, "{\"sink\": 4, \"w\": 32}", "{\"Bc\": 32, \"Br\": 16}", "prefill", 0.99, "0.95") + "," +
+      JsonEntry(cpu, "swa", 128, 0.8, "{\"sink\": 0, \"w\": 16}", "{\"Bc\": 16, \"Br\": 16}", "prefill", 0.99) + "," +
       JsonEntry(cpu, "swa", 512, 3.0, "{\"sink\": 0, \"w\": 256}", "{\"Bc\": 128, \"Br\": 64}") + "," +
-      JsonEntry(cpu, "swa", 128, 0.5, "{\"sink\": 0, \"w\": 8}", "{\"Bc\": 16, \"Br\": 16}", "prefill", 0.5) + "," +
+      JsonEntry(cpu, "swa", 128, 0.5, "{\"sink\": 0, \"w\": 8}", "{\"Bc\": 16, \"Br\": 16}", "prefill", 0.5, "0.4") + "," +
       JsonEntry(cpu, "dense", 128, 0.4, "{}", "{\"Bc\": 64, \"Br\": 64}", "decode") + "," +
       JsonEntry("Other CPU", "swa", 64, 0.1, "{\"sink\": 0, \"w\": 16}", "{\"Bc\": 16, \"Br\": 16}")));
   const attntune::ConfigFile file = attntune::ConfigFile::Load(path);
@@ -160,8 +169,15 @@ TEST_CASE("ConfigFile looks entries up by the generated header's rule") {
         "attntune: error: " + path + ": no entry for dense prefill d=64 (it holds: dense decode "
         "d=64, swa prefill d=64)");
   CHECK(file.TryLookup("swa", "prefill", 64, 128, &config, 1.5).message ==
-        "attntune: error: " + path + ": no entry for swa prefill d=64 with mass_recall >= 1.5 "
-        "(it holds: dense decode d=64, swa prefill d=64)");
+        "attntune: error: " + path + ": no entry for swa prefill d=64 measured on a calibration "
+        "set with mass_recall >= 1.5 on its worst layer and head (it holds: dense decode d=64, "
+        "swa prefill d=64)");
+  // Floors against the worst, not the mean; uncalibrated entries answer no floor.
+  CHECK(file.Lookup("swa", 64, 100, 0.8).params() == "sink=0,w=64");
+  CHECK(file.Lookup("swa", 64, 100, 0.9).params() == "sink=4,w=32");
+  CHECK(file.Lookup("swa", 64, 100, 0.3).params() == "sink=0,w=8");
+  // w=256 (L=512) has no calibration: under a floor the largest calibrated length answers.
+  CHECK(file.Lookup("swa", 64, 300, 0.9).params() == "sink=4,w=32");
   CHECK(file.TryLookup("swa", "later", 64, 128, &config).message ==
         "attntune: error: phase: 'later' is not prefill or decode");
 }
