@@ -135,7 +135,11 @@ attntune_status attntune_device_name(attntune_device device, char* name, size_t 
   return Guard(error, [&] {
     Require(name, "name");
     const std::string text = DeviceName(ToDeviceId(device, "device"));
-    if (bytes == 0) throw attntune::UserError("name: a buffer of 0 bytes holds no name");
+    // A cut name would match no entry's device: refused, never cut.
+    if (text.size() >= bytes)
+      throw attntune::UserError("name: a buffer of " + std::to_string(bytes) +
+                                " bytes cannot hold the name (" + std::to_string(text.size() + 1) +
+                                " bytes with its terminating NUL)");
     std::snprintf(name, bytes, "%s", text.c_str());
   });
 }

@@ -25,14 +25,18 @@ constexpr int64_t kMaxSeqLen = int64_t{1} << 40;
 int64_t IntMember(const Json& object, const char* key, int64_t lo, int64_t hi,
                   const std::string& where) {
   const auto it = object.find(key);
+  const bool integer = it != object.end() && it->is_number_integer();
   const std::string wrong = where + ": \"" + key + "\" is " +
-                            (it == object.end() ? "missing" : "not an integer") +
+                            (it == object.end() ? "missing"
+                             : !integer         ? "not an integer"
+                                                : it->dump() + ", out of range") +
                             " (an integer from " + std::to_string(lo) + " to " +
                             std::to_string(hi) + " is expected)";
-  if (it == object.end() || !it->is_number_integer()) throw UserError(wrong);
-  if (it->is_number_unsigned()) {
+  if (!integer) throw UserError(wrong);
+  if (it->is_number_unsigned()) {  // nlohmann reads every non-negative integer as unsigned
     const uint64_t v = it->get<uint64_t>();
-    if (v > static_cast<uint64_t>(hi)) throw UserError(wrong);
+    if (v > static_cast<uint64_t>(hi) || (lo > 0 && v < static_cast<uint64_t>(lo)))
+      throw UserError(wrong);
     return static_cast<int64_t>(v);
   }
   const int64_t v = it->get<int64_t>();

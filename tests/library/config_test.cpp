@@ -236,9 +236,17 @@ TEST_CASE("malformed or hostile attntune_config.json files are refused in one li
       {replace("\"head_dim\": 64", "\"head_dim\": 64.5"),
        "entries[0]: \"head_dim\" is not an integer (an integer from 1 to 1048576 is expected)"},
       {replace("\"head_dim\": 64", "\"head_dim\": 18446744073709551615"),
-       "entries[0]: \"head_dim\" is not an integer (an integer from 1 to 1048576 is expected)"},
+       "entries[0]: \"head_dim\" is 18446744073709551615, out of range (an integer from 1 to "
+       "1048576 is expected)"},
       {replace("\"seq_len\": 128", "\"seq_len\": -3"),
-       "entries[0]: \"seq_len\" is not an integer (an integer from 1 to 1099511627776 is expected)"},
+       "entries[0]: \"seq_len\" is -3, out of range (an integer from 1 to 1099511627776 is "
+       "expected)"},
+      // 0 is read as an unsigned integer: its lower bound was not checked.
+      {replace("\"head_dim\": 64", "\"head_dim\": 0"),
+       "entries[0]: \"head_dim\" is 0, out of range (an integer from 1 to 1048576 is expected)"},
+      {replace("\"seq_len\": 128", "\"seq_len\": 0"),
+       "entries[0]: \"seq_len\" is 0, out of range (an integer from 1 to 1099511627776 is "
+       "expected)"},
       {replace("\"phase\": \"prefill\"", "\"phase\": \"both\""),
        "entries[0]: \"phase\" is 'both' (prefill or decode is expected)"},
       {replace("\"device\": \"", "\"device\": \"\\n"), "entries[0]: \"device\" holds a control character"},

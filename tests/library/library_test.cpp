@@ -370,6 +370,26 @@ TEST_CASE("unchecked non-finite inputs give NaN rows, never zeros") {
   }
 }
 
+TEST_CASE("a device name is never cut to fit a short buffer") {
+  attntune_device cpu{};
+  cpu.kind = ATTNTUNE_CPU;
+  char name[256] = {};
+  attntune_error error{};
+  REQUIRE(attntune_device_name(cpu, name, sizeof name, &error) == ATTNTUNE_OK);
+  const std::string full = name;
+  REQUIRE(full.size() > 3);
+  char small[4] = {};
+  CHECK(attntune_device_name(cpu, small, sizeof small, &error) == ATTNTUNE_USER_ERROR);
+  CHECK(std::string(error.message) ==
+        "attntune: error: name: a buffer of 4 bytes cannot hold the name (" +
+            std::to_string(full.size() + 1) + " bytes with its terminating NUL)");
+  // Exactly the name and its NUL fits.
+  std::vector<char> exact(full.size() + 1, 'x');
+  CHECK(attntune_device_name(cpu, exact.data(), exact.size(), &error) == ATTNTUNE_OK);
+  CHECK(std::string(exact.data()) == full);
+  CHECK(attntune_device_name(cpu, exact.data(), full.size(), &error) == ATTNTUNE_USER_ERROR);
+}
+
 TEST_CASE("structs of another API version are refused") {
   attntune_problem p = attntune_problem_init();
   p.api_version = ATTNTUNE_API_VERSION + 1;

@@ -165,7 +165,9 @@ int attntune_api_version(void);
 /* The attntune version of the library ("0.1.0"). */
 const char* attntune_version(void);
 
-/* The name of `device` as tuned entries record it (the CPU model, the GPU's name). */
+/* The name of `device` as tuned entries record it (the CPU model, the GPU's name), with
+ * its terminating NUL, into `name`; ATTNTUNE_USER_ERROR when `bytes` cannot hold it all
+ * (256 bytes always can). */
 attntune_status attntune_device_name(attntune_device device, char* name, size_t bytes,
                                      attntune_error* error);
 
@@ -182,8 +184,9 @@ attntune_status attntune_config_from_entry(const attntune_entry* entry,
                                            const attntune_config_options* options,
                                            attntune_configuration** out, attntune_error* error);
 
-/* Reads attntune_config.json (schema and attntune version checked against `options`);
- * malformed or hostile files are refused in one line. */
+/* Reads attntune_config.json (its schema checked on load; the attntune version and the
+ * entry's device against `options` at each lookup); malformed or hostile files are
+ * refused in one line. */
 attntune_status attntune_config_file_load(const char* path, const attntune_config_options* options,
                                           attntune_config_file** out, attntune_error* error);
 
