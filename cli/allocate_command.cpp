@@ -39,7 +39,8 @@ CLI::App* AddAllocateFlags(CLI::App& app, AllocateArgs* args, CLI::Option** rho_
   cmd->add_option("--model", o.model, "Embedded model name or a Hugging Face config.json")
       ->capture_default_str();
   CLI::Option* rho =
-      cmd->add_option("--rho", o.rho, "Share of units that use the sliding window, in [0, 1]");
+      cmd->add_option("--rho", o.rho, "Share of units that use the sliding window, in [0, 1]")
+          ->check(kFraction);
   cmd->add_option("--latency-ms", o.latency_ms, "Budget: prefill time of all layers (ms)")
       ->check(kPositiveFinite);
   cmd->add_option("--kv-bytes", o.kv_bytes, "Budget: KV-cache bytes at --context")
@@ -55,11 +56,17 @@ CLI::App* AddAllocateFlags(CLI::App& app, AllocateArgs* args, CLI::Option** rho_
   cmd->add_option("--import", o.import_path,
                   "full_attention_heads.tsv (DuoAttention) or a mask JSON (--strategy import)");
   cmd->add_option("--window", o.window,
-                  "SWA window (default: the model's sliding_window, else context/4)");
-  cmd->add_option("--sink", o.sink, "Sink tokens every SWA head keeps")->capture_default_str();
-  cmd->add_option("--context", o.context, "Prefill length and decode context")
+                  "SWA window (default: the model's sliding_window, else context/4)")
+      ->check(kPositiveInteger);
+  cmd->add_option("--sink", o.sink, "Sink tokens every SWA head keeps")
+      ->check(kNonNegativeInteger)
       ->capture_default_str();
-  cmd->add_option("--calib-len", o.calib_len, "Generator sequence length")->capture_default_str();
+  cmd->add_option("--context", o.context, "Prefill length and decode context")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--calib-len", o.calib_len, "Generator sequence length")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the generator and of consa")
       ->check(kSeed)
       ->capture_default_str();
@@ -72,6 +79,7 @@ CLI::App* AddAllocateFlags(CLI::App& app, AllocateArgs* args, CLI::Option** rho_
       ->capture_default_str();
   cmd->add_option("--tune-budget", o.tune_budget,
                   "Timed points of the hybrid tile search for the chosen allocation (0: skip)")
+      ->check(kNonNegativeInteger)
       ->capture_default_str();
   cmd->add_flag("--no-measure", args->no_measure, "Skip timing (pairs and KV bytes only)");
   cmd->add_option("--out", args->out, "Output folder")->capture_default_str();

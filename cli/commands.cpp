@@ -79,10 +79,12 @@ const CLI::Validator kPositiveFinite =
     FiniteCheck([](double v) { return v > 0.0; }, "a positive number");
 const CLI::Validator kNonNegativeFinite =
     FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
+// Integers as decimal digits (ParseDecimalDigits): CLI11's own conversion took "" as 0,
+// "0x10" as 16 and saturated 99999999999999999999 to 2^63 - 1.
 const CLI::Validator kRepetitions = CLI::Validator(
     [](std::string& text) -> std::string {
-      int64_t value = 0;
-      if (!CLI::detail::lexical_cast(text, value) || value < 1 || value > kMaxMinReps)
+      const int64_t value = ParseDecimalDigits(text);
+      if (value < 1 || value > kMaxMinReps)
         return "'" + text + "' is not a count of repetitions from 1 to " +
                std::to_string(kMaxMinReps);
       return "";
@@ -90,12 +92,20 @@ const CLI::Validator kRepetitions = CLI::Validator(
     "a count of repetitions");
 const CLI::Validator kNonNegativeInteger = CLI::Validator(
     [](std::string& text) -> std::string {
-      int64_t value = 0;
-      if (!CLI::detail::lexical_cast(text, value) || value < 0)
+      if (ParseDecimalDigits(text) < 0)
         return "'" + text + "' is not a non-negative integer";
       return "";
     },
     "a non-negative integer");
+const CLI::Validator kPositiveInteger = CLI::Validator(
+    [](std::string& text) -> std::string {
+      if (ParseDecimalDigits(text) < 1)
+        return "'" + text + "' is not a positive integer";
+      return "";
+    },
+    "a positive integer");
+const CLI::Validator kFraction =
+    FiniteCheck([](double v) { return v >= 0.0 && v <= 1.0; }, "a number from 0 to 1");
 const CLI::Validator kSeed = CLI::Validator(
     [](std::string& text) -> std::string {
       const std::string why = "'" + text + "' is not a seed (decimal digits, at most " +

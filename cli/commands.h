@@ -16,8 +16,12 @@ extern const CLI::Validator kPositiveFinite;
 extern const CLI::Validator kNonNegativeFinite;
 /// A CLI11 check of a floor of repetitions: an integer from 1 to kMaxMinReps.
 extern const CLI::Validator kRepetitions;
-/// A CLI11 check of an integer >= 0 that fits int64 ("-1" would read as a budget's "unset").
+/// CLI11 checks of an integer >= 0 and > 0, as decimal digits that fit int64 ("-1" would
+/// read as a budget's "unset"; CLI11 alone read "" as 0 and saturated past 2^63 - 1).
 extern const CLI::Validator kNonNegativeInteger;
+extern const CLI::Validator kPositiveInteger;
+/// A CLI11 check of a finite number from 0 to 1 (a share).
+extern const CLI::Validator kFraction;
 /// A CLI11 check of a seed: decimal digits whose value fits uint64 (CLI11 alone read "-1"
 /// as 2^64 - 1, "" as 0 and "0x10" as 16).
 extern const CLI::Validator kSeed;

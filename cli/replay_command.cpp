@@ -98,14 +98,18 @@ void RegisterReplay(CLI::App& app, int* rc) {
   cmd->add_option("--strategy", args->strategy, "Strategy, or a comma-separated list")
       ->capture_default_str();
   cmd->add_option("--budget", args->budgets, "Evaluation budgets N[,N...]")->capture_default_str();
-  cmd->add_option("--repeats", args->repeats, "Seeded searches per file")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "Seeded searches per file")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed of the first repeat's search")
       ->check(kSeed)
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Threads (0: one per hardware thread)")
+      ->check(kNonNegativeInteger)
       ->capture_default_str();
   cmd->add_option("--batch", args->batch,
                   "Points asked before any is told, as a tune on this many MPI ranks asks them")
+      ->check(kPositiveInteger)
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "One JSON object on stdout");
   cmd->add_option("--report", args->report, "Write an HTML page of best-so-far curves");

@@ -40,7 +40,7 @@ void RegisterRun(CLI::App& app, int* rc) {
   cmd->add_option("--layer", args->layer,
                   "Read q.<layer>, k.<layer>, v.<layer> of a captured file "
                   "(scripts/capture_qkv.py) instead of q, k, v")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeInteger);
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
     // o written over q, k, v would leave the caller without its inputs.

@@ -50,10 +50,7 @@ void ValidateShape(const Shape& shape, const std::string& what) {
   }
 }
 
-namespace {
-
-// Digits only, no sign, no overflow; -1 when `text` is not such a number.
-int64_t ParseDigits(const std::string& text) {
+int64_t ParseDecimalDigits(const std::string& text) {
   if (text.empty()) return -1;
   int64_t value = 0;
   for (char c : text) {
@@ -65,10 +62,8 @@ int64_t ParseDigits(const std::string& text) {
   return value;
 }
 
-}  // namespace
-
 int64_t ParsePositiveInt(const std::string& text, const std::string& what) {
-  const int64_t value = ParseDigits(text);
+  const int64_t value = ParseDecimalDigits(text);
   if (value <= 0) throw UserError(what + ": '" + text + "' is not a positive integer");
   return value;
 }
@@ -94,7 +89,7 @@ Shape ParseShape(const std::string& text, const std::string& what) {
   }
   auto get = [&](const std::string& key) -> int64_t {
     const std::string& value = values.at(key);
-    const int64_t n = ParseDigits(value);
+    const int64_t n = ParseDecimalDigits(value);
     if (n <= 0) {
       throw UserError(what + ": " + key + "='" + value + "' is not a positive integer");
     }

@@ -51,6 +51,9 @@ void CheckSequenceLength(int64_t length, const std::string& what);
 /// also accepted; B defaults to 1). Throws UserError naming `what` on bad input.
 Shape ParseShape(const std::string& text, const std::string& what);
 
+/// Decimal digits only (no sign, no space, no "0x") whose value fits int64; -1 otherwise.
+int64_t ParseDecimalDigits(const std::string& text);
+
 /// Parses a positive integer; throws UserError "<what>: '<text>' is not a positive integer".
 int64_t ParsePositiveInt(const std::string& text, const std::string& what);
 

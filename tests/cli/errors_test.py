@@ -205,6 +205,17 @@ expect_error(["replay", "--cache", cache, "--budget", "4", "--repeats", "2000000
              "than a replay runs (10000000 in all)")
 expect_error(["replay", "--cache", cache, "--threads", "100000"],
              "attntune: error: --threads: 100000 is more than attntune starts (1024)")
+# Counts as decimal digits: CLI11 alone took '' as 0 (--threads '' ran one per hardware
+# thread) and "0x10" as 16.
+expect_error(["replay", "--cache", cache, "--threads", ""],
+             "attntune: error: --threads: '' is not a non-negative integer")
+expect_error(["replay", "--cache", cache, "--repeats", "0x10"],
+             "attntune: error: --repeats: '0x10' is not a positive integer")
+expect_error(["replay", "--cache", cache, "--batch", "0"],
+             "attntune: error: --batch: '0' is not a positive integer")
+expect_error(["run", "--variant", "dense", "--in", cache, "--out", os.path.join(tmp, "o.st"),
+              "--layer", "1.5"],
+             "attntune: error: --layer: '1.5' is not a non-negative integer")
 
 # An output never replaces what the command reads: report, emit, tune and allocate refuse
 # an output path that is the database (report --out DB left an HTML page where every trial

@@ -219,6 +219,9 @@ void ValidateAllocate(const AllocateOptions& o) {
                     std::to_string(o.context));
   if (o.tune_budget < 0) throw UserError("--tune-budget: must be a non-negative integer");
   const int64_t window = AllocationWindow(o, m);
+  if (window < 1)  // a window of 0 would read as full attention in the outputs
+    throw UserError("--context: " + std::to_string(o.context) +
+                    " leaves a window of 0 (a quarter of the context); give --window");
   if (window >= o.context)
     throw UserError("--window: " + std::to_string(window) + " must be below --context " +
                     std::to_string(o.context) +

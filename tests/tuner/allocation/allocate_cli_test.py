@@ -124,9 +124,9 @@ def expect_error(args, line, pattern=None):
 
 
 expect_error(["allocate", "--model", tiny, "--rho", "1.5", "--out", tmp],
-             "attntune: error: --rho: 1.500000 is not a fraction in [0, 1]")
+             "attntune: error: --rho: '1.5' is not a number from 0 to 1")
 expect_error(["allocate", "--model", tiny, "--rho=-0.5", "--out", tmp],
-             "attntune: error: --rho: -0.500000 is not a fraction in [0, 1]")
+             "attntune: error: --rho: '-0.5' is not a number from 0 to 1")
 expect_error(["allocate", "--model", tiny, "--out", tmp],
              "attntune: error: --rho: missing (give --rho R, --latency-ms T or --kv-bytes N)")
 # Budgets that are not budgets are refused naming their own flag (they said "--rho:
@@ -172,7 +172,29 @@ expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--calib-len", "16777
               "--no-measure", "--out", tmp],
              "attntune: error: --calib-len: 16777217 is longer than attntune takes (16777216 tokens)")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--tune-budget", "-1", "--out", tmp],
-             "attntune: error: --tune-budget: must be a non-negative integer")
+             "attntune: error: --tune-budget: '-1' is not a non-negative integer")
+# Numbers as decimal digits, the whole text, in range: CLI11's conversion took '' as 0
+# ("--rho ''" ran an all-full allocation, "--window ''" the default window), took
+# "--window 0" for "unset" (the default window, past --min-quality's refusal of --window)
+# and saturated 99999999999999999999 to 2^63 - 1 (stored as the budget).
+for flag, value, what in (("--rho", "", "a number from 0 to 1"),
+                          ("--rho", "nan", "a number from 0 to 1"),
+                          ("--window", "", "a positive integer"),
+                          ("--window", "0", "a positive integer"),
+                          ("--window", "0x10", "a positive integer"),
+                          ("--tune-budget", "", "a non-negative integer"),
+                          ("--sink", "-1", "a non-negative integer"),
+                          ("--context", "", "a positive integer"),
+                          ("--calib-len", "1e3", "a positive integer"),
+                          ("--kv-bytes", "99999999999999999999", "a non-negative integer")):
+    args = ["allocate", "--model", tiny, "--no-measure", "--context", "256", "--out", tmp]
+    args += [] if flag == "--rho" else ["--rho", "0.5"]
+    expect_error(args + [flag, value], f"attntune: error: {flag}: '{value}' is not {what}")
+# A context so short that a quarter of it is no window: the outputs said "window 0" (full
+# attention, by the hybrid variant's reading) for the SWA heads, exit 0.
+expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--context", "3", "--no-measure",
+              "--out", tmp],
+             "attntune: error: --context: 3 leaves a window of 0 (a quarter of the context); give --window")
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--granularity", "row", "--out", tmp],
              "attntune: error: --granularity: 'row' is not a granularity (expected layer, head or head-global)")
 expect_error(["allocate", "--model", tiny, "--no-measure", "--rho", "0.5", "--import", "/nonexistent.tsv"],
