@@ -28,6 +28,7 @@ struct AllocateArgs {
   std::string db;  // empty: <out>/attntune.db
   std::string min_quality;
   bool no_measure = false;
+  CLI::Option* granularity_option = nullptr;  // its count tells given from the default
 };
 
 // The allocate flags into `args` (`*rho_option` set to --rho's option: its count tells given
@@ -45,8 +46,9 @@ CLI::App* AddAllocateFlags(CLI::App& app, AllocateArgs* args, CLI::Option** rho_
       ->check(kPositiveFinite);
   cmd->add_option("--kv-bytes", o.kv_bytes, "Budget: KV-cache bytes at --context")
       ->check(kNonNegativeInteger);
-  cmd->add_option("--granularity", args->granularity, "layer, head or head-global")
-      ->capture_default_str();
+  args->granularity_option =
+      cmd->add_option("--granularity", args->granularity, "layer, head or head-global")
+          ->capture_default_str();
   cmd->add_option("--strategy", o.strategy, "rule, greedy, consa or import")->capture_default_str();
   cmd->add_option("--calib", o.calib,
                   "Captured q.<l>, k.<l>, v.<l> (safetensors); default: generator");
@@ -96,6 +98,18 @@ AllocateOptions OptionsFromFlags(const AllocateArgs& args, bool rho_given) {
   AllocateOptions options = args.options;
   if (rho_given) TargetSwaUnits(options.rho, 1, "--rho");  // a negative rho is not "unset"
   options.granularity = ParseGranularity(args.granularity, "--granularity");
+  // Without a budget, --strategy import keeps the file's allocation as it is: each KV
+  // head by its own value (docs/allocation.md), which is head-global; a layer or an equal
+  // count per layer needs a budget to allocate.
+  if (options.strategy == "import" && !rho_given && options.kv_bytes < 0 &&
+      options.latency_ms < 0) {
+    const bool given = args.granularity_option != nullptr && args.granularity_option->count() > 0;
+    if (given && options.granularity != Granularity::kHeadGlobal)
+      throw UserError("--granularity: " + args.granularity + " needs a budget with --strategy "
+                      "import (without --rho, --kv-bytes or --latency-ms each KV head is taken "
+                      "as the file has it: head-global)");
+    options.granularity = Granularity::kHeadGlobal;
+  }
   options.measure = !args.no_measure;
   if (options.sink < 0) throw UserError("--sink: must be a non-negative integer");
   if (options.calib_len < 2) throw UserError("--calib-len: must be at least 2");

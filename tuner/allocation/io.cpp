@@ -83,8 +83,15 @@ HeadScores ParseConsaMask(const std::string& text, const std::string& source) {
   } catch (const nlohmann::json::parse_error& e) {
     throw UserError(source + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
   }
-  if (!j.is_object() || j.value("format", "") != kMaskFormat)
+  const auto format = j.is_object() ? j.find("format") : j.end();
+  if (!j.is_object() || format == j.end() || !format->is_string() ||
+      format->get<std::string>() != kMaskFormat)
     throw UserError(source + ": not a mask file (expected \"format\": \"" + kMaskFormat + "\")");
+  // Version 1 is the one layout there is; a later one may mean its numbers otherwise.
+  const auto version = j.find("version");
+  if (version != j.end() && !(version->is_number_integer() && version->get<int64_t>() == 1))
+    throw UserError(source + ": mask file version " + version->dump() +
+                    " is not one this attntune reads (1)");
   const bool logits = j.contains("log_alpha");
   const char* key = logits ? "log_alpha" : "mask";
   if (!j.contains(key) || !j[key].is_array())

@@ -123,6 +123,24 @@ def expect_error(args, line, pattern=None):
            f"attntune {' '.join(args)} -> {line or pattern!r}\n  got exit {p.returncode}, stderr {p.stderr!r}")
 
 
+# Without a budget each KV head is taken as the file has it: that is head-global, and the
+# outputs say so (they said "layer" or "head" for a per-head mix); a layer or an equal
+# count per layer needs a budget.
+mask = os.path.join(tmp, "mask.json")
+with open(mask, "w") as f:
+    json.dump({"format": "attntune-consa-mask", "version": 1, "mask": [[0.2, 0.9], [0.5, 0.4]]}, f)
+out4 = os.path.join(tmp, "import-mask")
+run("allocate", "--model", tiny, "--strategy", "import", "--import", mask, "--context", "256",
+    "--window", "32", "--no-measure", "--out", out4, check=0)
+m = load(out4)
+expect(m["granularity"] == "head-global" and m["kv_head_windows"] == [[32, 0], [0, 32]],
+       f"an import without a budget: per head, head-global ({m['granularity']}, {m['kv_head_windows']})")
+for g in ("layer", "head"):
+    expect_error(["allocate", "--model", tiny, "--strategy", "import", "--import", mask,
+                  "--granularity", g, "--context", "256", "--no-measure", "--out", tmp],
+                 f"attntune: error: --granularity: {g} needs a budget with --strategy import "
+                 "(without --rho, --kv-bytes or --latency-ms each KV head is taken as the file "
+                 "has it: head-global)")
 expect_error(["allocate", "--model", tiny, "--rho", "1.5", "--out", tmp],
              "attntune: error: --rho: '1.5' is not a number from 0 to 1")
 expect_error(["allocate", "--model", tiny, "--rho=-0.5", "--out", tmp],

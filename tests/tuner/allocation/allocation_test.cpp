@@ -232,6 +232,13 @@ TEST_CASE("DuoAttention TSV and mask files round-trip") {
                     "f.tsv: layer 1 has 1 heads, expected 2 (same count on every row)");
   CHECK_THROWS_WITH(ParseConsaMask(R"({"mask":[[1]]})", "m.json"),
                     "m.json: not a mask file (expected \"format\": \"attntune-consa-mask\")");
+  // A format that is not a string was nlohmann's type_error (exit 1); a later version was
+  // read as version 1.
+  CHECK_THROWS_WITH(ParseConsaMask(R"({"format":7,"mask":[[1]]})", "m.json"),
+                    "m.json: not a mask file (expected \"format\": \"attntune-consa-mask\")");
+  CHECK_THROWS_WITH(
+      ParseConsaMask(R"({"format":"attntune-consa-mask","version":99,"mask":[[1]]})", "m.json"),
+      "m.json: mask file version 99 is not one this attntune reads (1)");
   const HeadScores logits = ParseConsaMask(
       R"({"format":"attntune-consa-mask","version":1,"log_alpha":[[3,-3]]})", "m.json");
   CHECK(AllocationFromScores(logits, Granularity::kHead, -1.0).swa == std::vector<uint8_t>{0, 1});
