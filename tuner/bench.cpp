@@ -33,6 +33,9 @@ EvaluateOptions MeasureOptions(const BenchRequest& r, Dtype dtype, const Backend
 // or null without --calib.
 std::unique_ptr<CalibrationSet> BenchCalibration(const BenchRequest& r, const Shape& shape) {
   if (r.calib.empty()) return nullptr;
+  if (!shape.causal)  // the quality would be the causal capture's, beside a non-causal time
+    throw UserError("--calib: a capture is causal attention; --shape causal=0 cannot be "
+                    "measured on it (drop causal=0, or --calib)");
   ModelGeometry geometry;
   geometry.name = "given by --shape";
   geometry.layers = 0;  // a bench is one layer's problem: any captured layer serves

@@ -131,7 +131,18 @@ CalibrationSample ReadSample(const std::string& path, const ModelGeometry& model
   if (model.layers > 0 && layers->back() >= model.layers)
     throw UserError(where + ": layer " + std::to_string(layers->back()) + " is beyond the " +
                     std::to_string(model.layers) + " layers of the model " + model.name);
-  for (int64_t layer : *layers) sample.layers.push_back(ReadLayer(file, layer, model, where));
+  for (int64_t layer : *layers) {
+    sample.layers.push_back(ReadLayer(file, layer, model, where));
+    // One capture is one batch of sequences through every layer: a layer of other tokens
+    // would be cropped past its end (an internal check ended tune and bench).
+    const Shape& first = sample.layers.front().shape;
+    const Shape& s = sample.layers.back().shape;
+    if (s.B != first.B || s.Lk != first.Lk)
+      throw UserError(where + ": layer " + std::to_string(layer) + " holds " +
+                      std::to_string(s.B) + " x " + std::to_string(s.Lk) + " tokens, layer " +
+                      std::to_string(layers->front()) + " " + std::to_string(first.B) + " x " +
+                      std::to_string(first.Lk) + " (every layer of a capture holds the same)");
+  }
   return sample;
 }
 
@@ -166,22 +177,30 @@ CalibrationSet ReadCalibrationSet(const std::vector<std::string>& paths,
                                   const ModelGeometry& model, const std::string& what) {
   if (paths.empty()) throw UserError(what + ": no calibration file given");
   CalibrationSet set;
+  std::string model_file;  // the file that named set.model
   std::vector<std::string> hashes;
   for (const std::string& path : paths) {
     std::vector<int64_t> layers;
     CalibrationSample sample = ReadSample(path, model, what, &layers);
     if (set.samples.empty()) {
       set.layers = layers;
-      auto it = sample.metadata.find("model");
-      if (it != sample.metadata.end()) set.model = it->second;
     } else if (layers != set.layers) {
       throw UserError(what + ": " + path + ": holds layers " + LayerList(layers) + ", but " +
                       paths.front() + " holds " + LayerList(set.layers) +
                       " (every file of a calibration set holds the same layers)");
-    } else if (sample.metadata.count("model") && sample.metadata.at("model") != set.model) {
-      throw UserError(what + ": " + path + ": captured from '" + sample.metadata.at("model") +
-                      "', but " + paths.front() + " from '" + set.model +
-                      "' (a calibration set is one model's)");
+    }
+    // The model named by the first file that names one; a file naming none agrees with
+    // any (the order of the files does not matter).
+    const auto named = sample.metadata.find("model");
+    if (named != sample.metadata.end() && !named->second.empty()) {
+      if (set.model.empty()) {
+        set.model = named->second;
+        model_file = path;
+      } else if (named->second != set.model) {
+        throw UserError(what + ": " + path + ": captured from '" + named->second + "', but " +
+                        model_file + " from '" + set.model +
+                        "' (a calibration set is one model's)");
+      }
     }
     const int64_t tokens = sample.layers.front().shape.Lk;
     set.tokens = set.samples.empty() ? tokens : std::min(set.tokens, tokens);

@@ -246,6 +246,11 @@ refused(["bench", "--variant", "swa", "--params", "w=128,sink=0", "--shape", "B=
          "--calib", calib],
         f"--calib: {calib}: layer 0 has head dim 32, but the model given by --shape has 16",
         "bench: a capture of another head dim")
+# A capture is causal attention: causal=0 reported the causal quality beside a non-causal time.
+refused(["bench", "--variant", "swa", "--params", "w=128,sink=0", "--shape",
+         "B=1,Hq=4,Hkv=2,L=384,d=32,causal=0", "--calib", calib],
+        "--calib: a capture is causal attention; --shape causal=0 cannot be measured on it "
+        "(drop causal=0, or --calib)", "bench: causal=0 with a capture")
 
 # --- allocate --min-quality: the window is the smallest that keeps the floor ---------------
 alloc = os.path.join(tmp, "alloc")

@@ -28,18 +28,22 @@ ModelGeometry Geometry() {
 
 // A capture of layers 1 and 3 with `batch` Gaussian sequences of `length` tokens.
 std::string WriteCapture(const TempDir& dir, const std::string& name, int64_t length,
-                         uint64_t seed, int64_t batch = 1) {
+                         uint64_t seed, int64_t batch = 1,
+                         const StMetadata& metadata = {{"model", "org/tiny"},
+                                                       {"model_type", "llama"}},
+                         int64_t layer3_length = 0) {
   StFile file;
   for (int64_t layer : {1, 3}) {
-    const Shape s{batch, 4, 2, length, length, 16, true};
+    const int64_t n = layer == 3 && layer3_length > 0 ? layer3_length : length;
+    const Shape s{batch, 4, 2, n, n, 16, true};
     const Tensors t = GaussianTensors(s, seed + static_cast<uint64_t>(layer));
     const std::string l = std::to_string(layer);
-    file["q." + l] = MakeF32({batch, 4, length, 16}, t.q.ToVector());
-    file["k." + l] = MakeF32({batch, 2, length, 16}, t.k.ToVector());
-    file["v." + l] = MakeF32({batch, 2, length, 16}, t.v.ToVector());
+    file["q." + l] = MakeF32({batch, 4, n, 16}, t.q.ToVector());
+    file["k." + l] = MakeF32({batch, 2, n, 16}, t.k.ToVector());
+    file["v." + l] = MakeF32({batch, 2, n, 16}, t.v.ToVector());
   }
   const std::string path = dir.File(name);
-  WriteSafetensors(path, file, {{"model", "org/tiny"}, {"model_type", "llama"}});
+  WriteSafetensors(path, file, metadata);
   return path;
 }
 
@@ -168,6 +172,22 @@ TEST_CASE("Calibration files that are not the model's are refused in one line") 
         "--calib: " + a + ": layer 3 is beyond the 2 layers of the model tiny");
   CHECK(UserErrorText([&] { ReadCalibrationSet({}, Geometry(), "--calib"); }) ==
         "--calib: no calibration file given");
+  // Layers of other lengths in one capture: the shorter one was cropped past its end (an
+  // internal check ended tune and bench, exit 134).
+  const std::string ragged = WriteCapture(dir, "ragged.safetensors", 32, 2, 1,
+                                          {{"model", "org/tiny"}}, 16);
+  CHECK(UserErrorText([&] { ReadCalibrationSet({ragged}, Geometry(), "--calib"); }) ==
+        "--calib: " + ragged + ": layer 3 holds 1 x 16 tokens, layer 1 1 x 32 (every layer of "
+        "a capture holds the same)");
+  // A file that names no model agrees with any, whatever the order of the files (the
+  // nameless file first made the set's model '' and refused the named one).
+  const std::string nameless = WriteCapture(dir, "nameless.safetensors", 16, 3, 1, {});
+  for (const auto& files : {std::vector<std::string>{nameless, a}, std::vector<std::string>{a, nameless}})
+    CHECK(ReadCalibrationSet(files, Geometry(), "--calib").model == "org/tiny");
+  const std::string other_id = WriteCapture(dir, "other.safetensors", 16, 4, 1, {{"model", "org/big"}});
+  CHECK(UserErrorText([&] { ReadCalibrationSet({nameless, a, other_id}, Geometry(), "--calib"); }) ==
+        "--calib: " + other_id + ": captured from 'org/big', but " + a +
+        " from 'org/tiny' (a calibration set is one model's)");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "core/shape.h"
+#include "tuner/calibration_set.h"
 
 namespace attntune {
 
@@ -321,7 +322,17 @@ int64_t CalibWindow(int64_t window, int64_t context, int64_t length) {
 CalibStats SafetensorsStats(const std::string& path, const ModelGeometry& model,
                             int64_t context_window, int64_t context, int64_t sink,
                             const std::string& what) {
-  const StFile file = ReadSafetensors(path);
+  // The capture read as tune's --calib reads it (tuner/calibration_set.h): another
+  // model's (model_type, depth), another head dim, layers of other lengths or a value that
+  // is not finite refused in one line.
+  const CalibrationSet set = ReadCalibrationSet({path}, model, what);
+  const CalibrationSample& sample = set.samples.front();
+  for (int64_t l = 0; l < model.layers; ++l) {
+    if (l >= static_cast<int64_t>(set.layers.size()) || set.layers[static_cast<size_t>(l)] != l)
+      throw UserError(what + ": " + path + ": missing tensor 'q." + std::to_string(l) +
+                      "' (expected q.<l>, k.<l>, v.<l> for layers 0.." +
+                      std::to_string(model.layers - 1) + ")");
+  }
   CalibStats st;
   st.layers = model.layers;
   st.kv_heads = model.kv_heads;
@@ -329,49 +340,17 @@ CalibStats SafetensorsStats(const std::string& path, const ModelGeometry& model,
   st.source = path;
   const int64_t g = model.q_heads / model.kv_heads;
   for (int64_t l = 0; l < model.layers; ++l) {
-    const std::string ls = std::to_string(l);
-    for (const char* name : {"q.", "k.", "v."}) {
-      const auto it = file.find(name + ls);
-      if (it == file.end())
-        throw UserError(what + ": " + path + ": missing tensor '" + name + ls +
-                        "' (expected q.<l>, k.<l>, v.<l> for layers 0.." +
-                        std::to_string(model.layers - 1) + ")");
-      if (it->second.dtype != "F32" || it->second.shape.size() != 4)
-        throw UserError(what + ": " + path + ": tensor '" + name + ls + "' must be F32 [B,H,L,d]");
-    }
-    const StTensor& q = file.at("q." + ls);
-    const StTensor& k = file.at("k." + ls);
-    const StTensor& v = file.at("v." + ls);
-    const int64_t L = q.shape[2], d = q.shape[3];
-    if (q.shape[1] != model.q_heads || k.shape[1] != model.kv_heads || v.shape != k.shape ||
-        k.shape[2] != L || k.shape[3] != d || k.shape[0] != q.shape[0])
-      throw UserError(what + ": " + path + ": layer " + ls + " has q " +
-                      std::to_string(q.shape[1]) + " heads and k " + std::to_string(k.shape[1]) +
-                      " heads (L " + std::to_string(L) + "), but the model has " +
-                      std::to_string(model.q_heads) + " query and " +
-                      std::to_string(model.kv_heads) + " KV heads");
-    if (q.shape[0] != 1)
-      throw UserError(what + ": " + path + ": layer " + ls + " holds " +
-                      std::to_string(q.shape[0]) + " sequences; the statistics take one (B = 1)");
-    ValidateShape(Shape{1, q.shape[1], k.shape[1], L, L, d, true},
-                  what + ": " + path + ": layer " + ls);
+    const Tensors& layer = sample.layers[static_cast<size_t>(l)];
+    const int64_t L = layer.shape.Lk, d = layer.shape.d;
     st.length = L;
     st.window = CalibWindow(context_window, context, L);
-    const std::vector<float> qf = q.AsF32(), kf = k.AsF32(), vf = v.AsF32();
-    for (const auto& [name, x] : {std::make_pair("q.", &qf), std::make_pair("k.", &kf),
-                                  std::make_pair("v.", &vf)}) {
-      for (size_t n = 0; n < x->size(); ++n)
-        if (!std::isfinite((*x)[n]))
-          throw UserError(what + ": " + path + ": tensor '" + name + ls + "' holds " +
-                          std::to_string((*x)[n]) + " at element " + std::to_string(n) +
-                          " (attention needs finite inputs)");
-    }
+    // The first sequence of the batch: its heads lead each tensor.
     for (int64_t h = 0; h < model.kv_heads; ++h) {
       Tensors t;
       t.shape = Shape{1, g, 1, L, L, d, true};
-      t.q.assign(qf.begin() + h * g * L * d, qf.begin() + (h + 1) * g * L * d);
-      t.k.assign(kf.begin() + h * L * d, kf.begin() + (h + 1) * L * d);
-      t.v.assign(vf.begin() + h * L * d, vf.begin() + (h + 1) * L * d);
+      t.q.assign(layer.q.begin() + h * g * L * d, layer.q.begin() + (h + 1) * g * L * d);
+      t.k.assign(layer.k.begin() + h * L * d, layer.k.begin() + (h + 1) * L * d);
+      t.v.assign(layer.v.begin() + h * L * d, layer.v.begin() + (h + 1) * L * d);
       st.heads.push_back(ComputeHeadStats(t, st.window, sink));
     }
   }

@@ -197,14 +197,77 @@ TEST_CASE("captured q/k/v that give no statistics are refused in one line") {
                             {"v.0", MakeF32({B, 1, L, d}, kv)}});
     return UserErrorText([&] { SafetensorsStats(path, m, 1024, 4096, 0, "--calib"); });
   };
-  CHECK(write(1, 0, 8, 0.5f) == "--calib: " + path + ": layer 0: Lq=0 must be positive");
-  CHECK(write(1, 16, 0, 0.5f) == "--calib: " + path + ": layer 0: d=0 must be positive");
+  // Read as tune's --calib reads a capture (tuner/calibration_set.h).
+  CHECK(write(1, 0, 8, 0.5f) == "--calib: " + path + ": layer 0 holds no tokens (q is [1,2,0,8])");
+  CHECK(write(1, 16, 0, 0.5f) ==
+        "--calib: " + path + ": layer 0 has head dim 0, but the model one has 8");
   CHECK(write(1, 16, 8, NAN) == "--calib: " + path +
-                                   ": tensor 'q.0' holds nan at element 3 (attention needs "
-                                   "finite inputs)");
-  CHECK(write(2, 16, 8, 0.5f) ==
-        "--calib: " + path + ": layer 0 holds 2 sequences; the statistics take one (B = 1)");
+                                   ": layer 0: tensor 'q' holds nan at element 3 (attention "
+                                   "needs finite inputs)");
   CHECK(write(1, 16, 8, 0.5f) == "<no UserError>");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a capture of several sequences gives the first one's statistics") {
+  // docs/allocation.md: batch 0 is read (a batch of 2 was refused, which capture_qkv.py
+  // writes).
+  const std::string path = "allocation_test_batch_calib.safetensors";
+  const ModelGeometry m{"one", 1, 2, 1, 8};
+  const int64_t L = 24, d = 8;
+  auto values = [](int64_t n, double phase) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(std::sin(0.37 * i + phase));
+    return x;
+  };
+  auto stats = [&](int64_t B) {
+    std::vector<float> q = values(2 * L * d, 0.0), k = values(L * d, 1.0), v = values(L * d, 2.0);
+    for (int64_t b = 1; b < B; ++b) {  // other sequences: other values
+      for (float x : values(2 * L * d, 5.0 * b)) q.push_back(x);
+      for (float x : values(L * d, 7.0 * b)) k.push_back(x);
+      for (float x : values(L * d, 9.0 * b)) v.push_back(x);
+    }
+    WriteSafetensors(path, {{"q.0", MakeF32({B, 2, L, d}, q)},
+                            {"k.0", MakeF32({B, 1, L, d}, k)},
+                            {"v.0", MakeF32({B, 1, L, d}, v)}});
+    return SafetensorsStats(path, m, 1024, 4096, 0, "--calib");
+  };
+  const CalibStats one = stats(1), three = stats(3);
+  REQUIRE(one.heads.size() == 1);
+  REQUIRE(three.heads.size() == 1);
+  CHECK(three.heads[0].mass_kept == one.heads[0].mass_kept);
+  CHECK(three.heads[0].swa_rel_err == one.heads[0].swa_rel_err);
+  CHECK(three.heads[0].row_entropy == one.heads[0].row_entropy);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a capture of another model or geometry is refused as tune refuses it") {
+  // allocate read its own way: another model_type or depth, another head dim and layers
+  // of other lengths were taken without a word.
+  const std::string path = "allocation_test_other_calib.safetensors";
+  ModelGeometry m{"one", 2, 2, 1, 8};
+  m.model_type = "llama";
+  auto write = [&](int64_t d, int64_t L1, const StMetadata& meta) {
+    StFile file;
+    for (int64_t l = 0; l < 2; ++l) {
+      const int64_t L = l == 1 ? L1 : 16;
+      const std::vector<float> q(static_cast<size_t>(2 * L * d), 0.5f), kv(static_cast<size_t>(L * d), 0.25f);
+      file["q." + std::to_string(l)] = MakeF32({1, 2, L, d}, q);
+      file["k." + std::to_string(l)] = MakeF32({1, 1, L, d}, kv);
+      file["v." + std::to_string(l)] = MakeF32({1, 1, L, d}, kv);
+    }
+    WriteSafetensors(path, file, meta);
+    return UserErrorText([&] { SafetensorsStats(path, m, 1024, 4096, 0, "--calib"); });
+  };
+  CHECK(write(8, 16, {{"model", "org/x"}, {"model_type", "gemma2"}}) ==
+        "--calib: " + path + ": captured from 'org/x' (model_type gemma2), but the model one is "
+        "model_type llama");
+  CHECK(write(8, 16, {{"num_hidden_layers", "40"}}) ==
+        "--calib: " + path + ": captured from another model (40 layers), but the model one has "
+        "2 layers");
+  CHECK(write(16, 16, {}) == "--calib: " + path + ": layer 0 has head dim 16, but the model one has 8");
+  CHECK(write(8, 12, {}) == "--calib: " + path + ": layer 1 holds 1 x 12 tokens, layer 0 1 x 16 "
+                            "(every layer of a capture holds the same)");
+  CHECK(write(8, 16, {{"model_type", "llama"}}) == "<no UserError>");
   std::remove(path.c_str());
 }
 
