@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_text.h"
 #include "db/database.h"
 #include "kernels/kokkos/runtime.h"
 #include "profiler/device.h"
@@ -118,7 +119,7 @@ AllocateOptions OptionsFromFlags(const AllocateArgs& args, bool rho_given) {
       std::max(options.cost.policy.max_reps, options.cost.policy.min_reps);
   if (options.window < 0) throw UserError("--window: must be a positive integer");
   options.floor = ParseQualityFloor(args.min_quality, "--min-quality");
-  options.args_json = nlohmann::json{{"command", "allocate"},
+  options.args_json = JsonText(nlohmann::json{{"command", "allocate"},
                                      {"model", options.model},
                                      {"granularity", args.granularity},
                                      {"strategy", options.strategy},
@@ -131,8 +132,7 @@ AllocateOptions OptionsFromFlags(const AllocateArgs& args, bool rho_given) {
                                      {"sink", options.sink},
                                      {"context", options.context},
                                      {"tune_budget", options.tune_budget},
-                                     {"seed", options.seed}}
-                          .dump();
+                                     {"seed", options.seed}});
   return options;
 }
 

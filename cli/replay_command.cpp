@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/files.h"
+#include "core/json_text.h"
 #include "core/shape.h"
 #include "reports/replay_report.h"
 #include "search/replay.h"
@@ -153,7 +154,8 @@ void RegisterReplay(CLI::App& app, int* rc) {
       }
       all.push_back(std::move(results));
     }
-    if (a.json) std::printf("%s\n", (strategies.size() == 1 ? json_out[0] : json_out).dump(2).c_str());
+    if (a.json)
+      std::printf("%s\n", JsonText(strategies.size() == 1 ? json_out[0] : json_out, 2).c_str());
     if (!a.report.empty()) {
       WriteFileAtomic(a.report, RenderReplayReport(strategies, all, a.repeats, a.seed));
     }

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/params.h"
 #include "core/shape.h"
 #include "parallel/ranks.h"
@@ -124,6 +125,7 @@ std::map<std::string, std::vector<std::string>> ParseVariantGrid(const std::stri
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       throw UserError(what + ": '" + item + "' is not NAME=VALUE");
+    CheckParamItem(item, what);
     grid[item.substr(0, eq)].push_back(item.substr(eq + 1));
   }
   if (grid.empty()) throw UserError(what + ": no NAME=VALUE given");
@@ -171,7 +173,7 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
     throw UserError("--retime: '" + args->retime + "' is not on or off");
   }
   options.retime = args->retime == "on";
-  options.args_json = nlohmann::json{{"model", options.model},
+  options.args_json = JsonText(nlohmann::json{{"model", options.model},
                                      {"device", backend.Id().ToString()},
                                      {"dtype", ToString(options.dtype)},
                                      {"flush_l2", options.flush_l2},
@@ -188,8 +190,7 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
                                      {"retime", options.retime},
                                      {"seed", options.seed},
                                      {"calib", options.calib},
-                                     {"min_quality", options.floor.ToString()}}
-                          .dump();
+                                     {"min_quality", options.floor.ToString()}});
   return options;
 }
 
@@ -301,7 +302,7 @@ std::string PlanKey(const TunePlan& plan) {
   key["tolerance"] = options.evaluate.tolerance;
   key["max_seconds"] = options.evaluate.policy.max_seconds;
   key["calibration"] = plan.calibration ? plan.calibration->hash : "";
-  return key.dump();
+  return JsonText(key);
 }
 
 // One rank of an MPI tune: every rank sets up its own device and plan (rank 0 alone opens

@@ -9,6 +9,14 @@
 
 namespace attntune {
 
+void CheckParamItem(const std::string& item, const std::string& what) {
+  for (const char c : item) {
+    if (c <= ' ' || c > '~')
+      throw UserError(what + ": '" + item + "' holds a character that is not printable ASCII "
+                      "(a parameter's name and value are integers or words)");
+  }
+}
+
 Params ParseParams(const std::string& text, const std::string& what) {
   Params params;
   if (text.empty()) return params;
@@ -21,6 +29,7 @@ Params ParseParams(const std::string& text, const std::string& what) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       throw UserError(what + ": '" + item + "' is not key=value");
     }
+    CheckParamItem(item, what);
     const std::string key = item.substr(0, eq);
     if (!params.emplace(key, item.substr(eq + 1)).second) {
       throw UserError(what + ": parameter '" + key + "' given twice");

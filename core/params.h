@@ -12,6 +12,11 @@ namespace attntune {
 /// name -> value text ("1024", "sign"); typed by the variant table's ParamDecl.
 using Params = std::map<std::string, std::string>;
 
+/// UserError "<what>: '<item>' holds a character that is not printable ASCII (...)" for
+/// a space, a control character or a byte past ASCII in a NAME=VALUE item (it would be
+/// stored in JSON, where a byte that is not UTF-8 is an error).
+void CheckParamItem(const std::string& item, const std::string& what);
+
 /// Parses "w=256,sink=4" (empty text -> no params). Throws UserError naming `what`.
 Params ParseParams(const std::string& text, const std::string& what);
 

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/files.h"
+#include "core/json_text.h"
 
 // The format stores little-endian data; attntune's hosts (x86-64, aarch64) are
 // little-endian, so bytes are copied as they are.
@@ -219,7 +220,7 @@ void WriteSafetensors(const std::string& path, const StFile& tensors, const StMe
                     {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
-  std::string text = header.dump();
+  std::string text = JsonText(header);
   // Pad with spaces so that the data starts 8-byte aligned (as the reference writer does).
   text.append((8 - text.size() % 8) % 8, ' ');
   uint8_t len[8];

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/tensor_file.h"
 
 namespace attntune {
@@ -225,7 +226,7 @@ CalibrationRecord CalibrationSet::Record() const {
   record.tokens = tokens;
   nlohmann::json files = nlohmann::json::array();
   for (const CalibrationSample& s : samples) files.push_back(s.path);
-  record.files_json = files.dump();
+  record.files_json = JsonText(files);
   return record;
 }
 

@@ -1,4 +1,5 @@
 """Bad input: one clear line on stderr and exit code 2 (DESIGN.md s7)."""
+import json
 import os
 import tempfile
 
@@ -249,6 +250,46 @@ expect(run("db", "info", "--db", db, check=0).returncode == 0, "the database sti
 expect_error(["replay", "--cache", cache, "--budget", "2", "--report", cache],
              f"attntune: error: {cache}: is a --cache file ({cache}); give another output path")
 expect(open(cache).read().startswith('{"tune_params_keys"'), "the cache file is kept")
+
+# A path that is not UTF-8 (legal on Linux) in a stored or printed JSON: nlohmann's
+# type_error 316 ended tune (its arguments' record), allocate and replay --json with
+# "failed:", exit 1; a parameter value that is not UTF-8 the same way. Paths are written
+# with U+FFFD in place of the bytes; a parameter is a word, refused in one line.
+import subprocess
+from clitest import ATTNTUNE
+
+
+def run_bytes(*args):
+    return subprocess.run([ATTNTUNE, *args], capture_output=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+
+
+odd = os.fsencode(tmp) + b"/m\xff.json"
+with open(tiny, "rb") as f, open(odd, "wb") as g:
+    g.write(f.read())
+p = run_bytes("tune", "--model", odd, "--variants", "dense", "--seq-lens", "64", "--budget", "1",
+              "--retime", "off", "--out", os.path.join(tmp, "odd-out"))
+expect(p.returncode == 0, f"tune --model with a path that is not UTF-8: exit {p.returncode}, {p.stderr[-200:]!r}")
+p = run_bytes("allocate", "--model", odd, "--rho", "0.5", "--context", "64", "--no-measure",
+              "--out", os.path.join(tmp, "odd-alloc"))
+expect(p.returncode == 0, f"allocate --model with a path that is not UTF-8: exit {p.returncode}, {p.stderr[-200:]!r}")
+odd_cache = os.fsencode(tmp) + b"/c\xff.json"
+with open(cache, "rb") as f, open(odd_cache, "wb") as g:
+    g.write(f.read())
+p = run_bytes("replay", "--cache", odd_cache, "--budget", "2", "--repeats", "2", "--json")
+try:
+    parsed = json.loads(p.stdout)
+except ValueError:
+    parsed = None
+expect(p.returncode == 0 and parsed is not None,
+       f"replay --json of a cache whose path is not UTF-8: exit {p.returncode}, {p.stderr[-200:]!r}")
+for cmd in (["tune", "--variants", "lsh", "--out", tmp], ["bench", "--variant", "lsh"]):
+    p = run_bytes(*cmd, "--params", b"rule=\xff")
+    err = p.stderr.splitlines()
+    expect(p.returncode == 2 and len(err) == 1 and err[0].startswith(b"attntune: error: --params: 'rule=")
+           and err[0].endswith(b"' holds a character that is not printable ASCII (a parameter's name "
+                               b"and value are integers or words)"),
+           f"{cmd[0]} --params with a byte past ASCII: exit {p.returncode}, {p.stderr!r}")
 
 # --help and --version succeed and say what attntune is.
 p = run("--help", check=0)
