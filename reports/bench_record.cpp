@@ -170,6 +170,11 @@ std::string RenderEntryRecords(const ReportInput& input) {
       r.cv = t.result.cv;
       r.samples = t.sample_count;
       nlohmann::json j = nlohmann::json::parse(RenderBenchRecordJson(r));
+      // What a stored trial does not keep is left out rather than written as 0: its
+      // kernels, its peak memory, and its selection time where no metric holds it.
+      j.erase("kernels");
+      j.erase("peak_rss_bytes");
+      if (!t.result.metrics.count("select_ms")) j.erase("select_ms");
       j["phase"] = ToString(t.problem.phase);
       j["trial_id"] = t.id;
       j["tuned"] = id == e.trial_id;

@@ -179,6 +179,10 @@ rec = run("db", "records", "--db", os.path.join(rout, "attntune.db"))
 recs = [json.loads(line) for line in rec.stdout.splitlines()]
 expect(sum(r["tuned"] for r in recs) == len(cfg["entries"]) and all("median_ms" in r for r in recs),
        f"db records: one tuned record per entry: {[(r['variant'], r['implementation'], r['tuned']) for r in recs]}")
+# What a stored trial does not keep is left out, not written as 0 (a select_ms of 0.0
+# claimed the selection cost nothing; on the CPU no trial stores one).
+expect(all("kernels" not in r and "peak_rss_bytes" not in r and "select_ms" not in r for r in recs),
+       f"db records: no made-up kernels, peak memory or selection time: {sorted(recs[0])}")
 
 # A second model (other heads) tuned into the same database: its outputs hold its own
 # trials only (every time in them is one of its trials); emit and report refuse the mixed
