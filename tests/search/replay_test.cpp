@@ -131,6 +131,15 @@ TEST_CASE("entries with their values only in the key read as Kernel Tuner reads 
   CHECK(c.At({1, 1, 1, 1, 1}).cost == 100.0);
   CHECK(!c.At({1, 2, 1, 0, 0}).ok);  // "1" for the float 1.0: the same number
   CHECK(c.At({1, 2, 1, 0, 0}).cost == 7.0);
+  // Entries that kept only their runs' times cost those runs (every cost 0 emptied the
+  // score's time window: random search scored 0.92 on such a copy of a published cache).
+  const ReplayCache times_only = ParseReplayCache(
+      R"({"tune_params_keys": ["a"], "tune_params": {"a": [1, 2, 3]}, "cache": {
+        "1": {"time": 4.0, "times": [4.0, 4.5]}, "2": {"time": 2.0},
+        "3": {"time": "RuntimeFailedConfig"}}})", "t.json");
+  CHECK(times_only.At({0}).cost == 8.5);
+  CHECK(times_only.At({1}).cost == 2.0);
+  CHECK(times_only.At({2}).cost == 0.0);
 
   // A key whose value count or values do not match tune_params is refused.
   const std::string head =
