@@ -1,6 +1,7 @@
 // RenderHtmlReport: report.html, one self-contained page (Chart.js inlined, data as JSON).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -127,8 +128,18 @@ json ParetoGroups(const std::vector<const TrialRow*>& rows, const std::string& m
           .push_back(t);
   json list = json::array();
   for (auto& [label, members] : groups) {
+    // By time, and among equal times the better quality first, so that a point another
+    // as fast and better dominates never enters the front; then by trial (stable).
     std::sort(members.begin(), members.end(), [&](const TrialRow* a, const TrialRow* b) {
-      return a->result.median_ms < b->result.median_ms;
+      if (a->result.median_ms != b->result.median_ms) return a->result.median_ms < b->result.median_ms;
+      // Goodness: larger is better; no quality (NaN) the worst of all.
+      auto good = [&](const TrialRow* t) {
+        const double q = t->result.metrics.at(metric);
+        if (!std::isfinite(q)) return -std::numeric_limits<double>::infinity();
+        return higher_better ? q : -q;
+      };
+      if (good(a) != good(b)) return good(a) > good(b);
+      return a->id < b->id;
     });
     json points = json::array(), front = json::array();
     bool have_front = false;
@@ -139,6 +150,7 @@ json ParetoGroups(const std::vector<const TrialRow*>& rows, const std::string& m
                           {"y", q},
                           {"label", t->config.implementation + " " + ConfigText(t->config)}};
       points.push_back(point);
+      if (!std::isfinite(q)) continue;  // no quality: on no front
       if (!have_front || (higher_better ? q > best_quality : q < best_quality)) {
         front.push_back(point);
         best_quality = q;

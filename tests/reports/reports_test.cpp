@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -573,6 +574,26 @@ TEST_CASE("report.html has a roofline point per ok trial, from the model and fro
         std::string::npos);
   CHECK(html.find("<td class=\"num\">200</td><td class=\"num\">400</td><td class=\"num\">2000</td>") !=
         std::string::npos);
+}
+
+TEST_CASE("report.html's time-quality front leaves out a point as fast and worse") {
+  // Two points at one time: sorted by time alone, the worse one could come first and both
+  // entered the front; a trial without the metric's value (NaN) stopped the front.
+  for (const bool worse_first : {true, false}) {
+    ReportInput in;
+    in.tool_version = "0.1.0";
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const int64_t a = worse_first ? 1 : 2, b = worse_first ? 2 : 1;
+    in.trials = {test::MakeTrial(a, "swa", R"({"Bc":64,"Br":64,"sink":0,"w":256})", 64, 1024, 1.0, 0.90),
+                 test::MakeTrial(b, "swa", R"({"Bc":64,"Br":64,"sink":0,"w":512})", 64, 1024, 1.0, 0.95),
+                 test::MakeTrial(3, "swa", R"({"Bc":64,"Br":64,"sink":0,"w":1024})", 64, 1024, 2.0, 0.99),
+                 test::MakeTrial(4, "swa", R"({"Bc":32,"Br":64,"sink":0,"w":128})", 64, 1024, 0.5, nan)};
+    const nlohmann::json groups = ReportData(RenderHtmlReport(in))["pareto"]["swa"]["groups"];
+    REQUIRE(groups.size() == 1);
+    std::vector<std::pair<double, double>> front;
+    for (const auto& p : groups[0]["front"]) front.emplace_back(p["x"].get<double>(), p["y"].get<double>());
+    CHECK(front == std::vector<std::pair<double, double>>{{1.0, 0.95}, {2.0, 0.99}});
+  }
 }
 
 TEST_CASE("report.html renders without trials") {
