@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 
 #include "core/check.h"
@@ -47,12 +49,23 @@ double Slice(std::vector<Scores> points, const Scores& ref, size_t k) {
 
 }  // namespace
 
+namespace {
+
+// A score as a cost (smaller is better); one that is not a number is the worst of all
+// (a NaN compares false with everything: it dominated points and was never beaten).
+double Cost(double score, Sense sense) {
+  if (std::isnan(score)) return std::numeric_limits<double>::infinity();
+  return sense == Sense::kMinimize ? score : -score;
+}
+
+}  // namespace
+
 bool Dominates(const Scores& a, const Scores& b, const std::vector<Sense>& senses) {
   ATTNTUNE_CHECK(a.size() == senses.size() && b.size() == senses.size());
   bool better = false;
   for (size_t k = 0; k < senses.size(); ++k) {
-    const double x = senses[k] == Sense::kMinimize ? a[k] : -a[k];
-    const double y = senses[k] == Sense::kMinimize ? b[k] : -b[k];
+    const double x = Cost(a[k], senses[k]);
+    const double y = Cost(b[k], senses[k]);
     if (x > y) return false;
     if (x < y) better = true;
   }
@@ -151,7 +164,8 @@ Bound ParseBound(const std::string& text, const std::vector<Objective>& objectiv
   char* end = nullptr;
   errno = 0;
   bound.value = std::strtod(number.c_str(), &end);
-  if (number.empty() || end != number.c_str() + number.size() || errno != 0) {
+  if (number.empty() || end != number.c_str() + number.size() || errno != 0 ||
+      !std::isfinite(bound.value)) {
     throw UserError(what + ": '" + number + "' is not a number" + expected);
   }
   return bound;
@@ -171,10 +185,9 @@ std::optional<size_t> BestSubjectTo(const std::vector<Scores>& points,
       meets = meets && (b.at_least ? p[b.objective] >= b.value : p[b.objective] <= b.value);
     }
     if (!meets) continue;
-    const double v = senses[target] == Sense::kMinimize ? p[target] : -p[target];
-    const double w = !best ? 0 : senses[target] == Sense::kMinimize ? points[*best][target]
-                                                                    : -points[*best][target];
-    if (!best || v < w) best = i;
+    if (std::isnan(p[target])) continue;  // no value: never the best
+    const double v = Cost(p[target], senses[target]);
+    if (!best || v < Cost(points[*best][target], senses[target])) best = i;
   }
   return best;
 }

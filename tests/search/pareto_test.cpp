@@ -2,6 +2,7 @@
 #undef CHECK
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,6 +121,21 @@ TEST_CASE("constrained queries", "[search][pareto]") {
   CHECK_THROWS_WITH(ParseBound("time<=3ms", objectives, "--query"),
                     "--query: '3ms' is not a number (expected NAME>=VALUE or NAME<=VALUE, e.g. "
                     "mass_recall>=0.95)");
+  CHECK_THROWS_WITH(ParseBound("mass_recall>=nan", objectives, "--query"),
+                    "--query: 'nan' is not a number (expected NAME>=VALUE or NAME<=VALUE, e.g. "
+                    "mass_recall>=0.95)");
+}
+
+TEST_CASE("a score that is not a number is the worst, never a winner", "[search][pareto]") {
+  // A NaN compared false with everything: it dominated a valid point and, first in the
+  // list, was never beaten.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Sense> senses = {Sense::kMinimize, Sense::kMinimize};
+  CHECK_FALSE(Dominates({nan, 1}, {5, 2}, senses));
+  CHECK(Dominates({5, 2}, {nan, 2}, senses));
+  CHECK(ParetoFront({{nan, 1}, {5, 2}, {1, 3}}, senses) == std::vector<size_t>{0, 1, 2});
+  CHECK(BestSubjectTo({{nan, 1}, {1, 1}, {0.5, 1}}, senses, 0, {}) == 2u);
+  CHECK(!BestSubjectTo({{nan, 1}}, senses, 0, {}));
 }
 
 }  // namespace
