@@ -5,6 +5,7 @@
 #include "core/params.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -141,6 +142,23 @@ void RegisterReplay(CLI::App& app, int* rc) {
       for (const std::string& c : a.caches) RefuseToReplace(a.report, c, "a --cache file");
     std::vector<ReplayCache> caches;
     for (const std::string& path : a.caches) caches.push_back(ReadReplayCache(path));
+    // Each repeat also runs to the score's time budget: about its evaluations of median
+    // cost at random search's cost per evaluation (1,113 on convolution_A100), which
+    // --budget 1 --repeats 10000000 did not bound.
+    for (const ReplayCache& cache : caches) {
+      const ReplayStatistics st = Statistics(cache);
+      const double score_evals =
+          st.median_cost > 0 && st.cost_per_eval > 0
+              ? static_cast<double>(std::max<int64_t>(1, FevalsToCutoff(st, options.score.cutoff))) *
+                    st.median_cost / st.cost_per_eval
+              : 1.0;
+      const double per_repeat = std::max(static_cast<double>(max_budget), std::ceil(score_evals));
+      if (per_repeat * a.repeats > static_cast<double>(kMaxReplayEvaluations))
+        throw UserError("--repeats: " + std::to_string(a.repeats) + " repeats of about " +
+                        std::to_string(static_cast<int64_t>(per_repeat)) + " evaluations each (" +
+                        cache.path + ": the score's time budget) is more than a replay runs (" +
+                        std::to_string(kMaxReplayEvaluations) + " in all)");
+    }
     std::vector<std::vector<ReplayResult>> all;
     nlohmann::ordered_json json_out = nlohmann::ordered_json::array();
     for (const std::string& strategy : strategies) {

@@ -1,6 +1,7 @@
 """Bad input: one clear line on stderr and exit code 2 (DESIGN.md s7)."""
 import json
 import os
+import re
 import tempfile
 
 from clitest import run, expect, finish, FIXTURES
@@ -206,6 +207,18 @@ expect_error(["replay", "--cache", cache, "--budget", "4", "--repeats", "2000000
              "than a replay runs (10000000 in all)")
 expect_error(["replay", "--cache", cache, "--threads", "100000"],
              "attntune: error: --threads: 100000 is more than attntune starts (1024)")
+# Each repeat also runs to the score's time budget, which the budget alone did not bound:
+# --budget 1 --repeats 10000000 ran for hours.
+wide = os.path.join(tmp, "wide-cache.json")
+with open(wide, "w") as f:
+    json.dump({"tune_params_keys": ["a"], "tune_params": {"a": list(range(2000))},
+               "cache": {str(i): {"a": i, "time": 1.0 + (i * 7919 % 2000) / 100.0, "compile_time": 1.0}
+                         for i in range(2000)}}, f)
+p = run("replay", "--cache", wide, "--budget", "1", "--repeats", "10000000")
+expect(p.returncode == 2 and re.fullmatch(
+    r"attntune: error: --repeats: 10000000 repeats of about \d+ evaluations each \(" + re.escape(wide) +
+    r": the score's time budget\) is more than a replay runs \(10000000 in all\)\n", p.stderr) is not None,
+    f"replay bounds the score's evaluations too: exit {p.returncode}, {p.stderr!r}")
 # Counts as decimal digits: CLI11 alone took '' as 0 (--threads '' ran one per hardware
 # thread) and "0x10" as 16.
 expect_error(["replay", "--cache", cache, "--threads", ""],
