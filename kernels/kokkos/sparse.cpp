@@ -399,10 +399,14 @@ void LshChunkGroups(const Tensors& t, const PanelKv& kv, const LshPlan& plan, in
                     const KsPart* ks, const int32_t* evict, const char* phase) {
   const LshQueries& q = plan.queries[head];
   const int64_t rows = static_cast<int64_t>(q.rows.size());
-  thread_local std::vector<GroupPlan> groups;
+  thread_local std::vector<GroupPlan> reused;  // kept between calls: no allocation each
+  // The calling thread's vector, by a name the tasks capture: inside the lambda the
+  // thread_local name would be each worker thread's own (empty) vector under a threaded
+  // Kokkos backend.
+  std::vector<GroupPlan>& groups = reused;
   PackGroups(plan.blocks, b0, b1, ks == nullptr, &groups);
   ParallelTasks(phase, static_cast<int64_t>(groups.size()), [&](int64_t x) {
-    const GroupPlan& gp = groups[x];
+    const GroupPlan& gp = groups[static_cast<size_t>(x)];
     PrefetchRows(t, q, head, gp.end, std::min(rows, gp.end + kGroupRows), out);
     LshGroup(t, kv, q, head, gp, tl, Group(t.shape.d, tl), out, ks, evict);
   });
