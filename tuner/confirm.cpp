@@ -38,7 +38,11 @@ std::optional<TrialResult> RunOnSlot(const ConfirmContext& ctx, CandidateTask ta
   ctx.pool.Submit(ctx.slot, task);
   for (;;) {
     std::optional<PoolEvent> event = ctx.pool.Wait(1.0);
-    if (!event || event->slot != ctx.slot) continue;
+    if (!event) continue;
+    if (event->kind == PoolEvent::Kind::kLost && ctx.lost != nullptr &&
+        event->slot >= 0 && static_cast<size_t>(event->slot) < ctx.lost->size())
+      (*ctx.lost)[static_cast<size_t>(event->slot)] = true;
+    if (event->slot != ctx.slot) continue;
     if (event->kind == PoolEvent::Kind::kLost) return std::nullopt;
     if (event->ticket == task.ticket) return std::move(event->result);
   }

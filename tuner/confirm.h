@@ -38,6 +38,10 @@ struct ConfirmContext {
   const std::vector<TuneProblem>& problems;
   const ProgressFn& progress;
   std::vector<DefaultTrialSeen>* defaults = nullptr;  // appended to where given
+  /// Per slot, lost: set here for another slot whose loss arrives while this one's task
+  /// is awaited (a pool reports a loss once), so that the next model's re-timing is not
+  /// sent to a slot that is gone and then awaited for ever.
+  std::vector<bool>* lost = nullptr;
 };
 
 /// For each problem and each of its variant-parameter sets with an ok trial: the default

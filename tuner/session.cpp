@@ -586,7 +586,7 @@ TuneSummary RunTune(TunePlan& plan, WorkerPool& pool, const ProgressFn& progress
       if (run.lost[static_cast<size_t>(slot)]) continue;
       NvtxRange range("re-time");
       ConfirmAgainstDefault({plan, run.pool, slot, *group->store, group->unit_of.at(slot),
-                             run.problems, progress, &defaults},
+                             run.problems, progress, &defaults, &run.lost},
                             &run.summary);
       break;
     }

@@ -346,6 +346,72 @@ std::vector<BestEntry> TuneScripted(const TempDir& dir, double generic_retimed, 
 
 }  // namespace
 
+namespace {
+
+// Slots 0 and 1 of model X, slot 2 of model Y, every task answered at once (generic the
+// fastest, so that each model's re-timing has work); slot 2's loss arrives while slot 0
+// re-times X's entries, ahead of slot 0's answer. A task sent to slot 2 after that is
+// never answered: Wait throws rather than wait for ever.
+class LosingPool : public WorkerPool {
+ public:
+  int Slots() const override { return 3; }
+  DeviceInfo Device(int slot) const override { return slot == 2 ? kY : kX; }
+  std::string Name(int slot) const override { return "slot " + std::to_string(slot); }
+  void Submit(int slot, const CandidateTask& task) override {
+    if (slot == 2 && lost_) {
+      sent_to_lost = true;
+      return;
+    }
+    PoolEvent ev;
+    ev.slot = slot;
+    ev.ticket = task.ticket;
+    ev.result.median_ms = ev.result.p10_ms = ev.result.p90_ms = task.impl == "generic" ? 1.0 : 3.0;
+    ev.result.metrics = {{"rel_err", 0.0}, {"mass_recall", 1.0}, {"pairs", 1.0}};
+    done_.push_back(std::move(ev));
+    if (task.retime && slot == 0 && !lost_) {
+      lost_ = true;
+      PoolEvent loss;
+      loss.kind = PoolEvent::Kind::kLost;
+      loss.slot = 2;
+      loss.why = "slot 2 was lost (a test)";
+      done_.push_front(std::move(loss));
+    }
+  }
+  std::optional<PoolEvent> Wait(double) override {
+    if (done_.empty()) {
+      if (sent_to_lost) throw std::runtime_error("a task went to the lost slot 2 and is awaited");
+      return std::nullopt;
+    }
+    PoolEvent ev = std::move(done_.front());
+    done_.pop_front();
+    return ev;
+  }
+  bool sent_to_lost = false;
+
+ private:
+  bool lost_ = false;
+  std::deque<PoolEvent> done_;
+};
+
+}  // namespace
+
+TEST_CASE("A slot lost during another model's re-timing gets no re-timing of its own") {
+  // The loss arrived while slot 0's task was awaited and was dropped there (a pool reports
+  // a loss once); Y's re-timing was then sent to slot 2 and awaited for ever.
+  TempDir dir;
+  TuneOptions o = Tiny(dir, "exhaustive", 1000);
+  o.variants = {"dense"};
+  o.seq_lens = {48};
+  o.retime = true;
+  TestBackend backend(kX);
+  TunePlan plan = PlanTune(o, backend);
+  LosingPool pool;
+  TuneSummary s;
+  REQUIRE_NOTHROW(s = RunTune(plan, pool, nullptr));
+  CHECK_FALSE(pool.sent_to_lost);
+  CHECK(s.retimed >= 1);  // X's entries were re-timed on slot 0
+}
+
 TEST_CASE("A configuration the default matches when re-timed is no entry; the default takes its place") {
   TempDir dir;
   TuneSummary s;
