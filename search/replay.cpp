@@ -528,6 +528,7 @@ std::vector<Trace> ReplayTraces(const ReplayCache& cache, const ReplayOptions& o
   // Probe the strategy name once, on this thread, so that a bad name is a UserError.
   auto make = [&](uint64_t seed) -> std::unique_ptr<Strategy> {
     std::unique_ptr<Strategy> s = MakeExtendedStrategy(options.strategy, cache.index, seed);
+    if (!s) s = MakeListedStrategy(options.strategy, cache.space, cache.index->Feasible(), seed);
     return s ? std::move(s) : MakeStrategy(options.strategy, cache.space, seed, "--strategy");
   };
   make(options.seed);

@@ -1,5 +1,6 @@
 #include "search/strategy.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <unordered_set>
@@ -15,9 +16,16 @@ namespace {
 class Exhaustive : public Strategy {
  public:
   explicit Exhaustive(const Space& space) : space_(space), size_(space.Size()) {}
+  // Over a listed feasible set (ascending indices of `space`).
+  Exhaustive(const Space& space, std::vector<int64_t> listed)
+      : space_(space), size_(space.Size()), listed_(std::move(listed)), given_(true) {}
   std::string Name() const override { return "exhaustive"; }
 
   std::optional<Point> Next() override {
+    if (given_) {
+      if (next_ >= static_cast<int64_t>(listed_.size())) return std::nullopt;
+      return space_.FromIndex(listed_[static_cast<size_t>(next_++)]);
+    }
     while (next_ < size_) {
       Point p = space_.FromIndex(next_++);
       if (space_.Violation(p).empty()) return p;
@@ -31,6 +39,8 @@ class Exhaustive : public Strategy {
   const Space space_;  // a copy: the strategy may outlive the caller's space
   const int64_t size_;
   int64_t next_ = 0;
+  std::vector<int64_t> listed_;
+  bool given_ = false;
 };
 
 // Uniformly random feasible points without replacement. Small spaces are enumerated
@@ -39,10 +49,14 @@ class Exhaustive : public Strategy {
 class Random : public Strategy {
  public:
   Random(const Space& space, uint64_t seed) : space_(space), size_(space.Size()), rng_(seed) {}
+  // Over a listed feasible set (ascending indices of `space`): the points a small space's
+  // enumeration lists, in the same order, so a seed draws the same points.
+  Random(const Space& space, std::vector<int64_t> listed, uint64_t seed)
+      : space_(space), size_(space.Size()), rng_(seed), listed_(true), feasible_(std::move(listed)) {}
   std::string Name() const override { return "random"; }
 
   std::optional<Point> Next() override {
-    return size_ <= kEnumerateLimit ? NextEnumerated() : NextSampled();
+    return listed_ || size_ <= kEnumerateLimit ? NextEnumerated() : NextSampled();
   }
 
   void Tell(const Evaluation& /*evaluation*/) override {}
@@ -118,6 +132,14 @@ const StrategyRow kStrategies[] = {
 };
 
 }  // namespace
+
+std::unique_ptr<Strategy> MakeListedStrategy(const std::string& name, const Space& space,
+                                             std::vector<int64_t> feasible, uint64_t seed) {
+  std::sort(feasible.begin(), feasible.end());
+  if (name == "exhaustive") return std::make_unique<Exhaustive>(space, std::move(feasible));
+  if (name == "random") return std::make_unique<Random>(space, std::move(feasible), seed);
+  return nullptr;
+}
 
 std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& space, uint64_t seed,
                                        const std::string& what) {

@@ -34,6 +34,13 @@ class Strategy {
 std::unique_ptr<Strategy> MakeStrategy(const std::string& name, const Space& space,
                                        uint64_t seed, const std::string& what);
 std::vector<std::string> StrategyNames();
+/// "exhaustive" or "random" over a listed feasible set (indices of `space`; a replay's
+/// recorded configurations), without walking or sampling the whole product (a sparse
+/// recording of a large product: random gave up after 65536 misses and found nothing,
+/// exhaustive walked 10^9 points); nullptr for another name. On a space of at most 65536
+/// points listed whole, the same points in the same order as MakeStrategy's.
+std::unique_ptr<Strategy> MakeListedStrategy(const std::string& name, const Space& space,
+                                             std::vector<int64_t> feasible, uint64_t seed);
 
 /// How long a search may go on: by evaluations, by wall time, or both (whichever ends
 /// first).

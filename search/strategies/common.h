@@ -42,6 +42,8 @@ class SpaceIndex {
  public:
   // Up to this many points (constrained ones included) the feasible set is listed.
   static constexpr int64_t kEnumerateLimit = int64_t{1} << 20;
+  /// The largest space whose listed feasible set is also kept as a byte per point.
+  static constexpr int64_t kMaskLimit = int64_t{1} << 24;
 
   explicit SpaceIndex(Space space);
   /// With the feasible points already known (linear indices, any order): no checks.

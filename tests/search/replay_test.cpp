@@ -345,6 +345,35 @@ TEST_CASE("replay is deterministic and exhaustive search finds the optimum", "[s
   CHECK_THROWS_WITH(Replay(c, o), Catch::Contains("--strategy: unknown strategy 'nope'"));
 }
 
+TEST_CASE("random and exhaustive replay a sparse recording of a large space", "[search][replay]") {
+  // 8 parameters of 14 values (1.5e9 configurations), 20 recorded: random sampled the
+  // product, gave up after 65536 misses and found nothing; exhaustive walked the product.
+  std::string params, keys, cache;
+  for (int d = 0; d < 8; ++d) {
+    params += std::string(d ? ", " : "") + "\"p" + std::to_string(d) + "\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13]";
+    keys += std::string(d ? ", " : "") + "\"p" + std::to_string(d) + "\"";
+  }
+  for (int e = 0; e < 20; ++e) {
+    std::string key;
+    for (int d = 0; d < 8; ++d)
+      key += (d ? "," : "") + std::to_string(d == 0 ? e % 14 : d == 1 ? e / 14 : (e * (d + 3)) % 14);
+    cache += std::string(e ? ", " : "") + "\"" + key + "\": {\"time\": " + std::to_string(1.0 + e) +
+             ", \"compile_time\": 10.0}";
+  }
+  const std::string doc = "{\"tune_params_keys\": [" + keys + "], \"tune_params\": {" + params +
+                          "}, \"cache\": {" + cache + "}}";
+  const ReplayCache c = ParseReplayCache(doc, "sparse.json");
+  REQUIRE(c.entries.size() == 20);
+  ReplayOptions o;
+  o.budgets = {20};
+  o.repeats = 3;
+  for (const char* strategy : {"random", "exhaustive"}) {
+    o.strategy = strategy;
+    const ReplayResult r = Replay(c, o);
+    CHECK(r.budgets[0].fraction.mean == 1.0);  // every recorded configuration asked
+  }
+}
+
 TEST_CASE("replay in batches: the same points for exhaustive, each batch taking its slowest cost", "[search][replay]") {
   const ReplayCache c = ParseReplayCache(kCache, "mem.json");
   ReplayOptions o;
