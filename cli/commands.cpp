@@ -44,6 +44,19 @@ CLI::Validator FiniteCheck(bool (*ok)(double), const std::string& must) {
       must);
 }
 
+// A CLI11 check: the option's text as decimal digits (ParseDecimalDigits) from lo to hi.
+// CLI11's own conversion took "" as 0, "0x10" as 16 and saturated 99999999999999999999
+// to 2^63 - 1.
+CLI::Validator DigitsCheck(int64_t lo, int64_t hi, const std::string& must) {
+  return CLI::Validator(
+      [lo, hi, must](std::string& text) -> std::string {
+        const int64_t value = ParseDecimalDigits(text);
+        if (value < lo || value > hi) return "'" + text + "' is not " + must;
+        return "";
+      },
+      must);
+}
+
 // emit's and report's choice of trials: the geometry of one tune (tuner/emit.h).
 struct SelectionArgs {
   std::string dtype, batch, model;
@@ -79,31 +92,10 @@ const CLI::Validator kPositiveFinite =
     FiniteCheck([](double v) { return v > 0.0; }, "a positive number");
 const CLI::Validator kNonNegativeFinite =
     FiniteCheck([](double v) { return v >= 0.0; }, "a non-negative number");
-// Integers as decimal digits (ParseDecimalDigits): CLI11's own conversion took "" as 0,
-// "0x10" as 16 and saturated 99999999999999999999 to 2^63 - 1.
-const CLI::Validator kRepetitions = CLI::Validator(
-    [](std::string& text) -> std::string {
-      const int64_t value = ParseDecimalDigits(text);
-      if (value < 1 || value > kMaxMinReps)
-        return "'" + text + "' is not a count of repetitions from 1 to " +
-               std::to_string(kMaxMinReps);
-      return "";
-    },
-    "a count of repetitions");
-const CLI::Validator kNonNegativeInteger = CLI::Validator(
-    [](std::string& text) -> std::string {
-      if (ParseDecimalDigits(text) < 0)
-        return "'" + text + "' is not a non-negative integer";
-      return "";
-    },
-    "a non-negative integer");
-const CLI::Validator kPositiveInteger = CLI::Validator(
-    [](std::string& text) -> std::string {
-      if (ParseDecimalDigits(text) < 1)
-        return "'" + text + "' is not a positive integer";
-      return "";
-    },
-    "a positive integer");
+const CLI::Validator kRepetitions =
+    DigitsCheck(1, kMaxMinReps, "a count of repetitions from 1 to " + std::to_string(kMaxMinReps));
+const CLI::Validator kNonNegativeInteger = DigitsCheck(0, INT64_MAX, "a non-negative integer");
+const CLI::Validator kPositiveInteger = DigitsCheck(1, INT64_MAX, "a positive integer");
 const CLI::Validator kFraction =
     FiniteCheck([](double v) { return v >= 0.0 && v <= 1.0; }, "a number from 0 to 1");
 const CLI::Validator kSeed = CLI::Validator(

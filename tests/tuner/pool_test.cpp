@@ -318,15 +318,21 @@ class ScriptedPool : public WorkerPool {
   std::deque<PoolEvent> done_;
 };
 
-// dense on the tiny model at L=48, every candidate searched: the default (the first
-// implementation, tiled, with its default tunables) takes 3 ms, tiled's other tiles 4 ms
-// and generic 1 ms in the search and `generic_retimed` ms when re-timed.
-std::vector<BestEntry> TuneScripted(const TempDir& dir, double generic_retimed, TuneSummary* s,
-                                    ScriptedPool** seen = nullptr) {
+// dense on the tiny model at L=48, every candidate searched, then re-timed.
+TuneOptions DenseRetimed(const TempDir& dir) {
   TuneOptions o = Tiny(dir, "exhaustive", 1000);
   o.variants = {"dense"};
   o.seq_lens = {48};
   o.retime = true;
+  return o;
+}
+
+// DenseRetimed: the default (the first implementation, tiled, with its default tunables)
+// takes 3 ms, tiled's other tiles 4 ms and generic 1 ms in the search and
+// `generic_retimed` ms when re-timed.
+std::vector<BestEntry> TuneScripted(const TempDir& dir, double generic_retimed, TuneSummary* s,
+                                    ScriptedPool** seen = nullptr) {
+  const TuneOptions o = DenseRetimed(dir);
   TestBackend backend(kX);
   TunePlan plan = PlanTune(o, backend);
   const Variant& dense = *plan.variants.front();
@@ -399,12 +405,8 @@ TEST_CASE("A slot lost during another model's re-timing gets no re-timing of its
   // The loss arrived while slot 0's task was awaited and was dropped there (a pool reports
   // a loss once); Y's re-timing was then sent to slot 2 and awaited for ever.
   TempDir dir;
-  TuneOptions o = Tiny(dir, "exhaustive", 1000);
-  o.variants = {"dense"};
-  o.seq_lens = {48};
-  o.retime = true;
   TestBackend backend(kX);
-  TunePlan plan = PlanTune(o, backend);
+  TunePlan plan = PlanTune(DenseRetimed(dir), backend);
   LosingPool pool;
   TuneSummary s;
   REQUIRE_NOTHROW(s = RunTune(plan, pool, nullptr));
