@@ -1,8 +1,9 @@
 // BestEntries: the fastest ok config per (device, geometry, variant, phase, variant params,
 // d, Lk, calibration set).
 #include <algorithm>
-#include <map>
+#include <cmath>
 #include <limits>
+#include <map>
 #include <tuple>
 #include <utility>
 
@@ -118,10 +119,27 @@ std::vector<BestEntry> ChosenEntries(const std::vector<BestEntry>& best) {
 }
 
 std::vector<BestEntry> BestEntries(const ReportInput& input) {
+  // The newest verdict on each configuration of a problem, device and build: a trial
+  // stored later (another tolerance's wrong_result, say) replaces an older ok one.
+  // (Keyed by content: the rows' own numbers are those of one database.)
+  auto same_config = [](const TrialRow& t) {
+    return std::make_tuple(t.device.name, t.device.fingerprint_json, ToString(t.problem.dtype),
+                           t.problem.shape.ToString(), t.problem.phase, t.problem.calib_id,
+                           t.config.variant, t.config.implementation, t.config.params_json,
+                           t.config.tunables_json, t.build.version, t.build.kernel_hash);
+  };
+  std::map<decltype(same_config(TrialRow{})), int64_t> newest;
+  for (const TrialRow& t : input.trials) {
+    int64_t& id = newest[same_config(t)];
+    id = std::max(id, t.id);
+  }
   std::map<BucketKey, Candidate> best;
   std::map<BucketKey, Others> others;
   for (const TrialRow& t : input.trials) {
     if (t.result.status != TrialStatus::kOk) continue;
+    if (newest.at(same_config(t)) != t.id) continue;
+    // A time that is not a number (a damaged row) would win every comparison.
+    if (!std::isfinite(t.result.median_ms)) continue;
     // Re-timed as no faster than the default: not a candidate (tuner/confirm.h).
     if (report_util::MetricOr(t.result, kMetricLostToDefault, 0.0) != 0) continue;
     std::string variant_params = t.config.params_json;

@@ -104,6 +104,25 @@ TEST_CASE("BestEntries is empty without ok trials, and ties go to the older tria
   CHECK(best[0].tunables_json == R"({"Br":64})");
 }
 
+TEST_CASE("BestEntries takes each configuration's newest verdict and never a time that is not a number") {
+  // A tune under a stricter --tolerance stores a wrong_result beside the older ok trial of
+  // the same configuration: its outputs still gave the ok one.
+  ReportInput in;
+  in.trials.push_back(MakeTrial(1, "dense", "{\"Br\":16}", 64, 128, 1.0, 1.0));
+  in.trials.push_back(MakeTrial(2, "dense", "{\"Br\":32}", 64, 128, 2.0, 1.0));
+  in.trials.push_back(MakeTrial(3, "dense", "{\"Br\":16}", 64, 128, 0.0, 1.0,
+                                TrialStatus::kWrongResult, "relative error 2e-6 exceeds 1e-9"));
+  std::vector<BestEntry> best = BestEntries(in);
+  REQUIRE(best.size() == 1);
+  CHECK(best[0].tunables_json == R"({"Br":32})");
+  // An ok trial whose median is NaN (a damaged row) beat every other.
+  in.trials.push_back(MakeTrial(4, "dense", "{\"Br\":64}", 64, 128,
+                                std::numeric_limits<double>::quiet_NaN(), 1.0));
+  best = BestEntries(in);
+  REQUIRE(best.size() == 1);
+  CHECK(best[0].tunables_json == R"({"Br":32})");
+}
+
 TEST_CASE("BestEntries keeps the trials of two dtypes or two models apart, each with its own default") {
   ReportInput in;
   // fp32 Hq=16 (the fixture's), its default 2.0 ms and a tuned 1.0 ms.
