@@ -1,5 +1,6 @@
 #include "db/records.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -42,10 +43,12 @@ namespace attntune {
 
 namespace {
 
+// The shortest text that reads back as `x` exactly: a floor stored rounded ("%g" made
+// 0.9998908 into 0.999891) was not the floor the search kept.
 std::string Number(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
+  char text[64];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof text, x);
+  return std::string(text, r.ptr);
 }
 
 // The metric `name` of a trial at its worst (layer, head), or its mean when it stored none.

@@ -1029,6 +1029,11 @@ TEST_CASE("quality floors parse, print and judge a trial's worst layer and head"
   const QualityFloor f = ParseQualityFloor("mass_recall>=0.95,rel_err<=0.1", "--min-quality");
   CHECK(f.ToString() == "mass_recall>=0.95,rel_err<=0.1");
   CHECK(ParseQualityFloor(f.ToString(), "x").ToString() == f.ToString());
+  // Printed exactly as it judges ("%g" stored 0.9998908 as 0.999891, 0.9999995 as 1).
+  const QualityFloor fine = ParseQualityFloor("mass_recall>=0.9998908,rel_err<=1e-07", "x");
+  CHECK(fine.ToString() == "mass_recall>=0.9998908,rel_err<=1e-07");
+  CHECK(ParseQualityFloor(fine.ToString(), "x").min_mass_recall == fine.min_mass_recall);
+  CHECK(ParseQualityFloor("mass_recall>=0.9999995", "x").ToString() == "mass_recall>=0.9999995");
   CHECK(ParseQualityFloor("", "x").Empty());
   CHECK(f.MetBy({{"mass_recall_worst", 0.95}, {"rel_err_worst", 0.1}, {"mass_recall", 0.5}}));
   CHECK_FALSE(f.MetBy({{"mass_recall_worst", 0.9499}, {"rel_err_worst", 0.01}}));
