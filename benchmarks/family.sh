@@ -53,8 +53,9 @@ fam=("dense|dense|" "swa|swa|w=1024" "dma|dma|w=1024" "lsh|lsh|k=64,bits=4"
 for r in $(seq 1 "$rounds"); do
   for e in "${fam[@]}"; do
     name=${e%%|*}; rest=${e#*|}; v=${rest%%|*}; p=${rest#*|}
-    # dense: one warm-up and 3 timed calls (~21 s each); the others: at least 5 timed
-    # calls and 1 s of them (--max-seconds 1: 8-9 calls of hax, lsh and ks)
+    # dense: one warm-up and at least 3 timed calls (~21 s each; a 4th when the median
+    # is not yet tight); the others: at least 5 timed calls, then until 1 s past them
+    # (--max-seconds 1) or a tight median
     reps=(); [ "$v" = dense ] && reps=(--min-reps 3)
     echo "  round $r: L=16384 $v $p (load $(load))"
     "$bin" bench --variant "$v" ${p:+--params "$p"} --shape "$S16" --max-seconds 1 \

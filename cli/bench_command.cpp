@@ -39,7 +39,7 @@ void RegisterBench(CLI::App& app, int* rc) {
   cmd->add_option("--inputs", args->request.inputs,
                   "Input pattern: gaussian, band, sinks, clusters or needle")
       ->capture_default_str();
-  cmd->add_option("--max-seconds", args->request.max_seconds, "Time cap of the repetitions")
+  cmd->add_option("--max-seconds", args->request.max_seconds, "Time cap of the timed repetitions past the --min-reps floor")
       ->check(kPositiveFinite)
       ->capture_default_str();
   cmd->add_option("--min-reps", args->request.min_reps,

@@ -106,7 +106,8 @@ void AddTuneFlags(CLI::App* cmd, TuneArgs* args) {
       ->check(kNonNegativeFinite)
       ->capture_default_str();
   cmd->add_option("--max-seconds", o.evaluate.policy.max_seconds,
-                  "Time cap of the repetitions of one candidate")
+                  "Time cap of one candidate's timed repetitions past the --min-reps floor "
+                  "(the checked run, the warm-up and the floor are not capped)")
       ->check(kPositiveFinite)
       ->capture_default_str();
   cmd->add_flag("--metrics", o.metrics,

@@ -95,6 +95,7 @@ std::string RenderBenchRecordJson(const BenchRecord& r) {
   // The median of the timed repetitions' selection times where the timer gave them (a
   // metric), else the checked run's.
   if (!r.metrics.count("select_ms")) j["select_ms"] = SelectPhaseMs(r.kernels);
+  j["select_from"] = r.metrics.count("select_ms") ? "timed median" : "checked run";
   if (r.hardware) j["hardware"] = HardwareJson(*r.hardware);
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -174,7 +175,10 @@ std::string RenderEntryRecords(const ReportInput& input) {
       // kernels, its peak memory, and its selection time where no metric holds it.
       j.erase("kernels");
       j.erase("peak_rss_bytes");
-      if (!t.result.metrics.count("select_ms")) j.erase("select_ms");
+      if (!t.result.metrics.count("select_ms")) {
+        j.erase("select_ms");
+        j.erase("select_from");
+      }
       j["phase"] = ToString(t.problem.phase);
       j["trial_id"] = t.id;
       j["tuned"] = id == e.trial_id;

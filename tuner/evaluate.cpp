@@ -231,8 +231,16 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
     return Fail(ev, TrialStatus::kWrongResult, why);
   }
   if (options.check) MeasureQuality(options.quality, variant, params, problem, out, &r);
-  const Stats stats = MeasureCandidate(variant, impl, in, params, &out, timer, options.policy);
-  if (options.after_measure) options.after_measure(&r.metrics);
+  // A failure while timing (a launch that fails on a later repetition, the CUPTI timer's
+  // lost or untimed records) fails this candidate, which is stored like any other: thrown
+  // on, it ended the tune, and a re-run met the same candidate again.
+  Stats stats;
+  try {
+    stats = MeasureCandidate(variant, impl, in, params, &out, timer, options.policy);
+    if (options.after_measure) options.after_measure(&r.metrics);
+  } catch (const std::exception& e) {
+    return Fail(ev, TrialStatus::kLaunchFailed, std::string("timed repetitions: ") + e.what());
+  }
   RecordOk(stats, shape, truth, dense, options.element_bytes, &r);
   r.finished_at = UtcNow();
   return ev;

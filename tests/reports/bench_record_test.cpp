@@ -84,6 +84,7 @@ TEST_CASE("The bench JSON record is what bench --json printed") {
   "rel_err": 0.6310091286849386,
   "samples": 11,
   "schema": 1,
+  "select_from": "checked run",
   "select_ms": 0.0057680000000000006,
   "shape": "B=1,Hq=2,Hkv=1,L=64,d=32",
   "status": "ok",
@@ -136,6 +137,7 @@ TEST_CASE("A device-timed record's select_ms is its timed repetitions' median") 
   const std::string json = RenderBenchRecordJson(r);
   CHECK(json.find("  \"select_ms\": 0.0041,\n") != std::string::npos);
   CHECK(json.find("\"select_ms\": 0.005") == std::string::npos);
+  CHECK(json.find("  \"select_from\": \"timed median\",\n") != std::string::npos);
 }
 
 TEST_CASE("A failed bench record: no statistics, the message, the counters' error") {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -289,6 +290,24 @@ TEST_CASE("EvaluateCandidate stores a wrong result as wrong_result, never as a t
     const Evaluated ev = EvaluateCandidate(problem, dense, impl, params, timer, options);
     CHECK(ev.result.status == TrialStatus::kLaunchFailed);
     CHECK(ev.result.message == "boom");
+  }
+  SECTION("a failure on a timed repetition is launch_failed, not an end of the tune") {
+    // The checked run passes; the third call (a timed repetition) throws, as a launch that
+    // fails later or the CUPTI timer's lost records do. It escaped EvaluateCandidate.
+    ProblemContext problem(SmallShape(), 7, Dtype::kF32);
+    Implementation impl = dense.implementations.front();
+    auto real = impl.run;
+    auto calls = std::make_shared<int>(0);
+    impl.run = [real, calls](const Tensors& t, const Params& p, float* out) {
+      if (++*calls == 3) throw std::runtime_error("lost records");
+      real(t, p, out);
+    };
+    const Params params = ResolveParams(dense, &impl, SmallShape(), {}, "test");
+    Evaluated ev;
+    REQUIRE_NOTHROW(ev = EvaluateCandidate(problem, dense, impl, params, timer, options));
+    CHECK(ev.result.status == TrialStatus::kLaunchFailed);
+    CHECK(ev.result.message == "timed repetitions: lost records");
+    CHECK(ev.result.samples_ms.empty());
   }
 }
 
