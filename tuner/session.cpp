@@ -232,6 +232,7 @@ void FormGroups(RunState& run) {
       group->store = std::make_unique<TrialStore>(*run.plan.db, device, run.plan.options.args_json,
                                                   RuntimeLibraries(run.plan.backend->Platform()));
       group->store->SetTolerance(run.plan.options.evaluate.tolerance);
+      group->store->SetFlushL2(run.plan.options.flush_l2);
       group->unit_of[slot] = 0;
     } else {
       group->unit_of[slot] = group->store->AddUnit(device);

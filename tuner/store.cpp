@@ -146,6 +146,16 @@ TrialStore::Claimed TrialStore::Claim(int64_t problem_id, const Variant& variant
       return true;
     };
   }
+  if (flush_l2_) {
+    const bool flush = *flush_l2_;
+    same_verdict = [flush, gate = std::move(same_verdict)](const TrialRow& t) {
+      if (gate && !gate(t)) return false;
+      if (t.result.status != TrialStatus::kOk) return true;  // a verdict, not a time
+      const auto flushed = t.result.metrics.find("l2_flushed");
+      const bool was = flushed != t.result.metrics.end() && flushed->second != 0;
+      return was == flush;
+    };
+  }
   const ClaimResult found = db_.ClaimOrReuse(claimed.key, {getpid(), std::time(nullptr)},
                                              ClaimLive, peers_, same_verdict);
   switch (found.outcome) {

@@ -57,6 +57,10 @@ class TrialStore {
   /// wrong_result trial is reused only where its check_err gets the same verdict under it
   /// (raised per implementation as the gate raises it); unset, any is reused.
   void SetTolerance(double tolerance) { tolerance_ = tolerance; }
+  /// Whether this run flushes the L2 cache before each repetition (`--flush-l2`): a
+  /// trial is reused only where its metric `l2_flushed` (absent: 0) says the same, since
+  /// a warm-cache time is not a cold-cache one; unset, any is reused.
+  void SetFlushL2(bool flush) { flush_l2_ = flush; }
 
   struct Trial {
     int64_t id = 0;
@@ -106,6 +110,7 @@ class TrialStore {
   std::vector<int64_t> peers_;
   int64_t build_id_ = 0;
   std::optional<double> tolerance_;
+  std::optional<bool> flush_l2_;
 };
 
 }  // namespace attntune

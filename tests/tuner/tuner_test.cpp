@@ -77,11 +77,16 @@ class FakeBackend : public Backend {
     if (note) *note = "counting";
     return std::make_unique<CountingTimer>();
   }
-  MeasureHooks Hooks(bool) const override {
+  MeasureHooks Hooks(bool flush_l2) const override {
     MeasureHooks hooks;  // it runs the table's Kokkos kernels: their launches are recorded
     hooks.record_launches = [] { return std::make_unique<KernelCapture>(); };
+    if (records_l2)  // as the CUDA backend records --flush-l2 with every timing
+      hooks.after_measure = [flush_l2](std::map<std::string, double>* metrics) {
+        (*metrics)["l2_flushed"] = flush_l2 ? 1 : 0;
+      };
     return hooks;
   }
+  bool records_l2 = false;
   std::unique_ptr<CounterSource> MakeCounters(Dtype, std::string* why_not) override {
     if (!counters) {
       *why_not = "the fake backend was given no counters";
@@ -1153,4 +1158,26 @@ TEST_CASE("A stored trial is reused only where the gate's tolerance gives it the
   const TuneSummary strict_again = tune(1e-12);  // the ok trials fail this gate: again
   CHECK(strict_again.measured == 2);
   CHECK(strict_again.failed == 2);
+}
+
+TEST_CASE("A stored time is reused only by a tune that flushes the L2 cache as it did") {
+  // --flush-l2 changes what a time means (cold cache against warm): a tune with it reused
+  // a plain tune's times, and the reverse.
+  TempDir dir;
+  CountingTimer timer;
+  TuneOptions o = TinyTune(dir.path, {48}, 2);
+  FakeBackend gpu(kKokkosPlatform, {Dtype::kF32});
+  gpu.records_l2 = true;
+  auto tune = [&](bool flush) {
+    o.flush_l2 = flush;
+    TunePlan plan = PlanTune(o, gpu);
+    return RunTune(plan, timer, nullptr);
+  };
+  CHECK(tune(false).measured == 2);
+  CHECK(tune(false).reused == 2);
+  const TuneSummary cold = tune(true);
+  CHECK(cold.measured == 2);
+  CHECK(cold.reused == 0);
+  CHECK(tune(true).reused == 2);
+  CHECK(tune(false).measured == 2);  // a configuration's newest trial decides: cold now
 }
