@@ -199,16 +199,23 @@ struct RunState {
   std::map<int64_t, std::vector<UncountedTrial>> uncounted;  // by sequence length
 };
 
-// The search budget of the problem numbered `problem_index` (1-based): the options'
-// evaluation count and, with a time budget, an equal share of the time left (this
-// problem's included).
-SearchBudget ProblemBudget(const RunState& run, int64_t problem_index) {
+// The search budget of a problem `group` opens now (its next_problem already counted):
+// the options' evaluation count and, with a time budget, an equal share of the time left
+// among the rounds of searches still to run: the group's searches asking for points
+// (open, and not yet opened, this one included) over its live slots. On one slot that is
+// the time left over the problems left; on 3 slots 4 problems of 8 s get 4 s each, where
+// a share of the problems left gave the first three 2, 2.7 and 4 s (they open together)
+// and the last what remained.
+SearchBudget ProblemBudget(const RunState& run, const Group& group) {
   const TuneOptions& options = run.plan.options;
   SearchBudget budget{options.budget > 0 ? options.budget : -1, 0.0};
   if (options.time_budget_s > 0) {
     const double left = options.time_budget_s - (run.clock() - run.run_start);
-    const int64_t problems_left = static_cast<int64_t>(run.problems.size()) - problem_index + 1;
-    budget.max_seconds = std::max(left / static_cast<double>(problems_left), 1e-9);
+    int64_t asking = static_cast<int64_t>(run.problems.size() - group.next_problem) + 1;
+    for (const auto& s : group.active) asking += s->closed ? 0 : 1;
+    const int64_t slots = std::max(group.live, 1);
+    const int64_t rounds = (asking + slots - 1) / slots;
+    budget.max_seconds = std::max(left / static_cast<double>(rounds), 1e-9);
   }
   return budget;
 }
@@ -270,7 +277,7 @@ Search* OpenSearch(RunState& run, Group& group) {
                                                  search->space, here, kWarmStartPoints,
                                                  options.floor));
   }
-  search->budget = ProblemBudget(run, static_cast<int64_t>(search->problem) + 1);
+  search->budget = ProblemBudget(run, group);
   if (search->budget.max_seconds > 0) search->start = run.clock();
   group.active.push_back(std::move(search));
   return group.active.back().get();

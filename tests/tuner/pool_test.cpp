@@ -259,6 +259,41 @@ TEST_CASE("A lost slot's candidate goes to another slot: nothing lost, nothing s
   CHECK(Claims(three.File("attntune.db")) == 0);
 }
 
+TEST_CASE("A time budget on several slots gives problems searched side by side equal shares") {
+  // 4 problems on 3 slots: the first three open together. A share of the problems left
+  // gave them 1/4, 1/3 and 1/2 of the time left and the last whatever remained (MPI, 3
+  // ranks, 8 s: 2.0, 2.65, 4.15 and 6.2 s). Shared by rounds of searches over the slots,
+  // each gets about half of the time here.
+  TempDir dir("attntune_pool");
+  TestBackend backend(kX);
+  TuneOptions o = Tiny(dir, "random", 0);  // no limit on the evaluations
+  o.variants = {"swa"};  // spaces larger than the evaluations the time allows
+  o.seq_lens = {48, 56, 64, 72};
+  o.time_budget_s = 10;
+  double now = 0;
+  o.clock = [&now] { return now += 0.05; };
+  TunePlan plan = PlanTune(o, backend);
+  OneMsTimer timer;
+  CandidateRunner runner(plan, timer);
+  InlinePool pool(runner, {kX, kX, kX});
+  // Each problem's time: from its first evaluation to its last, on the fake clock.
+  std::map<std::string, std::pair<double, double>> span;
+  RunTune(plan, pool, [&](const ProgressEvent& ev) {
+    if (ev.status == "running") return;
+    auto it = span.find(ev.problem);
+    if (it == span.end()) span[ev.problem] = {now, now};
+    else it->second.second = now;
+  });
+  REQUIRE(span.size() == 4);
+  double shortest = 1e30, longest = 0;
+  for (const auto& [problem, s] : span) {
+    UNSCOPED_INFO(problem << ": " << s.second - s.first << " s");
+    shortest = std::min(shortest, s.second - s.first);
+    longest = std::max(longest, s.second - s.first);
+  }
+  CHECK(longest <= 1.5 * shortest);
+}
+
 TEST_CASE("A model whose every slot is lost ends the run in one line; what was stored stays") {
   TempDir dir("attntune_pool");
   TestBackend backend(kX);
