@@ -139,6 +139,10 @@ TuneOptions OptionsFromFlags(const TuneArgs& flags, const Backend& backend) {
   TuneOptions options = args->options;
   options.dtype = ResolveDtype(backend, args->dtype, "--dtype");
   options.variants = SplitList(args->variants);
+  for (size_t i = 0; i < options.variants.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (options.variants[i] == options.variants[j])
+        throw UserError("--variants: '" + options.variants[i] + "' is given twice");
   options.variant_grid = ParseVariantGrid(args->params, "--params");
   options.calib = args->calib.empty() ? std::vector<std::string>{} : SplitList(args->calib);
   if (!args->calib.empty() && options.calib.empty())

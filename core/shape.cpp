@@ -1,5 +1,7 @@
 #include "core/shape.h"
 
+#include <algorithm>
+
 #include <limits>
 #include <map>
 #include <sstream>
@@ -140,8 +142,12 @@ void CheckSequenceLength(int64_t length, const std::string& what) {
 std::vector<int64_t> ParseSeqLens(const std::string& text, const std::string& what) {
   std::vector<int64_t> lens;
   for (const auto& item : SplitList(text)) {
-    lens.push_back(ParsePositiveInt(item, what));
-    CheckSequenceLength(lens.back(), what);
+    const int64_t len = ParsePositiveInt(item, what);
+    CheckSequenceLength(len, what);
+    // Twice, a length was tuned twice (with --time-budget, two shares of the time).
+    if (std::find(lens.begin(), lens.end(), len) != lens.end())
+      throw UserError(what + ": " + std::to_string(len) + " is given twice");
+    lens.push_back(len);
   }
   if (lens.empty()) throw UserError(what + ": no sequence length given (e.g. 1024,4096)");
   return lens;

@@ -55,6 +55,11 @@ expect(not os.path.exists(os.path.join(tmp, "phase")), "a tune with a bad --phas
 expect_error(["frobnicate"],
              "attntune: error: unknown command 'frobnicate' (known: devices, variants, tune, bench, run, "
              "emit, report, db, replay, allocate)")
+# Given twice, a length or a variant was tuned twice (with --time-budget, two shares).
+expect_error(["tune", "--seq-lens", "64,128,64", "--out", tmp],
+             "attntune: error: --seq-lens: 64 is given twice")
+expect_error(["tune", "--variants", "dense,swa,dense", "--out", tmp],
+             "attntune: error: --variants: 'dense' is given twice")
 expect_error(["tune", "--seq-lens", "0", "--out", tmp],
              "attntune: error: --seq-lens: '0' is not a positive integer")
 expect_error(["tune", "--model", os.path.join(FIXTURES, "models/bad_heads/config.json"), "--out", tmp],
