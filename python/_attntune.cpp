@@ -39,7 +39,13 @@ std::string TypeName(const py::handle& x) { return py::str(py::type::of(x).attr(
 
 std::string StrArg(const py::handle& x, const std::string& what) {
   if (!py::isinstance<py::str>(x)) RaiseUser(what + ": a str is expected, not " + TypeName(x));
-  return x.cast<std::string>();
+  // As the file system sees it (os.fsencode: a name that is not UTF-8 keeps its bytes,
+  // where a cast to std::string raised pybind11's RuntimeError).
+  const py::bytes bytes = py::module_::import("os").attr("fsencode")(x);
+  std::string text = bytes;
+  // A NUL would end the text the C API reads ("swa\0junk" ran swa).
+  if (text.find('\0') != std::string::npos) RaiseUser(what + ": holds a NUL character");
+  return text;
 }
 
 // Python's bool or numpy's (numpy.bool_, named "bool" since numpy 2).
@@ -77,12 +83,17 @@ double FloatArg(const py::handle& x, const std::string& what) {
   if (!number || IsBool(x) || py::isinstance<py::str>(x)) {
     RaiseUser(what + ": a number is expected, not " + TypeName(x));
   }
-  return py::float_(py::reinterpret_borrow<py::object>(x)).cast<double>();
+  const double value = PyFloat_AsDouble(x.ptr());  // an int past double's range: OverflowError
+  if (value == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    RaiseUser(what + ": " + std::string(py::str(x)).substr(0, 40) + " is out of range");
+  }
+  return value;
 }
 
 // A path as str or os.PathLike (pathlib.Path).
 std::string PathArg(const py::handle& x, const std::string& what) {
-  if (py::isinstance<py::str>(x)) return x.cast<std::string>();
+  if (py::isinstance<py::str>(x)) return StrArg(x, what);
   if (!py::hasattr(x, "__fspath__")) {
     RaiseUser(what + ": a str or os.PathLike is expected, not " + TypeName(x));
   }
@@ -128,9 +139,6 @@ class TensorArg {
                 std::string(py::str(py::type::of(obj_).attr("__name__"))));
     }
   }
-  ~TensorArg() {
-    if (managed_ != nullptr && managed_->deleter != nullptr) managed_->deleter(managed_);
-  }
   TensorArg(const TensorArg&) = delete;
   TensorArg& operator=(const TensorArg&) = delete;
 
@@ -171,8 +179,10 @@ class TensorArg {
     }
     PyObject* raw = capsule.ptr();
     if (!PyCapsule_IsValid(raw, "dltensor")) RaiseUser(name_ + ": __dlpack__ did not return a DLPack capsule");
-    managed_ = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor"));
-    PyCapsule_SetName(raw, "used_dltensor");  // consumed: its deleter is ours to call
+    // Consumed: its deleter is ours to call, also when a check below refuses the tensor
+    // (a member, released when the constructor throws: a refused 256 MB tensor leaked).
+    managed_.reset(static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor")));
+    PyCapsule_SetName(raw, "used_dltensor");
     const DLTensor& t = managed_->dl_tensor;
     shape_.assign(t.shape, t.shape + t.ndim);
     if (t.strides != nullptr) {  // row-major and compact, or refused
@@ -200,9 +210,14 @@ class TensorArg {
     data_ = static_cast<char*>(t.data) + t.byte_offset;
   }
 
+  struct Release {
+    void operator()(DLManagedTensor* m) const {
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  };
   std::string name_;
   py::object obj_;  // kept alive while its memory is in use
-  DLManagedTensor* managed_ = nullptr;
+  std::unique_ptr<DLManagedTensor, Release> managed_;
   void* data_ = nullptr;
   std::vector<int64_t> shape_;
   std::string dtype_;
@@ -324,7 +339,8 @@ void Run(const Config& config, py::object q_obj, py::object k_obj, py::object v_
     const TensorArg& x = *keep.back();
     if (shape.empty()) shape = x.shape();  // proj: its last extent is bits (checked by the library)
     x.Expect(shape, dims, dtype);
-    if (x.on_cuda() != q.on_cuda()) RaiseUser(std::string(name) + ": not on q's device");
+    if (x.on_cuda() != q.on_cuda() || x.device_index() != q.device_index())
+      RaiseUser(std::string(name) + ": not on q's device");
     return x.data();
   };
   t.scores = static_cast<const float*>(optional("scores", scores, {B, Hkv, Lk}, "[B,Hkv,Lk]", "float32"));
@@ -364,6 +380,14 @@ PYBIND11_MODULE(_attntune, m) {
   static py::exception<UserErrorTag> user_error(m, "UserError", bases);
   Py_DECREF(bases);
   g_user_error = user_error.ptr();
+  // numpy's C API looked up now, while only the importing thread runs: looked up at the
+  // first call, under a C++ static's lock while the import inside gives the GIL away, two
+  // threads' first calls deadlocked. Without numpy, arrays are refused as before.
+  try {
+    py::detail::npy_api::get();
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+  }
 
   m.attr("API_VERSION") = ATTNTUNE_API_VERSION;
   m.def("api_version", &attntune_api_version, "the library's ATTNTUNE_API_VERSION");

@@ -41,6 +41,10 @@ def _params_text(params, what):
     if not hasattr(params, "items"):
         raise UserError(f"attntune: error: {what}: a dict or 'name=value,...' text is expected, "
                         f"not {_type_name(params)}")
+    for name, value in params.items():
+        if any(c in str(name) + str(value) for c in ",="):
+            raise UserError(f"attntune: error: {what}: {name}={value} holds ',' or '=' (a "
+                            "parameter's name and value are integers or words)")
     return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
 
 
@@ -57,6 +61,14 @@ def _as_config(variant, config, implementation, params, tunables):
         if not isinstance(config, dict):
             raise UserError("attntune: error: config: a Config or a dict with 'implementation', "
                             f"'params' and 'tunables' is expected, not {type(config).__name__}")
+        # A value given both ways must agree: the dict's silently replaced the argument's
+        # (variant="dense" with config={"variant": "swa", ...} ran swa).
+        given = {"variant": variant, "implementation": implementation, "params": params,
+                 "tunables": tunables}
+        for key, value in given.items():
+            if key in config and value is not None and value != config[key]:
+                raise UserError(f"attntune: error: {key}: {value!r} is not the config's "
+                                f"{config[key]!r} (give it one way)")
         variant = config.get("variant", variant)
         implementation = config.get("implementation", implementation)
         params = config.get("params", params)
@@ -92,6 +104,14 @@ def attention(q, k, v, variant=None, config=None, *, params=None, implementation
     if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
         raise UserError("attntune: error: stream: a CUDA stream handle (int, e.g. "
                         f"torch.cuda.current_stream().cuda_stream) is expected, not {_type_name(stream)}")
+    if stream is not None and not 0 <= stream < 2 ** 64:
+        raise UserError(f"attntune: error: stream: {stream} is not a CUDA stream handle "
+                        "(0 to 2^64 - 1)")
+    if stream is not None and hasattr(q, "__dlpack_device__") and q.__dlpack_device__()[0] == 1:
+        # kDLCPU, asked before the tensors are exported (torch's own refusal of a stream
+        # for a CPU tensor was the message)
+        raise UserError("attntune: error: stream: given for tensors on the CPU (a CUDA "
+                        "stream orders work on a GPU; leave it out)")
     if out is None:
         import numpy as np
         if not isinstance(q, np.ndarray):

@@ -231,5 +231,68 @@ by_tensor = attntune.attention(q, k, v, variant="hybrid", windows=windows)
 given = attntune.attention(q, k, v, variant="hybrid", params={"w": 3, "full": 1})
 expect(np.array_equal(by_tensor, given), "hybrid with a windows tensor needs no w")
 
+# A config dict and an argument that disagree: the dict's value won without a word
+# (variant="dense" ran swa).
+refusal(lambda: attntune.attention(q, k, v, variant="dense",
+                                   config={"variant": "swa", "implementation": "tiled",
+                                           "params": {"w": 4}}),
+        "attntune: error: variant: 'dense' is not the config's 'swa' (give it one way)")
+refusal(lambda: attntune.attention(q, k, v, variant="swa", params={"w": 8}, config={"params": {"w": 4}}),
+        "attntune: error: params: {'w': 8} is not the config's {'w': 4} (give it one way)")
+# A parameter value holding a separator set another parameter.
+refusal(lambda: attntune.attention(q, k, v, variant="swa", params={"w": "1,sink=2"}),
+        "attntune: error: params: w=1,sink=2 holds ',' or '=' (a parameter's name and value are "
+        "integers or words)")
+# A stream handle out of range was pybind11's TypeError of several hundred lines.
+refusal(lambda: attntune.attention(q, k, v, variant="dense", stream=-1),
+        "attntune: error: stream: -1 is not a CUDA stream handle (0 to 2^64 - 1)")
+# A NUL ended the text the C API read ("swa\0junk" was swa); a number past double's range
+# was a bare OverflowError.
+refusal(lambda: attntune.Config("swa\0junk", "tiled", "w=4"),
+        "attntune: error: variant: holds a NUL character")
+refusal(lambda: tuned.lookup("swa", head_dim=d, seq_len=L, min_mass_recall=10**400),
+        "attntune: error: min_mass_recall: " + str(10**400)[:40] + " is out of range")
+# A file name that is not UTF-8 (open() reads it) was pybind11's RuntimeError.
+import shutil
+import subprocess
+import tempfile
+odd_dir = tempfile.mkdtemp()
+odd = os.path.join(os.fsencode(odd_dir), b"config\xff.json")
+shutil.copy(config_json, odd)
+odd_cfg = attntune.load_config(os.fsdecode(odd)).lookup("swa", head_dim=d, seq_len=L)
+expect(odd_cfg.variant == "swa", "load_config reads a file whose name is not UTF-8")
+# A DLPack tensor refused by the binding's own checks (here: not contiguous) is released:
+# its capsule's deleter was never called, and the tensor leaked (256 MB a call with torch).
+base = np.ascontiguousarray(q.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
+before = sys.getrefcount(base)
+for _ in range(5):
+    try:
+        attntune.attention(DLPackOnly(base), k, v, variant="dense", out=np.empty_like(q))
+    except attntune.UserError:
+        pass
+expect(sys.getrefcount(base) == before,
+       f"a refused DLPack tensor is released ({before} references before, {sys.getrefcount(base)} after)")
+# First calls from several threads at once: numpy's C API was looked up under a C++
+# static's lock by the first call, and two threads deadlocked (8 runs in 10).
+threads = r"""
+import threading, numpy as np, attntune
+q = np.random.default_rng(0).standard_normal((1, 2, 8, 16), dtype=np.float32)
+barrier = threading.Barrier(8)
+def work():
+    barrier.wait()
+    attntune.attention(q, q, q, variant="dense")
+ts = [threading.Thread(target=work) for _ in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("done")
+"""
+for attempt in range(3):
+    try:
+        p = subprocess.run([sys.executable, "-c", threads], capture_output=True, text=True, timeout=60)
+        ok = p.returncode == 0 and p.stdout.strip() == "done"
+    except subprocess.TimeoutExpired:
+        ok = False
+    expect(ok, f"eight threads' first calls at once end (attempt {attempt + 1})")
+
 print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
 sys.exit(1 if failures else 0)
