@@ -85,7 +85,14 @@ std::string RangeText(const ParamDecl& p) {
 std::string CheckParamValue(const ParamDecl& p, const std::string& value, std::string* canonical) {
   if (p.kind == ParamKind::kInt) {
     int64_t v = 0;
-    if (!ParseInt(value, &v)) return p.name + "='" + value + "' is not an integer";
+    if (!ParseInt(value, &v)) {
+      // Digits past int64 are an integer out of range, not "not an integer".
+      const size_t first = !value.empty() && value[0] == '-' ? 1 : 0;
+      const bool digits = value.size() > first &&
+                          value.find_first_not_of("0123456789", first) == std::string::npos;
+      if (digits) return p.name + "=" + value + " is out of range (" + RangeText(p) + ")";
+      return p.name + "='" + value + "' is not an integer";
+    }
     if (v < p.min || v > p.max) {
       return p.name + "=" + value + " is out of range (" + RangeText(p) + ")";
     }

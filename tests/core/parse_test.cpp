@@ -138,6 +138,11 @@ TEST_CASE("ResolveParams fills defaults and names every kind of bad value") {
   CHECK(err("w=8,Br=0") == "--params: Br=0 is out of range (1 <= Br <= 256)");
   CHECK(err("w=8,Bc=513") == "--params: Bc=513 is out of range (1 <= Bc <= 512)");
   CHECK(err("w=8,sink=-1") == "--params: sink=-1 is out of range (sink >= 0)");
+  // Digits past int64 (a seed of 2^63) are out of range, not "not an integer".
+  CHECK(err("w=9223372036854775808") == "--params: w=9223372036854775808 is out of range (w >= 1)");
+  CHECK(err("w=8,sink=-99999999999999999999") ==
+        "--params: sink=-99999999999999999999 is out of range (sink >= 0)");
+  CHECK(err("w=-") == "--params: w='-' is not an integer");
   CHECK(err("w=8,k=3") ==
         "--params: unknown parameter 'k' for swa/tiled (known: w, sink, Br, Bc)");
   CHECK(err("sink=4") == "--params: swa/tiled requires parameter w (e.g. w=128)");
