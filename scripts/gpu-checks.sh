@@ -34,9 +34,10 @@
 # step's default-tile configurations on those builds too, each right after this one's,
 # in BASE's order, into sparse-ab.jsonl ("build": "new", or the base's label: its bundle's
 # commit file, else base1, base2, ...) and an A/B table in summary.txt (scripts/ab_table.py).
-# Every log goes to OUT_DIR; RESULT_DIR, when given, receives the few files worth keeping:
-# summary.txt, sparse.jsonl, sparse-ab.jsonl, sparse-tiles.jsonl, decode.jsonl, torch.jsonl,
-# libs.jsonl, metrics.jsonl and all.tar.gz (every log).
+# Every log goes to OUT_DIR; RESULT_DIR, when given, receives at most 7 files worth keeping
+# (the device tool returns 8, the command's log among them), after every step and on exit:
+# summary.txt, sparse.jsonl, sparse-ab.jsonl, all.tar.gz (every log and record, the
+# tiles', decode's and torch's JSONL included), libs.jsonl, metrics.jsonl, then the grid's.
 # libcudnn is loaded at run time (kernels/cuda/libraries/cudnn_loader.h): where it is not
 # on the loader's path, ATTNTUNE_CUDNN_LIBRARY is set to the one python3's nvidia-cudnn
 # package holds, and that package's neighbours (nvrtc, cuBLAS) join LD_LIBRARY_PATH.
@@ -99,8 +100,10 @@ start=$(date +%s)
 at="$build/attntune"
 log() { echo "== [$(( $(date +%s) - start ))s] $*" | tee -a "$out/summary.txt"; }
 left() { echo $((deadline - ($(date +%s) - start))); }
-# cap SECONDS: SECONDS, or what is left of the deadline less 5 s if that is less.
-cap() { local l=$(( $(left) - 5 )); echo $(( $1 < l ? $1 : l )); }
+# cap SECONDS: SECONDS, or what is left of the deadline less 5 s if that is less; at
+# least 1 (timeout 0 would be no limit). Every step runs under timeout -k 5 of its cap,
+# so no step runs past the deadline (a fixed limit ran up to 60 s past it).
+cap() { local l=$(( $(left) - 5 )); local c=$(( $1 < l ? $1 : l )); echo $(( c < 1 ? 1 : c )); }
 # want STEP: whether STEPS names it (or is empty).
 want() {
   if [ -z "${STEPS:-}" ]; then [ "$1" != grid ]; else [[ " $STEPS " == *" $1 "* ]]; fi
@@ -116,6 +119,25 @@ compact() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.arg
 build_tag() {
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["build"]=sys.argv[2]; print(json.dumps(r))' "$1" "$2"
 }
+
+# deliver: every log in one archive, and RESULT_DIR's few files (the device tool returns 8
+# files, the command's own log among them: at most 7 here; what is left out is in
+# all.tar.gz and, for the decode and torch records, in summary.txt). Run after each step
+# and on exit, so that a run stopped at its limit still returns what it measured.
+deliver() {
+  tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz.part" . 2>/dev/null &&
+    mv "$out/all.tar.gz.part" "$out/all.tar.gz"
+  [ -n "$results" ] || return 0
+  mkdir -p "$results"
+  local f kept=0
+  for f in summary.txt sparse.jsonl sparse-ab.jsonl all.tar.gz libs.jsonl metrics.jsonl \
+      libraries.jsonl torch-grid.jsonl; do
+    [ $kept -lt 7 ] || break
+    if [ -s "$out/$f" ]; then cp "$out/$f" "$results/"; kept=$((kept + 1)); fi
+  done
+}
+trap deliver EXIT
+trap 'exit 143' TERM
 
 log "date $(date -u +%FT%TZ) deadline ${deadline}s; bundle of commit $build_commit${BASE:+; bases ${base_labels[*]}}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem \
@@ -140,12 +162,13 @@ want tests && for entry in cuda_plan_test:60 cuda_select_test:60 library_plan_te
   if [ "$t" = gpu_flashinfer ]; then bin=gpu_windowed_test; filter="[flashinfer]"; fi
   [ -x "$build/tests/gpu/$bin" ] || { log "$bin missing from $build"; continue; }
   fits "$limit" "$t" || continue
-  (cd "$build/tests/gpu" && timeout "$limit" ./$bin -d yes ${filter:+"$filter"} >"$out/$t.log" 2>&1)
+  (cd "$build/tests/gpu" && timeout -k 5 "$(cap "$limit")" ./$bin -d yes ${filter:+"$filter"} >"$out/$t.log" 2>&1)
   log "$t rc=$?"
   tail -n 3 "$out/$t.log" | tee -a "$out/summary.txt"
 done
 grep -h -E "^[0-9.]+ s: " "$out/gpu_windowed_test.log" "$out/gpu_cudnn.log" "$out/gpu_flashinfer.log" 2>/dev/null | sort -rn | head -5 >>"$out/summary.txt"
 
+deliver
 # 2. The sparse benches at L=16384: end to end, with the selection's own time, for every
 # compiled fp16 d=128 tile (the tunable Tile, as a tune would search it). Each
 # configuration runs first without a Tile, so bench takes the Tile parameter's default
@@ -170,7 +193,7 @@ want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "ha
     fits 30 "bench $v $tile" || continue
     params=${2:-}
     [ "$tile" = default ] || params="${2:+$2,}Tile=attntune_${family}_f16_d128_$tile"
-    timeout 120 "$at" bench --device cuda:0 --variant "$1" --impl cuda ${params:+--params "$params"} \
+    timeout -k 5 "$(cap 120)" "$at" bench --device cuda:0 --variant "$1" --impl cuda ${params:+--params "$params"} \
       --max-seconds 1 --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
     rc=$?
     log "bench L=16384 $v $tile rc=$rc"
@@ -188,12 +211,13 @@ want sparse && for v in "dense" "ks k=64" "dma w=1024" "dma w=64" "lsh k=64" "ha
     for ((x = 0; x < ${#base_ats[@]}; ++x)); do
       base_at=${base_ats[$x]}
       fits 30 "base bench ${base_labels[$x]} $v" || break
-      LD_LIBRARY_PATH="$(dirname "$base_at")/lib:$LD_LIBRARY_PATH" timeout 120 "$base_at" bench \
+      LD_LIBRARY_PATH="$(dirname "$base_at")/lib:$LD_LIBRARY_PATH" timeout -k 5 "$(cap 120)" "$base_at" bench \
         --device cuda:0 --variant "$1" --impl cuda --params "${2:+$2,}Tile=$kernel" --max-seconds 1 \
         --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
       rc=$?
       log "base ${base_labels[$x]} bench L=16384 $v $default_tile rc=$rc"
-      if [ $rc -eq 0 ]; then build_tag "$out/bench.json" "${base_labels[$x]}" >>"$out/sparse-ab.jsonl"; fi
+      if [ $rc -eq 0 ]; then build_tag "$out/bench.json" "${base_labels[$x]}" >>"$out/sparse-ab.jsonl"
+      else tail -3 "$out/bench.err" | tee -a "$out/summary.txt"; fi
     done
   done
 done
@@ -245,7 +269,7 @@ EOF
 # linking libattntune pays: selection, kernel, stream-ordered allocations;
 # CUDA events), beside bench's end-to-end medians.
 if want sparse && [ "${LIBRARY_RUN:-on}" = on ] && [ -x "$build/benchmarks/library_cuda_run" ] && fits 90 "library_cuda_run"; then
-  timeout 150 "$build/benchmarks/library_cuda_run" 16384 >"$out/library.jsonl" 2>"$out/library.err"
+  timeout -k 5 "$(cap 150)" "$build/benchmarks/library_cuda_run" 16384 >"$out/library.jsonl" 2>"$out/library.err"
   log "library_cuda_run 16384 rc=$?"
   tail -3 "$out/library.err" | tee -a "$out/summary.txt"
   python3 - "$out/sparse.jsonl" "$out/library.jsonl" <<'EOF' | tee -a "$out/summary.txt"
@@ -270,12 +294,13 @@ for line in open(sys.argv[2]):
 EOF
 fi
 
+deliver
 # 3. dma_decode: one step at t = 4096 and at t = 65536 (a server's step with its cache:
 # resident update, chosen keys, attention of that step), beside every step of the
 # sequence at once (benchmarks/cuda_decode_step, CUDA events); then bench's whole-sequence
 # record at t = 4096 (end to end, CUPTI).
 if want decode && [ -x "$build/benchmarks/cuda_decode_step" ] && fits 120 "cuda_decode_step"; then
-  timeout 180 "$build/benchmarks/cuda_decode_step" 4096 65536 >"$out/decode.jsonl" 2>"$out/decode.err"
+  timeout -k 5 "$(cap 180)" "$build/benchmarks/cuda_decode_step" 4096 65536 >"$out/decode.jsonl" 2>"$out/decode.err"
   log "cuda_decode_step 4096 65536 rc=$?"
   cat "$out/decode.jsonl" | tee -a "$out/summary.txt"
   tail -3 "$out/decode.err" | tee -a "$out/summary.txt"
@@ -284,23 +309,30 @@ r = {j["t"]: j for j in map(json.loads, open(sys.argv[1])) if "t" in j}
 if 4096 in r and 65536 in r:
     print("one step at t=65536 / at t=4096: %.3f" % (r[65536]["one_step_us"] / r[4096]["one_step_us"]))' \
     "$out/decode.jsonl" | tee -a "$out/summary.txt"
+elif want decode && [ ! -x "$build/benchmarks/cuda_decode_step" ]; then
+  log "skipped: cuda_decode_step (not in the bundle)"
 fi
 if want decode && fits 90 "bench dma_decode t=4096"; then
-  timeout 120 "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
+  timeout -k 5 "$(cap 120)" "$at" bench --device cuda:0 --variant dma_decode --impl cuda_decode \
     --params w_kv=1024,w_q=32,r=64 --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --unchecked --json \
-    >"$out/decode.json" 2>"$out/decode.err"
+    >"$out/decode.json" 2>"$out/decode-bench.err"
   rc=$?
   log "bench dma_decode L=4096 rc=$rc"
-  if [ $rc -eq 0 ]; then compact "$out/decode.json" | tee -a "$out/sparse.jsonl" "$out/summary.txt"; fi
+  if [ $rc -eq 0 ]; then compact "$out/decode.json" | tee -a "$out/decode-bench.jsonl" "$out/summary.txt"
+  else tail -3 "$out/decode-bench.err" | tee -a "$out/summary.txt"; fi
 fi
 
+deliver
 # 4. PyTorch's SDPA on the same problem.
 if want torch && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 90 "torch SDPA"; then
-  timeout 120 python3 "$here/benchmarks/torch_sdpa_reference.py" 16384 >"$out/torch.jsonl" 2>&1
+  timeout -k 5 "$(cap 120)" python3 "$here/benchmarks/torch_sdpa_reference.py" 16384 >"$out/torch.jsonl" 2>"$out/torch.err"
   log "torch_sdpa_reference rc=$?"
   cat "$out/torch.jsonl" | tee -a "$out/summary.txt"
+elif want torch && ! python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  log "skipped: torch SDPA (no torch with CUDA in python3)"
 fi
 
+deliver
 # 4b. The attention libraries beside attntune's own dense kernel (same run, same
 # problem): cuDNN's SDPA (its graph is built on the first call, in bench's warm-up) and
 # FlashInfer's kernels.
@@ -311,7 +343,7 @@ want libs && for v in "dense cuda fp16" "dense cudnn fp16" "dense flashinfer fp1
     "dense flashinfer bf16"; do
   set -- $v
   fits 45 "bench $v" || continue
-  timeout 90 "$at" bench --device cuda:0 --variant "$1" --impl "$2" --dtype "$3" \
+  timeout -k 5 "$(cap 90)" "$at" bench --device cuda:0 --variant "$1" --impl "$2" --dtype "$3" \
     ${4:+--params $4} --shape $shape --unchecked --json >"$out/bench.json" 2>"$out/bench.err"
   rc=$?
   log "bench L=16384 $v rc=$rc"
@@ -335,13 +367,14 @@ for r in recs:
           json.dumps(r.get("params", {})), r["median_ms"], ratio))
 EOF
 
+deliver
 # 5. memcheck over one tile of every family, the bucketed and decode kernels and the
 # device selection (the full numerics run under memcheck takes too long).
 # sanitize WHAT TOOL CAP LOG BIN FILTER: compute-sanitizer's TOOL over the BIN test cases
 # FILTER, for at most CAP seconds (and the deadline), its log in OUT/LOG.
 sanitize() {
   local what=$1 tool=$2 limit=$3 logf=$4 bin=$5 filter=$6
-  (cd "$build/tests/gpu" && timeout "$(cap "$limit")" compute-sanitizer --tool "$tool" \
+  (cd "$build/tests/gpu" && timeout -k 5 "$(cap "$limit")" compute-sanitizer --tool "$tool" \
     --error-exitcode 3 "./$bin" "$filter" >"$out/$logf" 2>&1)
   log "compute-sanitizer $what rc=$?"
   tail -n 4 "$out/$logf" | tee -a "$out/summary.txt"
@@ -368,18 +401,21 @@ if want memcheck && command -v compute-sanitizer >/dev/null && fits 120 "memchec
     racecheck 90 racecheck-attention.log gpu_windowed_test "$attention_tests"
   fits 30 "synccheck (attention)" && sanitize "synccheck (attention)" \
     synccheck 60 synccheck-attention.log gpu_windowed_test "$attention_tests"
+elif want memcheck && ! command -v compute-sanitizer >/dev/null; then
+  log "skipped: memcheck, racecheck, synccheck (no compute-sanitizer on PATH)"
 fi
 
+deliver
 # 6. Tunes on the GPU: decode phase; counters of every ok trial; counters of the sparse
 # kernels at L=4096 (what limits them: tensor-pipe activity, DRAM bytes).
 if want tune && fits 120 "tune --phase decode"; then
-  timeout 150 "$at" tune --device cuda:0 --phase decode --variants dense,swa,dma_decode \
+  timeout -k 5 "$(cap 150)" "$at" tune --device cuda:0 --phase decode --variants dense,swa,dma_decode \
     --seq-lens 1024,4096 --budget 3 --out "$out/tune" >"$out/tune_decode.log" 2>&1
   log "attntune tune --phase decode rc=$?"
   tail -n 15 "$out/tune_decode.log" | tee -a "$out/summary.txt"
 fi
 if want tune && fits 120 "tune --metrics"; then
-  timeout 150 "$at" tune --device cuda:0 --variants dense,ks,lsh --seq-lens 1024 --budget 2 \
+  timeout -k 5 "$(cap 150)" "$at" tune --device cuda:0 --variants dense,ks,lsh --seq-lens 1024 --budget 2 \
     --metrics --out "$out/tune-metrics" >"$out/tune-metrics.log" 2>&1
   log "attntune tune --metrics rc=$?"
   tail -n 8 "$out/tune-metrics.log" | tee -a "$out/summary.txt"
@@ -389,7 +425,7 @@ fi
 want metrics && for v in "dense" "ks k=64" "dma w=1024" "lsh k=64" "hax k_lsh=32,k_ks=32"; do
   set -- $v
   fits 40 "bench --metrics $v" || continue
-  timeout 60 "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --metrics --unchecked \
+  timeout -k 5 "$(cap 60)" "$at" bench --device cuda:0 --variant "$1" ${2:+--params $2} --metrics --unchecked \
     --shape B=1,Hq=16,Hkv=8,L=4096,d=128 --json >"$out/metrics.json" 2>&1
   rc=$?
   log "bench --metrics L=4096 $v rc=$rc"
@@ -404,7 +440,7 @@ if want ncu && command -v ncu >/dev/null; then
   for v in "ks k=64" "dma w=1024" "lsh k=64"; do
     set -- $v
     fits 60 "ncu $v" || continue
-    timeout 90 ncu --kernel-name regex:'attntune_(blocksparse|bucketed)' --launch-skip 1 --launch-count 1 \
+    timeout -k 5 "$(cap 90)" ncu --kernel-name regex:'attntune_(blocksparse|bucketed)' --launch-skip 1 --launch-count 1 \
       --metrics gpu__time_duration.sum,dram__bytes.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum \
       "$at" bench --device cuda:0 --variant "$1" --params "$2" --shape $shape --unchecked \
       --min-reps 1 --max-seconds 0.1 >"$out/ncu.txt" 2>&1
@@ -421,7 +457,7 @@ if want ncu && command -v ncu >/dev/null; then
     echo "== $1 $2" >>"$out/attention-ncu.txt"
     params=$2
     [ "$params" = - ] && params=
-    timeout 90 ncu --kernel-name regex:"attntune_$3" --launch-skip 1 --launch-count 1 \
+    timeout -k 5 "$(cap 90)" ncu --kernel-name regex:"attntune_$3" --launch-skip 1 --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
       --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section SourceCounters \
@@ -441,7 +477,7 @@ if want ncu && command -v ncu >/dev/null; then
     set -- $v
     fits 60 "ncu selection $1 $2" || continue
     echo "== $1 $2" >>"$out/selection-ncu.txt"
-    timeout 120 ncu --kernel-name regex:"attntune_$3" --launch-count "$4" \
+    timeout -k 5 "$(cap 120)" ncu --kernel-name regex:"attntune_$3" --launch-count "$4" \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
       --section WarpStateStats --section MemoryWorkloadAnalysis "$at" bench --device cuda:0 \
       --variant "$1" --params "$2" --shape $shape \
@@ -473,7 +509,10 @@ for line in open(sys.argv[1]):
         row[m.group(1)] = m.group(2)
 flush()
 EOF
+elif want ncu; then
+  log "skipped: ncu (not on PATH)"
 fi
+deliver
 # 7. The libraries' grid (issue 20): per geometry, one tune of dense and swa (w = 1024,
 # 4096) at GRID_LENS with every implementation searched (attntune's, cuDNN's, FlashInfer's
 # where built), each entry re-timed against the default, and one decode tune of dense at
@@ -493,7 +532,7 @@ grid_tune() {  # NAME NEEDS_SECONDS tune-args...
   local name=$1 needs=$2
   shift 2
   fits "$needs" "tune $name" || return 1
-  timeout $(( $(left) - 5 )) "$at" tune --device cuda:0 --max-seconds 0.15 "$@" \
+  timeout -k 5 "$(cap $(( $(left) - 5 )))" "$at" tune --device cuda:0 --max-seconds 0.15 "$@" \
     >>"$out/grid-$name.log" 2>&1
   local rc=$?
   log "tune $name $* rc=$rc"
@@ -501,7 +540,7 @@ grid_tune() {  # NAME NEEDS_SECONDS tune-args...
 }
 if want grid; then
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && fits 60 "torch SDPA grid"; then
-    timeout 150 python3 "$here/benchmarks/torch_sdpa_grid.py" --dtypes "$(echo $GRID_DTYPES | tr ' ' ,)" \
+    timeout -k 5 "$(cap 150)" python3 "$here/benchmarks/torch_sdpa_grid.py" --dtypes "$(echo $GRID_DTYPES | tr ' ' ,)" \
       ${GRID_TORCH_ARGS:-} >"$out/torch-grid.jsonl" 2>"$out/torch-grid.err"
     log "torch_sdpa_grid rc=$?"
     tail -2 "$out/torch-grid.err" | tee -a "$out/summary.txt"
@@ -539,12 +578,4 @@ if want grid; then
     2>&1 | tee -a "$out/summary.txt"
 fi
 log "done in $(( $(date +%s) - start ))s"
-# Everything in one archive (the device tool returns few files).
-tar -C "$out" --exclude=all.tar.gz -czf "$out/all.tar.gz" . 2>/dev/null
-if [ -n "$results" ]; then
-  mkdir -p "$results"
-  for f in summary.txt sparse.jsonl sparse-ab.jsonl sparse-tiles.jsonl decode.jsonl torch.jsonl libs.jsonl \
-      metrics.jsonl libraries.jsonl torch-grid.jsonl all.tar.gz; do
-    if [ -s "$out/$f" ]; then cp "$out/$f" "$results/"; fi  # the device tool returns 8 files
-  done
-fi
+deliver
