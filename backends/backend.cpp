@@ -47,7 +47,7 @@ std::vector<const Implementation*> RequireImplementations(const Backend& backend
 
 
 const Implementation& ImplementationNamed(const Backend& backend, const Variant& variant, Dtype dtype,
-                                        int64_t d, const std::string& id) {
+                                        int64_t d, const std::string& id, Phase phase) {
   std::vector<const Implementation*> offered;
   for (const Phase phase : {Phase::kPrefill, Phase::kDecode}) {
     for (const Implementation* impl : ImplementationsFor(backend, variant, {phase, dtype, d})) {
@@ -57,7 +57,10 @@ const Implementation& ImplementationNamed(const Backend& backend, const Variant&
   if (offered.empty()) {  // throws, naming what the backend runs
     (void)RequireImplementations(backend, variant, {Phase::kPrefill, dtype, d}, "--variant");
   }
-  if (id.empty()) return *offered.front();
+  if (id.empty()) {
+    const std::vector<const Implementation*> own = ImplementationsFor(backend, variant, {phase, dtype, d});
+    return own.empty() ? *offered.front() : *own.front();
+  }
   std::string known;
   for (const Implementation* impl : offered) {
     if (impl->id == id) return *impl;

@@ -80,10 +80,12 @@ std::vector<const Implementation*> RequireImplementations(const Backend& backend
                                                           const std::string& what);
 
 /// --impl: the implementation `id` of `variant` that `backend` runs in `dtype` at head
-/// dimension `d` (in either phase), or the first it runs when `id` is empty. UserError
+/// dimension `d` (in either phase), or, when `id` is empty, the first it runs in `phase`
+/// (the one a tune of that phase starts from), else the first it runs. UserError
 /// "--impl: unknown implementation '<id>' of <variant> (known: ...)", or naming --variant
 /// when the backend runs none.
 const Implementation& ImplementationNamed(const Backend& backend, const Variant& variant,
-                                          Dtype dtype, int64_t d, const std::string& id);
+                                          Dtype dtype, int64_t d, const std::string& id,
+                                          Phase phase = Phase::kPrefill);
 
 }  // namespace attntune

@@ -63,7 +63,11 @@ BenchRecord Bench(const BenchRequest& request, Backend& backend) {
   const Shape shape = ParseShape(request.shape, "--shape");
   ValidateShape(shape, "--shape");
   CheckProblemFitsHost(shape, request.check, "--shape");
-  const Implementation& impl = ImplementationNamed(backend, variant, dtype, shape.d, request.impl);
+  // Without --impl, the implementation a tune of the shape's phase starts from: one query
+  // row against the keys is decode (on CUDA the prefill kernel came first).
+  const Phase phase = shape.Lq == 1 && shape.Lk > 1 ? Phase::kDecode : Phase::kPrefill;
+  const Implementation& impl =
+      ImplementationNamed(backend, variant, dtype, shape.d, request.impl, phase);
   const Params params =
       ResolveParams(variant, &impl, shape, ParseParams(request.params, "--params"), "--params");
   ProblemContext problem = BenchProblem(request, shape, dtype);
