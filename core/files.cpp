@@ -29,6 +29,11 @@ namespace {
 }  // namespace
 
 void WriteFileAtomic(const std::string& path, const std::string& bytes) {
+  // A device, a FIFO or a socket at the path is not an output to replace (`run --out
+  // /dev/null` replaced the device node with a file).
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    throw UserError(path + ": is not a regular file (attntune writes its outputs as files)");
   // A unique temporary name in the same folder, so that rename() replaces atomically and
   // two writers of one path never share a temporary file.
   std::string tmp = path + ".tmp.XXXXXX";

@@ -91,7 +91,9 @@ Evaluated EvaluateCandidate(ProblemContext& problem, const Variant& variant,
                             const EvaluateOptions& options);
 
 /// Host memory one problem needs at least: the fp32 inputs and output (q, k, v, o) and,
-/// when candidates are checked, the fp64 reference output.
+/// when candidates are checked, dense's fp64 reference with its rows' log-sum-exp and one
+/// variant's reference beside it (a tune of several variant parameter sets at a length
+/// keeps one more reference per set).
 double ProblemHostBytes(const Shape& shape, bool checked);
 /// Throws UserError ("<what>: <shape> needs ... more than this machine's ... of memory")
 /// when ProblemHostBytes exceeds this machine's physical memory, so that a mistyped

@@ -98,6 +98,19 @@ TEST_CASE("WriteFileAtomic onto a directory keeps the directory and no temporary
   CHECK(ReadAll(dir.File("report.html/kept")) == "old");
 }
 
+TEST_CASE("WriteFileAtomic leaves a FIFO (or a device) where it is") {
+  // `run --out` naming a FIFO or /dev/null replaced it with a regular file.
+  TempDir dir;
+  const std::string path = dir.File("pipe");
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  CHECK(UserErrorText([&] { WriteFileAtomic(path, "o"); }) ==
+        path + ": is not a regular file (attntune writes its outputs as files)");
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK(dir.Names() == std::vector<std::string>{"pipe"});
+}
+
 TEST_CASE("WriteFileAtomic that fails halfway keeps the old content") {
   TempDir dir;
   const std::string path = dir.File("attntune_config.json");
