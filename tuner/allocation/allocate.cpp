@@ -226,6 +226,9 @@ void ValidateAllocate(const AllocateOptions& o) {
     throw UserError("--window: " + std::to_string(window) + " must be below --context " +
                     std::to_string(o.context) +
                     " (a window that covers the context is full attention)");
+  if (o.calib.empty() && o.floor.Empty())
+    CheckCalibCoverage(CalibWindow(window, o.context, o.calib_len), o.sink, o.calib_len,
+                       "--calib-len");
 }
 
 namespace {

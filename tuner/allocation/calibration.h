@@ -86,14 +86,22 @@ Tensors GenerateHead(const GeneratorSpec& spec, HeadKind kind, int64_t layer, in
 CalibStats GeneratorStats(const GeneratorSpec& spec, int64_t window, int64_t sink);
 
 /// Statistics of captured activations: a safetensors file with, per layer l, F32
-/// tensors "q.<l>" [B,Hq,L,d], "k.<l>" and "v.<l>" [B,Hkv,L,d] (B = 1 is read; later
-/// batches are ignored). Geometry must match `model` -> else UserError naming `what`.
-/// The window is CalibWindow(window, context, L) for the captured length L.
+/// tensors "q.<l>" [B,Hq,L,d], "k.<l>" and "v.<l>" [B,Hkv,L,d], read and checked as
+/// tune's --calib reads them (ReadCalibrationSet: the model's type, depth, heads and head
+/// dim, every layer of one length); the first sequence of a batch is used. UserError
+/// naming `what` otherwise. The window is CalibWindow(window, context, L) for the
+/// captured length L; CheckCalibCoverage refuses a window and sink that cover L.
 CalibStats SafetensorsStats(const std::string& path, const ModelGeometry& model, int64_t window,
                             int64_t context, int64_t sink, const std::string& what);
 
 /// The window that keeps the same share of a calibration sequence of `length` as
 /// `window` keeps of `context`: max(1, round(window * length / context)).
 int64_t CalibWindow(int64_t window, int64_t context, int64_t length);
+
+/// UserError "<what>: the SWA set (...) covers all <length> calibration tokens ..." when a
+/// calibration window and the sink together reach the calibration length: every head's
+/// statistics would show no loss.
+void CheckCalibCoverage(int64_t calib_window, int64_t sink, int64_t length,
+                        const std::string& what);
 
 }  // namespace attntune

@@ -208,6 +208,14 @@ for flag, value, what in (("--rho", "", "a number from 0 to 1"),
     args = ["allocate", "--model", tiny, "--no-measure", "--context", "256", "--out", tmp]
     args += [] if flag == "--rho" else ["--rho", "0.5"]
     expect_error(args + [flag, value], f"attntune: error: {flag}: '{value}' is not {what}")
+# A sink that, with the window scaled to the calibration length, covers every calibration
+# token: every head's loss was 0 (qwen3-1.7b at rho 1: 1.4e-31), and the allocation rested
+# on it.
+expect_error(["allocate", "--model", "qwen3-1.7b", "--rho", "1", "--context", "4096", "--window",
+              "512", "--sink", "256", "--no-measure", "--out", tmp],
+             "attntune: error: --calib-len: the SWA set (the window's 32 tokens at this length plus "
+             "--sink 256) covers all 256 calibration tokens, so no head would lose anything; "
+             "calibrate on more than 288 tokens or give a smaller --sink")
 # A context so short that a quarter of it is no window: the outputs said "window 0" (full
 # attention, by the hybrid variant's reading) for the SWA heads, exit 0.
 expect_error(["allocate", "--model", tiny, "--rho", "0.5", "--context", "3", "--no-measure",
