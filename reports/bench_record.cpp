@@ -161,7 +161,17 @@ std::string RenderEntryRecords(const ReportInput& input) {
       r.device = t.device.name;
       r.dtype = t.problem.dtype;
       r.timer = "stored trial";
-      r.inputs = t.problem.calib_id == 0 ? "gaussian" : "calibration set";
+      // As bench --json has them: the timing's inputs (a tune times on Gaussian inputs),
+      // and the calibration set its quality was measured on, apart.
+      r.inputs = "gaussian";
+      if (t.problem.calib_id != 0) {
+        r.calibration = "#" + std::to_string(t.problem.calib_id);
+        for (const CalibrationRecord& c : input.calibrations)
+          if (c.id == t.problem.calib_id)
+            r.calibration = c.content_hash.substr(0, 12) + " (" +
+                            (c.model.empty() ? std::string("model not named") : c.model) +
+                            ", layers " + c.layers + ", " + std::to_string(c.tokens) + " tokens)";
+      }
       r.status = t.result.status;
       r.message = t.result.message;
       r.metrics = t.result.metrics;

@@ -67,6 +67,13 @@ expect(len(doc["calibrations"]) == 1 and doc["calibrations"][0]["tokens"] == 512
        "the JSON lists the calibration set")
 expect(all(e["floor"] == "mass_recall>=0.95" and "meets_floor" in e for e in calibrated),
        "every calibrated entry carries the floor and meets_floor")
+# db records as bench --json has them: "inputs" the timing's (Gaussian), the calibration
+# set apart (they said "inputs": "calibration set" and named no set).
+records = [json.loads(line) for line in run("db", "records", "--db", db_path).stdout.splitlines()]
+cal_records = [r for r in records if "calibration" in r]
+expect(cal_records and all(r["inputs"] == "gaussian" for r in records) and
+       all(r["calibration"].endswith("(planted/test-model, layers 0,1, 512 tokens)") for r in cal_records),
+       f"db records: Gaussian inputs, the calibration set named: {[(r['inputs'], r.get('calibration')) for r in records][:3]}")
 feasible = [e for e in calibrated if e["variant"] == "swa" and e["meets_floor"]]
 chosen = min(feasible, key=lambda e: e["median_ms"])
 dense = [e for e in calibrated if e["variant"] == "dense"]
