@@ -258,7 +258,8 @@ void MergeTable(sqlite3* to, const std::string& to_path, sqlite3* from,
       const auto value_at = std::find(columns.begin(), columns.end(), "value") - columns.begin();
       const int name_col = static_cast<int>(name_at) + offset;
       const int value_col = static_cast<int>(value_at) + offset;
-      if (value_at < static_cast<std::ptrdiff_t>(columns.size()) && !select.IsNull(name_col) &&
+      const auto n = static_cast<std::ptrdiff_t>(columns.size());
+      if (name_at < n && value_at < n && !select.IsNull(name_col) &&
           select.Text(name_col) == kMetricConfirmDefaultTrial && !select.IsNull(value_col)) {
         const auto it = ids["trial"].find(select.Int(value_col));
         if (it == ids["trial"].end())

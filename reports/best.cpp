@@ -130,6 +130,11 @@ std::vector<BestEntry> BestEntries(const ReportInput& input) {
   };
   std::map<decltype(same_config(TrialRow{})), int64_t> newest;
   for (const TrialRow& t : input.trials) {
+    // A verdict: a launch failure or timeout may be transient (a tune retries them) and
+    // does not hide an ok trial.
+    if (t.result.status != TrialStatus::kOk && t.result.status != TrialStatus::kInvalid &&
+        t.result.status != TrialStatus::kWrongResult)
+      continue;
     int64_t& id = newest[same_config(t)];
     id = std::max(id, t.id);
   }

@@ -115,6 +115,14 @@ TEST_CASE("BestEntries takes each configuration's newest verdict and never a tim
   std::vector<BestEntry> best = BestEntries(in);
   REQUIRE(best.size() == 1);
   CHECK(best[0].tunables_json == R"({"Br":32})");
+  // A later launch failure may be transient (a tune retries it): no verdict, it hides
+  // nothing.
+  ReportInput transient;
+  transient.trials.push_back(MakeTrial(1, "dense", "{\"Br\":16}", 64, 128, 1.0, 1.0));
+  transient.trials.push_back(MakeTrial(2, "dense", "{\"Br\":16}", 64, 128, 0.0, 1.0,
+                                       TrialStatus::kLaunchFailed, "out of memory"));
+  REQUIRE(BestEntries(transient).size() == 1);
+  CHECK(BestEntries(transient)[0].trial_id == 1);
   // An ok trial whose median is NaN (a damaged row) beat every other.
   in.trials.push_back(MakeTrial(4, "dense", "{\"Br\":64}", 64, 128,
                                 std::numeric_limits<double>::quiet_NaN(), 1.0));
