@@ -1,6 +1,5 @@
 // attntune run: one variant on the tensors of a safetensors file, O written to another.
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -9,6 +8,7 @@
 #include "cli/backends.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/safetensors.h"
 #include "core/tensor_file.h"
 #include "kernels/selection/selection.h"
@@ -44,11 +44,7 @@ void RegisterRun(CLI::App& app, int* rc) {
   cmd->callback([args, rc] {
     const Variant& variant = FindVariant(args->variant, "--variant");
     // o written over q, k, v would leave the caller without its inputs.
-    std::error_code same_ec;
-    if (std::filesystem::exists(args->out, same_ec) &&
-        std::filesystem::equivalent(args->in, args->out, same_ec)) {
-      throw UserError("--out: '" + args->out + "' is the --in file (name another file)");
-    }
+    RefuseToReplace(args->out, args->in, "the --in file");
     // run computes on the CPU backend (fp32 host buffers in and out).
     std::unique_ptr<Backend> cpu = OpenBackend("cpu", "--device");
     const Implementation* impl = &ImplementationNamed(*cpu, variant, Dtype::kF32, 0, args->impl);

@@ -199,6 +199,14 @@ struct RunState {
   std::map<int64_t, std::vector<UncountedTrial>> uncounted;  // by sequence length
 };
 
+// The group's searches that will still ask for points: open and not closed, and its
+// problems not yet opened.
+int64_t Asking(const RunState& run, const Group& group) {
+  int64_t asking = static_cast<int64_t>(run.problems.size() - group.next_problem);
+  for (const auto& s : group.active) asking += s->closed ? 0 : 1;
+  return asking;
+}
+
 // The search budget of a problem `group` opens now (its next_problem already counted):
 // the options' evaluation count and, with a time budget, an equal share of the time left
 // among the rounds of searches still to run: the group's searches asking for points
@@ -211,8 +219,7 @@ SearchBudget ProblemBudget(const RunState& run, const Group& group) {
   SearchBudget budget{options.budget > 0 ? options.budget : -1, 0.0};
   if (options.time_budget_s > 0) {
     const double left = options.time_budget_s - (run.clock() - run.run_start);
-    int64_t asking = static_cast<int64_t>(run.problems.size() - group.next_problem) + 1;
-    for (const auto& s : group.active) asking += s->closed ? 0 : 1;
+    const int64_t asking = Asking(run, group) + 1;  // this search is not yet among them
     const int64_t slots = std::max(group.live, 1);
     const int64_t rounds = (asking + slots - 1) / slots;
     budget.max_seconds = std::max(left / static_cast<double>(rounds), 1e-9);
@@ -385,9 +392,7 @@ std::optional<Candidate> TakeFrom(RunState& run, Search& search) {
 // among its problems still asking for points, so that problems run side by side and a
 // search asks a batch only when slots outnumber them.
 int64_t InFlightCap(const RunState& run, const Group& group) {
-  int64_t asking = static_cast<int64_t>(run.problems.size() - group.next_problem);
-  for (const auto& s : group.active) asking += s->closed ? 0 : 1;
-  asking = std::max<int64_t>(asking, 1);
+  const int64_t asking = std::max<int64_t>(Asking(run, group), 1);
   return std::max<int64_t>(1, (group.live + asking - 1) / asking);
 }
 

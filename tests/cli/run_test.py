@@ -183,7 +183,7 @@ same = os.path.join(tmp, "same.safetensors")
 save_file({"q": q, "k": k, "v": v}, same)
 before = open(same, "rb").read()
 p = run("run", "--variant", "dense", "--in", same, "--out", same, check=2)
-expect(p.stderr.strip() == f"attntune: error: --out: '{same}' is the --in file (name another file)"
+expect(p.stderr.strip() == f"attntune: error: {same}: is the --in file ({same}); give another output path"
        and open(same, "rb").read() == before, f"--out = --in refused, the input kept: {p.stderr.strip()}")
 
 # Inputs fp32 attention cannot take are refused in one line, never answered with zeros:
