@@ -1181,3 +1181,19 @@ TEST_CASE("A stored time is reused only by a tune that flushes the L2 cache as i
   CHECK(tune(true).reused == 2);
   CHECK(tune(false).measured == 2);  // a configuration's newest trial decides: cold now
 }
+
+namespace attntune {
+namespace {
+
+TEST_CASE("ProblemHostBytes counts the inputs, the output and a checked run's two references") {
+  // q 2^20 and k, v 2^19 elements each: fp32 q, k, v, o; checked, dense's fp64 reference
+  // and the variant's beside it, and dense's rows' log-sum-exp (fp64, B Hq Lq rows). One
+  // reference was counted: a checked sparse bench peaked 1.51x past the estimate.
+  const Shape s{1, 16, 8, 512, 512, 128, true};
+  const double q = 16.0 * 512 * 128, kv = 8.0 * 512 * 128;
+  CHECK(ProblemHostBytes(s, false) == 4.0 * (2 * q + 2 * kv));
+  CHECK(ProblemHostBytes(s, true) == 4.0 * (2 * q + 2 * kv) + 2 * 8.0 * q + 8.0 * 16 * 512);
+}
+
+}  // namespace
+}  // namespace attntune
