@@ -341,6 +341,14 @@ using namespace attntune::cuda_plan;
 
 // ---- kernels (global namespace: extern "C" names) ----
 
+// A kernel's dynamic shared memory: extern __shared__ on the device, the running block's
+// buffer in the CPU emulator that runs these kernels in tests (tests/gpu/emu).
+#if defined(ATTNTUNE_CUDA_EMULATION)
+#define ATTNTUNE_DYNAMIC_SHARED(T, name) T* name = attntune_emu::DynamicShared<T>()
+#else
+#define ATTNTUNE_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
+
 extern "C" __global__ void __launch_bounds__(256) attntune_select_seq(SeqParams p) {
   const int64_t x = GlobalThread();
   if (x < p.count) p.a[x] = static_cast<int32_t>((p.modulo > 0 ? x % p.modulo : x) * p.step);
@@ -423,7 +431,7 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
 // the largest group and d held occupancy to 31% on an H200 at group 2, d = 128.
 template <class E>
 __device__ __forceinline__ void KsScoresKernel(const KsParams& p) {
-  extern __shared__ double ks_smem[];
+  ATTNTUNE_DYNAMIC_SHARED(double, ks_smem);
   const int64_t group = p.hq / p.hkv;
   double (*xs)[kKsChunk] = reinterpret_cast<double (*)[kKsChunk]>(ks_smem);  // [group][chunk]
   double* prefix = ks_smem + group * kKsChunk;                                // [group][d]
@@ -473,7 +481,7 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_score_keys(Sco
 // at L=16384, Hkv=8, d=128 on the H200, CUPTI, fp32 reads.)
 template <class E>
 __device__ __forceinline__ void DmaScoresKernel(const DmaParams& p) {
-  extern __shared__ double dma_smem[];  // [d] Δ, then kDmaWarps x kDmaStageFloats floats
+  ATTNTUNE_DYNAMIC_SHARED(double, dma_smem);  // [d] Δ, then kDmaWarps x kDmaStageFloats floats
   const int64_t head = blockIdx.y;  // b * Hkv + hk
   const int64_t hk = head % p.hkv;
   const int d = static_cast<int>(p.d);
@@ -506,7 +514,7 @@ ATTNTUNE_SELECT_KERNELS(attntune_select_dma_scores, 32 * kDmaWarps, DmaParams, D
 // (select_core.h).
 extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
     attntune_select_topk_chunks(TopKParams p) {
-  extern __shared__ uint64_t chunk_key[];  // [chunk], then (shared state) [state_cap] twice
+  ATTNTUNE_DYNAMIC_SHARED(uint64_t, chunk_key);  // [chunk], then (shared state) [state_cap] twice
   __shared__ int32_t counts[kChunkWarps];
   static_assert(sizeof(counts) == kTopKChunksStaticBytes, "kTopKChunksStaticBytes");
   const int64_t c = blockIdx.x, head = blockIdx.y;
@@ -556,7 +564,7 @@ extern "C" __global__ void __launch_bounds__(32 * kChunkWarps)
 // The scan's first lists: one block per (chunk, head) ranks the chunk's keys by counting
 // (ChunkTopRank) and writes its top-min(cap, size) in rank order.
 extern "C" __global__ void __launch_bounds__(256) attntune_select_chunk_top(ScanParams p) {
-  extern __shared__ uint64_t top_key[];  // [chunk]
+  ATTNTUNE_DYNAMIC_SHARED(uint64_t, top_key);  // [chunk]
   const int64_t c = blockIdx.x, head = blockIdx.y;
   const int64_t a = c * p.chunk, b = min(p.n, a + p.chunk);
   const uint64_t* key = p.key + head * p.n;
@@ -579,7 +587,7 @@ extern "C" __global__ void __launch_bounds__(256) attntune_select_chunk_top(Scan
 // staged there first (coalesced), so that the binary searches read shared memory rather
 // than chains of dependent global loads.
 extern "C" __global__ void __launch_bounds__(256) attntune_select_top_merge(ScanParams p) {
-  extern __shared__ uint64_t merge_smem[];  // staged: keys of A and B [cap] each, then positions
+  ATTNTUNE_DYNAMIC_SHARED(uint64_t, merge_smem);  // staged: keys of A and B [cap] each, then positions
   const int64_t list = blockIdx.x, c = list % p.chunks, base = list * p.cap;
   const int64_t nb = p.in_n[list];
   if (c < p.offset) {
@@ -649,7 +657,7 @@ static_assert(DeviceBlock::kWarps == kListWarps, "a lists block is a DeviceBlock
 extern "C" __global__ void __launch_bounds__(32 * kListWarps)
     attntune_select_lists(ListParams p) {
   __shared__ ListCountsShared counts;
-  extern __shared__ int32_t list_rest[];  // [rest_cap] keys, then evictions, then biases
+  ATTNTUNE_DYNAMIC_SHARED(int32_t, list_rest);  // [rest_cap] keys, then evictions, then biases
   const int64_t list = blockIdx.x;
   if (list >= p.lists) return;  // none: one block launched
   const int64_t head = list / p.query_blocks, qb = list % p.query_blocks;
@@ -730,7 +738,7 @@ __device__ void LshBinsRows(const BinParams& p, const E* x0, const float* mu, co
 // LshTerms: 8 for d < 144, 16 for d < 272, 0 past it: no terms held).
 template <int kPer, class E>
 __device__ void LshBinsBlock(const BinParams& p) {
-  extern __shared__ float staged[];  // [h][d] projections, then [d] mu (when p.staged)
+  ATTNTUNE_DYNAMIC_SHARED(float, staged);  // [h][d] projections, then [d] mu (when p.staged)
   // 32-bit block arithmetic (the launcher checks the count): 64-bit divisions are calls.
   int32_t bx = static_cast<int32_t>(blockIdx.x);
   const int32_t key_blocks = p.key_heads * p.key_head_blocks;
@@ -1012,7 +1020,7 @@ extern "C" __global__ void __launch_bounds__(32) attntune_select_decode_count(Ch
 
 template <class E>
 __device__ __forceinline__ void DecodeChosenKernel(const ChosenParams& p) {
-  extern __shared__ uint64_t dot_keys[];  // [capacity] ChosenKeys of q·k, then the candidates
+  ATTNTUNE_DYNAMIC_SHARED(uint64_t, dot_keys);  // [capacity] ChosenKeys of q·k, then the candidates
   int32_t* cand = reinterpret_cast<int32_t*>(dot_keys + p.capacity);
   const int64_t t = p.first_step + blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const DeviceWarp w{static_cast<int>(threadIdx.x)};
@@ -1075,7 +1083,12 @@ std::string Launched(const char* what) {
 template <class T>
 std::string Run(const char* what, void (*kernel)(T), dim3 grid, dim3 block, const T& params,
                 void* stream, size_t smem = 0) {
+#if defined(ATTNTUNE_CUDA_EMULATION)
+  (void)stream;
+  attntune_emu::Launch(kernel, grid, block, smem, params, what);
+#else
   kernel<<<grid, block, smem, Stream(stream)>>>(params);
+#endif
   return Launched(what);
 }
 

@@ -1,0 +1,4 @@
+// CPU emulator (tests/gpu/emu): select.cu reads 16-bit elements as F16Bits (plan.h), so
+// nothing of the toolkit's cuda_fp16.h is needed.
+#pragma once
+#include "cuda_emu.h"
