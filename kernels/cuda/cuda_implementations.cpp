@@ -35,6 +35,9 @@ namespace cp = cuda_plan;
 
 void Check(cudaError_t error, const char* call) {
   if (error != cudaSuccess) {
+    // The runtime also keeps a failed call's error for the next cudaGetLastError, which
+    // would fail the next launch's check (another candidate's): reported here instead.
+    (void)cudaGetLastError();
     throw std::runtime_error(std::string(call) + ": " + cudaGetErrorName(error) + ": " +
                              cudaGetErrorString(error));
   }

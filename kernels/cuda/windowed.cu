@@ -815,7 +815,10 @@ std::string RunWindowedOnDevice(const WindowedProblem& problem, const WindowedTi
   void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dout = nullptr, *dw = nullptr;
   std::string failure;
   auto check = [&](cudaError_t error, const char* call) {
-    if (error != cudaSuccess && failure.empty()) failure = ErrorText(error, call);
+    if (error != cudaSuccess && failure.empty()) {
+      failure = ErrorText(error, call);
+      (void)cudaGetLastError();  // reported here: not pending for a later launch's check
+    }
     return failure.empty();
   };
   if (check(cudaMalloc(&dq, nq * 2), "cudaMalloc") &&

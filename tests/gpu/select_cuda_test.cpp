@@ -145,6 +145,22 @@ TEST_CASE("Device prefix top-k evictions and key lists equal the host's", "[gpu]
   }
 }
 
+TEST_CASE("A failed selection allocation leaves no error pending for the next launch",
+          "[gpu]") {
+  cp::SelectWorkspace ws;
+  // 1 PiB: more than any device has (the CPU emulator's limit is 16 GiB).
+  CHECK_THROWS_WITH(ws.Get("huge", size_t{1} << 50),
+                    Catch::Contains("cudaErrorMemoryAllocation"));
+  std::vector<double> x(100);
+  for (size_t j = 0; j < x.size(); ++j) x[j] = std::cos(static_cast<double>(j));
+  cp::TopKDevice topk;
+  cp::AllocTopK(1, 100, 8, false, ws, "topk", &topk);
+  // The next launch's check reports the launch's own result, not the allocation's.
+  CHECK(cp::EnqueueScoreKeys(Upload(ws, "x", x), &topk, nullptr) == "");
+  REQUIRE(cp::EnqueueTopK(&topk, ws, "topk", nullptr) == "");
+  CHECK(Download(topk.evict, 100) == HostEvictions(x, 1, 100, 8));
+}
+
 TEST_CASE("Device ks and dma scores select the host's keys", "[gpu]") {
   // d = 37: dma's last staged segment of 5 dims; Lk = 37, 77, 577: warps of a block past
   // the keys and a short last warp; d = 200: ks's eight dims a lane.

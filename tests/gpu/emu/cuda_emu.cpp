@@ -494,5 +494,14 @@ const char* cudaGetErrorName(cudaError_t error) {
   return "cudaErrorUnknown";
 }
 const char* cudaGetErrorString(cudaError_t error) {
-  return error == cudaSuccess ? "no error" : "emulated launch failed (see the line above)";
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument (the emulator's line on stderr says which)";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure (the emulator's line on stderr says why)";
+  }
+  return "unknown error";
 }
