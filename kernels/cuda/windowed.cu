@@ -82,11 +82,15 @@ struct Math<Dtype::kF16> {
   }
   static __device__ __forceinline__ void Mma(float c[4], const uint32_t a[4], uint32_t b0,
                                              uint32_t b1) {
+#if defined(ATTNTUNE_CUDA_EMULATION)
+    attntune_emu::MmaM16N8K16(c, a, b0, b1, false);
+#else
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
   }
 };
 
@@ -100,11 +104,15 @@ struct Math<Dtype::kBf16> {
   }
   static __device__ __forceinline__ void Mma(float c[4], const uint32_t a[4], uint32_t b0,
                                              uint32_t b1) {
+#if defined(ATTNTUNE_CUDA_EMULATION)
+    attntune_emu::MmaM16N8K16(c, a, b0, b1, true);
+#else
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
   }
 };
 
@@ -114,23 +122,35 @@ struct Math<Dtype::kBf16> {
 /// bf16 for O += P V, adds nothing to a row sum that holds its maximum's 1, and a rescale
 /// factor that small leaves nothing of the sums it multiplies. 2^-inf is 0, as exp2f's.
 __device__ __forceinline__ float Exp2(float x) {
+#if defined(ATTNTUNE_CUDA_EMULATION)
+  return attntune_emu::Ex2Ftz(x);
+#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 
 /// 16-byte global -> shared copy; zero-fills when !ok (rows past Lq or Lk), so that
 /// masked keys multiply zeros, never stale NaNs.
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok) {
+#if defined(ATTNTUNE_CUDA_EMULATION)
+  attntune_emu::CpAsync(smem, gmem, 16, ok);
+#else
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int bytes = ok ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+#endif
 }
 /// 4-byte global -> shared copy; zero-fills when !ok.
 __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool ok) {
+#if defined(ATTNTUNE_CUDA_EMULATION)
+  attntune_emu::CpAsync(smem, gmem, 4, ok);
+#else
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int bytes = ok ? 4 : 0;
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes));
+#endif
 }
 /// Four 8x8 b16 matrices from shared memory: lane l gives the address of row l % 8 of
 /// matrix l / 8 (16 contiguous bytes); register m of lane l receives matrix m's row l / 4,
@@ -138,6 +158,9 @@ __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool ok) 
 /// rows 2 (l % 4) and 2 (l % 4) + 1: an mma B fragment from a row-major tile either way.
 template <bool TRANS>
 __device__ __forceinline__ void LdMatrix4(uint32_t r[4], const uint16_t* smem) {
+#if defined(ATTNTUNE_CUDA_EMULATION)
+  attntune_emu::LdMatrixX4(r, smem, TRANS);
+#else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   if constexpr (TRANS) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -148,12 +171,21 @@ __device__ __forceinline__ void LdMatrix4(uint32_t r[4], const uint16_t* smem) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
   }
+#endif
 }
+#if defined(ATTNTUNE_CUDA_EMULATION)
+__device__ __forceinline__ void CpAsyncCommit() { attntune_emu::CpAsyncCommit(); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  attntune_emu::CpAsyncWait(N);
+}
+#else
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+#endif
 
 /// What one thread block visits: the key blocks of the window spans, or (GATHERED: the
 /// top-k and bucketed families) the tiles of its gathered key list: tile k holds
@@ -197,7 +229,11 @@ __device__ __forceinline__ void WindowedBody(const KernelParams& p, const Bucket
   constexpr int LD = D + 8;      // padded smem row, as SmemBytes() assumes
   constexpr int CHUNKS = D / 8;  // 16-byte chunks per row
   constexpr int THREADS = WARPS * 32;
+#if defined(ATTNTUNE_CUDA_EMULATION)  // the CPU emulator's block buffer (tests/gpu/emu)
+  uint16_t* smem = attntune_emu::DynamicShared<uint16_t>();
+#else
   extern __shared__ __align__(16) uint16_t smem[];
+#endif
   uint16_t* qs = smem;
   uint16_t* ks = qs + BR * LD;
   uint16_t* vs = ks + STAGES * BC * LD;

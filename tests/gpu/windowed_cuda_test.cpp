@@ -1,5 +1,7 @@
 // [gpu] Numerics of the CUDA windowed kernels against the fp64 reference, the run-time
-// confirmation of the static resource table, and timer sanity. Needs a device.
+// confirmation of the static resource table, and timer sanity. Needs a device, or runs
+// its numerics on the CPU emulator (tests/gpu/emu, ATTNTUNE_CUDA_EMULATION: without the
+// cases about the device itself, its timers and counters).
 #include "kernels/cuda/windowed_cuda.h"
 
 #include <catch2/catch.hpp>
@@ -17,8 +19,10 @@
 #include "core/shape.h"
 #include "core/tensors.h"
 #include "kernels/variant.h"
+#if !defined(ATTNTUNE_CUDA_EMULATION)
 #include "profiler/cuda/cupti_activity.h"
 #include "profiler/cuda/metric_set.h"
+#endif
 
 namespace cp = attntune::cuda_plan;
 using namespace attntune;
@@ -74,12 +78,14 @@ std::optional<attntune::Implementation> CudaDecodeImplementation(const attntune:
 
 }  // namespace
 
+#if !defined(ATTNTUNE_CUDA_EMULATION)
 TEST_CASE("Every compiled tile launches on this device", "[gpu]") {
   for (const cp::WindowedTile& tile : cp::WindowedTiles()) {
     INFO(cp::KernelName(tile));
     CHECK(cp::ConfirmOnDevice(tile) == "");
   }
 }
+#endif
 
 TEST_CASE("CUDA windowed kernels match the fp64 reference over awkward shapes", "[gpu]") {
   struct Case {
@@ -121,6 +127,7 @@ TEST_CASE("CUDA windowed kernels match the fp64 reference over awkward shapes", 
   }
 }
 
+#if !defined(ATTNTUNE_CUDA_EMULATION)
 TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[gpu]") {
   const Shape shape = ParseShape("Hq=8,Hkv=8,L=2048,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 3);
@@ -158,6 +165,7 @@ TEST_CASE("CUDA-event and CUPTI timers time a kernel and exclude host work", "[g
   REQUIRE(cupti.LastSpanMs().has_value());
   CHECK(*cupti.LastSpanMs() >= 20.0 + two_ms / 2);
 }
+#endif
 
 namespace {
 
@@ -330,6 +338,7 @@ TEST_CASE("Split-KV decode matches the reference for one query row", "[gpu]") {
   CHECK(!CudaDecodeImplementation(FindVariant("hybrid", "test"), "fp16", 128).has_value());
 }
 
+#if !defined(ATTNTUNE_CUDA_EMULATION)
 TEST_CASE("The range profiler reads the roofline counters of a launch", "[gpu]") {
   const Shape shape = ParseShape("Hq=16,Hkv=8,L=4096,d=128", "test");
   const Tensors tensors = GaussianTensors(shape, 4);
@@ -353,3 +362,4 @@ TEST_CASE("The range profiler reads the roofline counters of a launch", "[gpu]")
   CHECK(m.by_role.at("duration") > 0);
   CHECK(m.by_role.at("dram_bytes") > 0);
 }
+#endif

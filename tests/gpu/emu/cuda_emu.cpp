@@ -5,8 +5,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cfloat>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -93,22 +96,46 @@ std::map<void*, Guarded>& Allocations() {
 
 enum class State { kRunnable, kAtBarrier, kAtWarp, kDone };
 
+struct Copy {
+  void* dst;
+  const void* src;
+  int bytes;
+  bool ok;
+  void Land() const {
+    if (ok) {
+      std::memcpy(dst, src, static_cast<size_t>(bytes));
+    } else {
+      std::memset(dst, 0, static_cast<size_t>(bytes));
+    }
+  }
+};
+
 struct Fiber {
   void* sp = nullptr;
   uint3 tid{0, 0, 0};
   int linear = 0;
   State state = State::kDone;
-  // At a warp operation:
-  unsigned mask = 0;
-  WarpOp op = WarpOp::kSync;
+  // At a warp operation (Runtime::WarpState holds its mask and kind):
   uint64_t value = 0;
   int arg = 0;
   uint64_t result = 0;
+  void* data = nullptr;                          // WarpCollective's
+  void (*complete)(void* const*) = nullptr;
+  std::vector<Copy> open;                        // cp.async not yet committed
+  std::deque<std::vector<Copy>> committed;       // committed groups, oldest first
 };
 
 struct Runtime {
   std::vector<char*> stacks;  // each kStackBytes, a guard page below it
   std::vector<Fiber> fibers;
+  struct WarpState {
+    unsigned arrived = 0;  // lanes at the pending operation
+    unsigned mask = 0;     // its mask, op and collective (the first lane's)
+    WarpOp op = WarpOp::kSync;
+    void (*complete)(void* const*) = nullptr;
+    unsigned exited = 0;
+  };
+  std::vector<WarpState> warps;
   int threads = 0;
   int live = 0;
   int current = -1;
@@ -118,6 +145,12 @@ struct Runtime {
   const std::function<void()>* body = nullptr;
   void* dynamic_shared = nullptr;
   bool reverse = false;
+  struct Kernel {
+    void (*invoke)(const void*, void**);
+    std::string name;
+  };
+  std::map<const void*, Kernel> kernels;
+  std::map<const void*, int> max_dynamic_shared;
 };
 
 Runtime& Rt() {
@@ -159,34 +192,25 @@ unsigned LanesOf(int w) {
   return count >= 32 ? 0xffffffffu : ((1u << count) - 1);
 }
 
-/// Completes warp w's operation if every lane of its mask has arrived.
-void TryCompleteWarp(int w) {
+/// Completes warp w's operation (every lane of its mask has arrived).
+void CompleteWarp(int w) {
   Runtime& rt = Rt();
   const int first = 32 * w;
-  unsigned arrived = 0, mask = 0;
-  WarpOp first_op = WarpOp::kSync;
-  bool any = false;
-  for (int l = 0; l < 32 && first + l < rt.threads; ++l) {
-    const Fiber& f = rt.fibers[static_cast<size_t>(first + l)];
-    if (f.state != State::kAtWarp) continue;
-    if (!any) {
-      mask = f.mask;
-      first_op = f.op;
-    }
-    any = true;
-    arrived |= 1u << l;
-    if (f.mask != mask || f.op != first_op) {
-      Fail("lanes of warp " + std::to_string(w) + " at different warp operations or masks, " +
-           Where(f));
-      return;
-    }
-  }
-  if (!any || arrived != mask) return;
+  Runtime::WarpState& ws = rt.warps[static_cast<size_t>(w)];
+  const unsigned mask = ws.mask;
+  const WarpOp op = ws.op;
+  ws.arrived = 0;
   const Fiber* lane[32] = {};
   for (int l = 0; l < 32; ++l) {
     if (mask >> l & 1u) lane[l] = &rt.fibers[static_cast<size_t>(first + l)];
   }
-  const WarpOp op = lane[__builtin_ctz(mask)]->op;
+  if (op == WarpOp::kCollective) {
+    void* data[32] = {};
+    for (int l = 0; l < 32; ++l) {
+      if (lane[l] != nullptr) data[l] = lane[l]->data;
+    }
+    ws.complete(data);
+  }
   uint64_t ballot = 0;
   int32_t maximum = INT32_MIN;
   for (int l = 0; l < 32; ++l) {
@@ -212,6 +236,8 @@ void TryCompleteWarp(int w) {
       f.result = lane[src]->value;
     } else if (op == WarpOp::kBallot) {
       f.result = ballot;
+    } else if (op == WarpOp::kAll) {
+      f.result = ballot == mask ? 1 : 0;
     } else if (op == WarpOp::kReduceMax) {
       f.result = static_cast<uint32_t>(maximum);
     } else {
@@ -231,20 +257,181 @@ uint64_t WarpCall(unsigned mask, WarpOp op, uint64_t value, int arg) {
   const int w = f.linear / 32, l = f.linear % 32;
   if (!(mask >> l & 1u)) Fail("a warp operation whose mask leaves out its own lane, " + Where(f));
   if ((mask & ~LanesOf(w)) != 0) Fail("a warp operation whose mask names lanes outside the block, " + Where(f));
-  for (int x = 0; x < 32 && rt.error.empty(); ++x) {
-    const int t = 32 * w + x;
-    if ((mask >> x & 1u) && t < rt.threads && rt.fibers[static_cast<size_t>(t)].state == State::kDone) {
-      Fail("a warp operation whose mask names an exited lane (" + std::to_string(x) + "), " + Where(f));
-    }
+  Runtime::WarpState& ws = rt.warps[static_cast<size_t>(w)];
+  if ((mask & ws.exited) != 0) {
+    Fail("a warp operation whose mask names an exited lane (" +
+         std::to_string(__builtin_ctz(mask & ws.exited)) + "), " + Where(f));
   }
-  f.mask = mask;
-  f.op = op;
+  if (ws.arrived == 0) {
+    ws.mask = mask;
+    ws.op = op;
+    ws.complete = f.complete;
+  } else if (ws.mask != mask || ws.op != op || ws.complete != f.complete) {
+    Fail("lanes of warp " + std::to_string(w) + " at different warp operations or masks, " +
+         Where(f));
+  }
+  ws.arrived |= 1u << l;
   f.value = value;
   f.arg = arg;
   f.state = State::kAtWarp;
-  if (rt.error.empty()) TryCompleteWarp(w);
+  if (rt.error.empty() && ws.arrived == ws.mask) CompleteWarp(w);
   Yield();
   return f.result;
+}
+
+void WarpCollective(unsigned mask, void* data, void (*complete)(void* const* lanes)) {
+  Runtime& rt = Rt();
+  Fiber& f = rt.fibers[static_cast<size_t>(rt.current)];
+  f.data = data;
+  f.complete = complete;
+  WarpCall(mask, WarpOp::kCollective, 0, 0);
+  f.data = nullptr;
+  f.complete = nullptr;
+}
+
+namespace {
+
+struct MmaLane {
+  float* c;
+  const uint32_t* a;
+  uint32_t b0, b1;
+  bool bf16;
+};
+
+float Half(uint32_t reg, int hi, bool bf16) {
+  const uint16_t bits = static_cast<uint16_t>(hi ? reg >> 16 : reg & 0xffffu);
+  if (bf16) {
+    const uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  // fp16 widened through a table (GCC's _Float16 conversion is a libgcc call).
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const uint16_t u = static_cast<uint16_t>(b);
+      _Float16 h;
+      std::memcpy(&h, &u, 2);
+      t[b] = static_cast<float>(h);
+    }
+    return t;
+  }();
+  return table[bits];
+}
+
+// The PTX ISA's m16n8k16 fragments: lane l (g = l / 4, t = l % 4) holds A[g][2t, 2t+1]
+// (a0), A[g+8][2t, 2t+1] (a1), A[g][2t+8, 2t+9] (a2), A[g+8][2t+8, 2t+9] (a3);
+// B[2t, 2t+1][g] (b0), B[2t+8, 2t+9][g] (b1); C[g][2t, 2t+1] (c0, c1), C[g+8][...] (c2, c3).
+void MmaComplete(void* const* lanes) {
+  float A[16][16], B[16][8], C[16][8];
+  bool bf16 = false;
+  for (int l = 0; l < 32; ++l) {
+    const MmaLane& m = *static_cast<const MmaLane*>(lanes[l]);
+    bf16 = m.bf16;
+    const int g = l / 4, t = l % 4;
+    for (int e = 0; e < 2; ++e) {
+      A[g][2 * t + e] = Half(m.a[0], e, bf16);
+      A[g + 8][2 * t + e] = Half(m.a[1], e, bf16);
+      A[g][2 * t + 8 + e] = Half(m.a[2], e, bf16);
+      A[g + 8][2 * t + 8 + e] = Half(m.a[3], e, bf16);
+      B[2 * t + e][g] = Half(m.b0, e, bf16);
+      B[2 * t + 8 + e][g] = Half(m.b1, e, bf16);
+      C[g][2 * t + e] = m.c[e];
+      C[g + 8][2 * t + e] = m.c[2 + e];
+    }
+  }
+  for (int l = 0; l < 32; ++l) {
+    const MmaLane& m = *static_cast<const MmaLane*>(lanes[l]);
+    const int g = l / 4, t = l % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
+      float sum = C[row][col];
+      for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];  // products exact in fp32
+      m.c[e] = sum;
+    }
+  }
+}
+
+struct LdLane {
+  uint32_t* r;
+  const uint16_t* row;
+  bool trans;
+};
+
+// Lane l gives the address of row l % 8 of matrix l / 8. Register m of lane l: matrix m's
+// row l / 4, columns 2 (l % 4) and + 1 (low half first); with .trans its column l / 4,
+// rows 2 (l % 4) and + 1.
+void LdComplete(void* const* lanes) {
+  for (int l = 0; l < 32; ++l) {
+    LdLane& d = *static_cast<LdLane*>(lanes[l]);
+    for (int m = 0; m < 4; ++m) {
+      uint16_t lo, hi;
+      if (d.trans) {
+        const int c = l / 4, r = 2 * (l % 4);
+        lo = static_cast<const LdLane*>(lanes[8 * m + r])->row[c];
+        hi = static_cast<const LdLane*>(lanes[8 * m + r + 1])->row[c];
+      } else {
+        const uint16_t* row = static_cast<const LdLane*>(lanes[8 * m + l / 4])->row;
+        lo = row[2 * (l % 4)];
+        hi = row[2 * (l % 4) + 1];
+      }
+      d.r[m] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+    }
+  }
+}
+
+}  // namespace
+
+void MmaM16N8K16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, bool bf16) {
+  MmaLane lane{c, a, b0, b1, bf16};
+  WarpCollective(0xffffffffu, &lane, &MmaComplete);
+}
+
+void LdMatrixX4(uint32_t r[4], const uint16_t* row, bool trans) {
+  // Each lane's results are written while every lane waits: staged, so that a lane's
+  // registers may alias what another lane's row reads.
+  uint32_t out[4];
+  LdLane lane{out, row, trans};
+  WarpCollective(0xffffffffu, &lane, &LdComplete);
+  for (int m = 0; m < 4; ++m) r[m] = out[m];
+}
+
+void CpAsync(void* dst, const void* src, int bytes, bool ok) {
+  Runtime& rt = Rt();
+  const Copy copy{dst, src, bytes, ok};
+  if (rt.reverse) {
+    copy.Land();  // the earliest a device may land it
+  } else {
+    rt.fibers[static_cast<size_t>(rt.current)].open.push_back(copy);
+  }
+}
+
+void CpAsyncCommit() {
+  Runtime& rt = Rt();
+  Fiber& f = rt.fibers[static_cast<size_t>(rt.current)];
+  f.committed.push_back(std::move(f.open));
+  f.open.clear();
+}
+
+void CpAsyncWait(int n) {
+  Runtime& rt = Rt();
+  Fiber& f = rt.fibers[static_cast<size_t>(rt.current)];
+  while (static_cast<int>(f.committed.size()) > n) {
+    for (const Copy& copy : f.committed.front()) copy.Land();
+    f.committed.pop_front();
+  }
+}
+
+float Ex2Ftz(float x) {
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.f;
+  const float y = std::exp2(x);
+  return std::fabs(y) < FLT_MIN ? 0.f : y;
+}
+
+void RegisterKernel(const void* function, void (*invoke)(const void*, void**),
+                    const std::string& name) {
+  Rt().kernels[function] = Runtime::Kernel{invoke, name};
 }
 
 void BlockBarrier() {
@@ -272,14 +459,12 @@ extern "C" void attntune_emu_fiber_main() {
   // A warp operation that waits on this lane can never complete; a barrier whose other
   // threads are all there now would (select.cu has none: it is an error above).
   const int w = f.linear / 32, l = f.linear % 32;
-  for (int x = 0; x < 32; ++x) {
-    const int t = 32 * w + x;
-    if (t >= rt.threads) break;
-    const Fiber& o = rt.fibers[static_cast<size_t>(t)];
-    if (o.state == State::kAtWarp && (o.mask >> l & 1u)) {
-      Fail("lane " + std::to_string(l) + " exited while " + Where(o) +
-           " waits for it at a warp operation");
-    }
+  Runtime::WarpState& ws = rt.warps[static_cast<size_t>(w)];
+  ws.exited |= 1u << l;
+  if (ws.arrived != 0 && (ws.mask >> l & 1u)) {
+    Fail("lane " + std::to_string(l) + " exited while " +
+         Where(rt.fibers[static_cast<size_t>(32 * w + __builtin_ctz(ws.arrived))]) +
+         " waits for it at a warp operation");
   }
   if (rt.at_barrier > 0) {
     Fail("a thread exited while others wait at __syncthreads, " + Where(f));
@@ -316,6 +501,7 @@ bool RunBlock() {
   Runtime& rt = Rt();
   const int n = rt.threads;
   rt.fibers.assign(static_cast<size_t>(n), Fiber());
+  rt.warps.assign(static_cast<size_t>((n + 31) / 32), Runtime::WarpState());
   for (int t = 0; t < n; ++t) {
     Fiber& f = rt.fibers[static_cast<size_t>(t)];
     f.linear = t;
@@ -327,16 +513,29 @@ bool RunBlock() {
   }
   rt.live = n;
   rt.at_barrier = 0;
+  const int warps = (n + 31) / 32;
+  const auto run = [&rt](int t) {
+    Fiber& f = rt.fibers[static_cast<size_t>(t)];
+    if (f.state != State::kRunnable) return false;
+    rt.current = t;
+    threadIdx = f.tid;
+    attntune_emu_switch(&rt.scheduler_sp, f.sp);
+    return true;
+  };
   while (rt.error.empty() && rt.live > 0) {
     bool ran = false;
-    for (int x = 0; x < n && rt.error.empty(); ++x) {
-      const int t = rt.reverse ? n - 1 - x : x;
-      Fiber& f = rt.fibers[static_cast<size_t>(t)];
-      if (f.state != State::kRunnable) continue;
-      ran = true;
-      rt.current = t;
-      threadIdx = f.tid;
-      attntune_emu_switch(&rt.scheduler_sp, f.sp);
+    if (!rt.reverse) {
+      // Thread order, each runnable thread to its next barrier or warp operation: the
+      // warps advance together.
+      for (int t = 0; t < n && rt.error.empty(); ++t) ran = run(t) || ran;
+    } else {
+      // The last warp with a runnable lane first, its lanes last first: it runs ahead of
+      // the others until it waits at __syncthreads (or ends).
+      for (int w = warps - 1; w >= 0 && !ran; --w) {
+        for (int t = std::min(n, 32 * w + 32) - 1; t >= 32 * w && rt.error.empty(); --t) {
+          ran = run(t) || ran;
+        }
+      }
     }
     if (!ran && rt.error.empty() && rt.live > 0) {
       int barrier = 0, warp = 0;
@@ -357,9 +556,13 @@ bool RunBlock() {
 }  // namespace
 
 void LaunchGrid(const char* name, dim3 grid, dim3 block, size_t smem,
-                const std::function<void()>& body) {
+                const std::function<void()>& body, const void* function) {
   Runtime& rt = Rt();
   rt.error.clear();
+  const auto opted = rt.max_dynamic_shared.find(function);
+  const size_t limit = opted != rt.max_dynamic_shared.end()
+                           ? static_cast<size_t>(opted->second)
+                           : kMaxDynamicShared;
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (threads == 0 || threads > kMaxThreads || block.z > 64) {
     rt.error = "a block of " + std::to_string(threads) + " threads";
@@ -367,8 +570,9 @@ void LaunchGrid(const char* name, dim3 grid, dim3 block, size_t smem,
              grid.y > 65535 || grid.z > 65535) {
     rt.error = "grid (" + std::to_string(grid.x) + "," + std::to_string(grid.y) + "," +
                std::to_string(grid.z) + ") out of range";
-  } else if (smem > kMaxDynamicShared) {
-    rt.error = std::to_string(smem) + " bytes of dynamic shared memory (48 KB without opt-in)";
+  } else if (smem > limit) {
+    rt.error = std::to_string(smem) + " bytes of dynamic shared memory (the kernel's limit: " +
+               std::to_string(limit) + ", 48 KB without cudaFuncSetAttribute)";
   }
   if (!rt.error.empty()) {
     sticky = cudaErrorInvalidConfiguration;
@@ -476,6 +680,49 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
   return cudaMemset(ptr, value, bytes);
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  return device == 0 ? cudaSuccess : Record(cudaErrorInvalidValue);
+}
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
+  *value = attr == cudaDevAttrL2CacheSize ? 50 * 1024 * 1024 : 132;  // an H100's
+  return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void* function, cudaFuncAttribute attr, int value) {
+  // sm_90: at most 227 KB of shared memory a block, with the opt-in.
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > 227 * 1024) {
+    return Record(cudaErrorInvalidValue);
+  }
+  attntune_emu::Rt().max_dynamic_shared[function] = value;
+  return cudaSuccess;
+}
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* function) {
+  if (attntune_emu::Rt().kernels.count(function) == 0) return Record(cudaErrorInvalidValue);
+  *attributes = cudaFuncAttributes();
+  return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int threads,
+                                                          size_t smem) {
+  *blocks = threads > 0 && smem <= 227 * 1024 ? 1 : 0;
+  return cudaSuccess;
+}
+cudaError_t cudaLaunchKernel(const void* function, dim3 grid, dim3 block, void** args,
+                             size_t smem, cudaStream_t) {
+  attntune_emu::Runtime& rt = attntune_emu::Rt();
+  const auto it = rt.kernels.find(function);
+  if (it == rt.kernels.end()) return Record(cudaErrorInvalidValue);
+  const auto invoke = it->second.invoke;
+  attntune_emu::LaunchGrid(it->second.name.c_str(), grid, block, smem,
+                           [invoke, function, args]() { invoke(function, args); }, function);
+  return cudaPeekAtLastError();  // a launch's error is returned and stays pending, as on a device
+}
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 cudaError_t cudaGetLastError() {
   const cudaError_t e = attntune_emu::sticky;

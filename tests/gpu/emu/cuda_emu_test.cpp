@@ -44,6 +44,37 @@ void Ordered(Out p) {
   if (threadIdx.x == blockDim.x - 1) p.out[0] = cell;
 }
 
+// Warp 1 writes, after four warp operations, what warp 0 reads after one, with no
+// barrier between them (as the attention kernels' mma and ldmatrix stand between a key
+// tile's reads and the next tile's copies).
+void WarpsApart(Out p) {
+  __shared__ int64_t cell;
+  if (threadIdx.x == 0) cell = 5;
+  __syncthreads();
+  if (threadIdx.x / 32 == 1) {
+    for (int i = 0; i < 4; ++i) __syncwarp();
+    cell = 9;
+  } else {
+    __syncwarp();
+    if (threadIdx.x == 0) p.out[0] = cell;
+  }
+}
+
+const int32_t kTwo = 2;
+
+// A copy read before and after the wait that lands it.
+void CopyThenRead(Out p) {
+  __shared__ int32_t cell;
+  if (threadIdx.x == 0) {
+    cell = 1;
+    emu::CpAsync(&cell, &kTwo, 4, true);
+    emu::CpAsyncCommit();
+    p.out[0] = cell;
+    emu::CpAsyncWait(0);
+    p.out[1] = cell;
+  }
+}
+
 void ExitThenBarrier(Out p) {
   if (threadIdx.x >= 40) return;
   __syncthreads();
@@ -104,7 +135,7 @@ TEST_CASE("Emulated warp intrinsics give every lane its value", "[emu]") {
   }
 }
 
-TEST_CASE("The two schedule orders tell a race apart, and agree without it", "[emu]") {
+TEST_CASE("The two schedule orders tell races apart, and agree without them", "[emu]") {
   int64_t forward = -1, reverse = -1;
   {
     Order order("forward");
@@ -116,6 +147,25 @@ TEST_CASE("The two schedule orders tell a race apart, and agree without it", "[e
   }
   CHECK(forward == 7);
   CHECK(reverse == 0);
+  // Warps apart by warp operations: together in thread order, the last one ahead in reverse.
+  {
+    Order order("forward");
+    REQUIRE(Failure(WarpsApart, dim3(1), dim3(64), 0, Out{&forward, 0}) == "");
+  }
+  {
+    Order order("reverse");
+    REQUIRE(Failure(WarpsApart, dim3(1), dim3(64), 0, Out{&reverse, 0}) == "");
+  }
+  CHECK(forward == 5);
+  CHECK(reverse == 9);
+  // A copy lands at its wait in thread order, when issued in reverse.
+  for (const char* o : {"forward", "reverse"}) {
+    Order order(o);
+    int64_t cells[2] = {-1, -1};
+    REQUIRE(Failure(CopyThenRead, dim3(1), dim3(32), 0, Out{cells, 0}) == "");
+    CHECK(cells[0] == (std::string(o) == "forward" ? 1 : 2));
+    CHECK(cells[1] == 2);
+  }
   for (const char* o : {"forward", "reverse"}) {
     Order order(o);
     int64_t value = -1;
