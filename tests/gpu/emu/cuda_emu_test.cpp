@@ -136,28 +136,20 @@ TEST_CASE("Emulated warp intrinsics give every lane its value", "[emu]") {
 }
 
 TEST_CASE("The two schedule orders tell races apart, and agree without them", "[emu]") {
-  int64_t forward = -1, reverse = -1;
-  {
-    Order order("forward");
-    REQUIRE(Failure(Racy, dim3(1), dim3(64), 0, Out{&forward, 0}) == "");
-  }
-  {
-    Order order("reverse");
-    REQUIRE(Failure(Racy, dim3(1), dim3(64), 0, Out{&reverse, 0}) == "");
-  }
-  CHECK(forward == 7);
-  CHECK(reverse == 0);
+  // out[0] of one block of `threads` running `kernel` in `order`.
+  const auto first_out = [](const char* order, void (*kernel)(Out), unsigned threads) {
+    Order in(order);
+    int64_t value = -1;
+    REQUIRE(Failure(kernel, dim3(1), dim3(threads), 0, Out{&value, 0}) == "");
+    return value;
+  };
+  CHECK(first_out("forward", Racy, 64) == 7);
+  CHECK(first_out("reverse", Racy, 64) == 0);
   // Warps apart by warp operations: together in thread order, the last one ahead in reverse.
-  {
-    Order order("forward");
-    REQUIRE(Failure(WarpsApart, dim3(1), dim3(64), 0, Out{&forward, 0}) == "");
-  }
-  {
-    Order order("reverse");
-    REQUIRE(Failure(WarpsApart, dim3(1), dim3(64), 0, Out{&reverse, 0}) == "");
-  }
-  CHECK(forward == 5);
-  CHECK(reverse == 9);
+  CHECK(first_out("forward", WarpsApart, 64) == 5);
+  CHECK(first_out("reverse", WarpsApart, 64) == 9);
+  CHECK(first_out("forward", Ordered, 64) == 7);
+  CHECK(first_out("reverse", Ordered, 64) == 7);
   // A copy lands at its wait in thread order, when issued in reverse.
   for (const char* o : {"forward", "reverse"}) {
     Order order(o);
@@ -165,12 +157,6 @@ TEST_CASE("The two schedule orders tell races apart, and agree without them", "[
     REQUIRE(Failure(CopyThenRead, dim3(1), dim3(32), 0, Out{cells, 0}) == "");
     CHECK(cells[0] == (std::string(o) == "forward" ? 1 : 2));
     CHECK(cells[1] == 2);
-  }
-  for (const char* o : {"forward", "reverse"}) {
-    Order order(o);
-    int64_t value = -1;
-    REQUIRE(Failure(Ordered, dim3(1), dim3(64), 0, Out{&value, 0}) == "");
-    CHECK(value == 7);
   }
 }
 

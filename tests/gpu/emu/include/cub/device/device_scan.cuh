@@ -10,14 +10,19 @@
 namespace cub {
 
 struct DeviceScan {
+  /// CUB's two-call protocol: without `temp`, the bytes it needs (any: the emulator
+  /// needs none) and nothing else.
+  static bool SizeQuery(void* temp, size_t& bytes) {
+    if (temp != nullptr) return false;
+    bytes = 256;
+    return true;
+  }
+
   template <class In, class Out>
   static cudaError_t ExclusiveSum(void* temp, size_t& bytes, In in, Out out, int items,
                                   cudaStream_t stream = nullptr) {
     (void)stream;
-    if (temp == nullptr) {
-      bytes = 256;
-      return cudaSuccess;
-    }
+    if (SizeQuery(temp, bytes)) return cudaSuccess;
     if (items < 0) return cudaErrorInvalidValue;
     using T = typename std::iterator_traits<In>::value_type;
     std::vector<T> values(in, in + items);  // out may alias in
@@ -33,10 +38,7 @@ struct DeviceScan {
   static cudaError_t InclusiveScan(void* temp, size_t& bytes, In in, Out out, Op op, int items,
                                    cudaStream_t stream = nullptr) {
     (void)stream;
-    if (temp == nullptr) {
-      bytes = 256;
-      return cudaSuccess;
-    }
+    if (SizeQuery(temp, bytes)) return cudaSuccess;
     if (items < 0) return cudaErrorInvalidValue;
     using T = typename std::iterator_traits<In>::value_type;
     std::vector<T> values(in, in + items);
