@@ -359,9 +359,16 @@ void EnqueueBucketSelection(const std::string& variant, const Shape& s, const Pa
   args->block_count = bucket.block_count;
 }
 
+constexpr const char* kListsWhy =
+    "the selection's key lists on the device take fewer than 2^31 entries (a smaller budget, "
+    "Tile or shape)";
+
 // Why the selection of a top-k or bucketed variant cannot run on the device ("" = it
-// can): ks's default scores hold a group's prefixes in one block; int32 indices.
-std::string CanSelect(const std::string& variant, const Shape& s) {
+// can): ks's default scores hold a group's prefixes in one block; int32 indices, the key
+// lists' places included (sized as EnqueueKeyLists and EnqueueBucketLayout size them,
+// which refuse them too, but only once the candidate runs).
+std::string CanSelect(const std::string& variant, const Shape& s, const Params& p,
+                      const cp::WindowedTile& tile) {
   if ((variant == "ks" || variant == "hax") && (s.d > 256 || s.Group() > 8)) {
     return "ks scores on the device take d <= 256 and at most 8 query heads per KV head";
   }
@@ -369,6 +376,23 @@ std::string CanSelect(const std::string& variant, const Shape& s) {
     return "the selection on the device takes fewer than 2^31 rows and keys";
   }
   if (s.B * s.Hkv > cp::kSelectMaxHeads) return cp::SelectHeadsWhy(s.B * s.Hkv);
+  const int64_t heads = s.B * s.Hkv;
+  const std::string lists_why = kListsWhy;
+  if (variant == "ks" || variant == "dma") {
+    const int64_t k = ParamInt(p, variant == "dma" ? "w" : "k");
+    if (cp::ListBegin(heads, 0, tile.br, s.Lq, s.Lk, k) >= INT32_MAX) return lists_why;
+  } else if (variant == "lsh" || variant == "hax") {
+    const bool hax = variant == "hax";
+    const int64_t bits = ParamInt(p, "bits");
+    const int64_t bins = p.at("rule") == "argmax" ? bits : (int64_t{1} << bits);
+    const int64_t chunk = cp::BucketChunk(hax, hax ? ParamInt(p, "Chunk") : 0, s.Lq);
+    const int64_t k_ks = hax ? ParamInt(p, "k_ks") : -1;
+    if (hax && cp::ListBegin(heads, 0, chunk, s.Lq, s.Lk, k_ks) >= INT32_MAX) return lists_why;
+    const cp::BucketSizes sizes = cp::BucketLayoutSizes(
+        heads, s.Group(), s.Lq, s.Lk, bins, ParamInt(p, hax ? "k_lsh" : "k"), tile.br, chunk,
+        k_ks);
+    if (sizes.keys >= INT32_MAX) return lists_why;
+  }
   return "";
 }
 
@@ -629,10 +653,19 @@ Implementation DmaDecodeImplementation(const std::string& dtype, cp::Dtype dt) {
                  "device), " + dtype + " in, fp32 state";
   impl.supports = DecodeHeadDims;
   impl.check = [](const Shape& shape, const Params& p) {
-    const std::string why = cp::CanImplementGatheredDecode(shape);
-    if (!why.empty()) return why;
-    return cp::CanSelectDecode(shape, p.count("w_q") != 0 ? ParamInt(p, "w_q") : 0,
-                               p.count("r") != 0 ? ParamInt(p, "r") : 0);
+    std::string why = cp::CanImplementGatheredDecode(shape);
+    if (why.empty()) {
+      why = cp::CanSelectDecode(shape, p.count("w_q") != 0 ? ParamInt(p, "w_q") : 0,
+                                p.count("r") != 0 ? ParamInt(p, "r") : 0);
+    }
+    // The resident sets' lists, kDecodeListSteps steps a list (EnqueueDecodeSelection's
+    // EnqueueKeyLists, which refuses them only once the candidate runs).
+    if (why.empty() && p.count("w_kv") != 0 &&
+        cp::ListBegin(shape.B * shape.Hkv, 0, cp::kDecodeListSteps, shape.Lk, shape.Lk,
+                      ParamInt(p, "w_kv")) >= INT32_MAX) {
+      why = kListsWhy;
+    }
+    return why;
   };
   auto launch = [dt](const Tensors& t, const Params& p) {
     Resident& r = Prepare(t, dt);
@@ -804,7 +837,8 @@ std::optional<Implementation> PrefillImplementation(const Variant& variant, cp::
     if (id == "swa") problem.window = ParamInt(p, "w");
     problem.per_head_windows = id == "hybrid";
     const std::string why = cp::CanImplement(problem, tile);
-    return why.empty() && FamilyOf(id) != cp::Family::kWindowed ? CanSelect(id, shape) : why;
+    return why.empty() && FamilyOf(id) != cp::Family::kWindowed ? CanSelect(id, shape, p, tile)
+                                                                 : why;
   };
   impl.run = [id](const Tensors& t, const Params& p, float* out) {
     std::lock_guard<std::mutex> lock(g_mutex);

@@ -1536,7 +1536,7 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
   p.bins = bins;
   p.k = k_lsh;
   p.br = br;
-  p.chunk = hax && chunk > 0 ? std::min(chunk, s.Lq) : s.Lq;
+  p.chunk = BucketChunk(hax, chunk, s.Lq);
   p.chunks = std::max<int64_t>(1, (s.Lq + p.chunk - 1) / p.chunk);
   p.heads = heads;
   p.total_rows = heads * group * s.Lq;
@@ -1553,20 +1553,9 @@ std::string EnqueueBucketLayout(const Shape& s, int64_t bins, const int32_t* key
                             &chunk_lists, ws, "hax.chunks", stream);
   }
   if (!error.empty()) return error;
-  int64_t blocks_bound = 0, key_capacity = 0;
-  for (int64_t c = 0; c < p.chunks; ++c) {
-    const int64_t positions = std::min(s.Lq, (c + 1) * p.chunk) - c * p.chunk;
-    const int64_t blocks = BucketBlocksBound(positions * group, positions, bins, k_lsh, br);
-    blocks_bound += blocks;
-    key_capacity += BucketKeysBound(blocks, positions, k_lsh, s.Lk);
-    if (hax) {
-      int64_t p0, p1;
-      BlockPositions(c, p.chunk, s.Lq, s.Lk, &p0, &p1);
-      key_capacity += blocks * std::min(ListBound(p0, p1, topk->k), s.Lk);
-    }
-  }
-  blocks_bound *= heads;
-  key_capacity *= heads;
+  const BucketSizes sizes = BucketLayoutSizes(heads, group, s.Lq, s.Lk, bins, k_lsh, br, p.chunk,
+                                              hax ? topk->k : -1);
+  const int64_t blocks_bound = sizes.blocks, key_capacity = sizes.keys;
   if (key_capacity >= INT32_MAX) return "bucketed layout: key lists of 2^31 entries or more";
   const std::string t = "bucket";
   const int bin_bits = BitsFor(bins);

@@ -1191,5 +1191,42 @@ ATTNTUNE_HD inline int64_t BucketKeysBound(int64_t blocks, int64_t positions, in
   return blocks * (k < lk ? k : lk) + positions;
 }
 
+/// The query positions of one chunk of the bucketed layout: hax's Chunk (0: the whole
+/// sequence) within Lq, lsh's the whole sequence.
+inline int64_t BucketChunk(bool hax, int64_t chunk, int64_t lq) {
+  return hax && chunk > 0 ? (chunk < lq ? chunk : lq) : lq;
+}
+
+/// The bucketed layout's sizes over `heads` KV heads of `group` query heads each
+/// (EnqueueBucketLayout's buffers, and what CanSelect refuses before a launch): its
+/// blocks and their listed keys, lsh's ranges plus, where k_ks >= 0 (hax), each block's
+/// bound on its chunk's ks union. `chunk` is BucketChunk's. The callers check first that
+/// heads * group * lq is below 2^31, which keeps every sum here below 2^55.
+struct BucketSizes {
+  int64_t blocks = 0, keys = 0;
+};
+inline BucketSizes BucketLayoutSizes(int64_t heads, int64_t group, int64_t lq, int64_t lk,
+                                     int64_t bins, int64_t k_lsh, int64_t br, int64_t chunk,
+                                     int64_t k_ks) {
+  BucketSizes out;
+  const int64_t chunks = (lq + chunk - 1) / chunk > 1 ? (lq + chunk - 1) / chunk : 1;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t end = (c + 1) * chunk < lq ? (c + 1) * chunk : lq;
+    const int64_t positions = end - c * chunk;
+    const int64_t blocks = BucketBlocksBound(positions * group, positions, bins, k_lsh, br);
+    out.blocks += blocks;
+    out.keys += BucketKeysBound(blocks, positions, k_lsh, lk);
+    if (k_ks >= 0) {
+      int64_t p0, p1;
+      BlockPositions(c, chunk, lq, lk, &p0, &p1);
+      const int64_t union_bound = ListBound(p0, p1, k_ks);
+      out.keys += blocks * (union_bound < lk ? union_bound : lk);
+    }
+  }
+  out.blocks *= heads;
+  out.keys *= heads;
+  return out;
+}
+
 }  // namespace cuda_plan
 }  // namespace attntune

@@ -4,10 +4,12 @@
 // before exit 2), at the first shape past each limit that reaches it, and the shape just inside
 // the limit passes.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 
 #include "core/shape.h"
 #include "kernels/variant.h"
+#include "kernels/cuda/select_core.h"
 #include "kernels/cuda/select_cuda.h"
 #include "kernels/cuda/windowed_cuda.h"
 #include "tests/gpu/library_entries.h"
@@ -67,15 +69,88 @@ TEST_CASE("The selection on the device takes fewer than 2^31 rows and keys") {
   // 2^31 - 1 is prime and the attention kernels refuse Lk past 2^31 - 1024 first, so the
   // first count that reaches the selection's check is 2^31 (2 heads of 2^30), the last
   // inside it 2^31 - 2; rows (B x Hq x Lq) and keys (B x Hkv x Lk) each on their own.
+  // Inside the rows' bound, 2^30 - 1 query rows a head make key lists of 2^31 entries or
+  // more (the next case), so only keys are checked inside it.
   const int64_t half = int64_t{1} << 30;
   const std::string line = "the selection on the device takes fewer than 2^31 rows and keys";
   for (const char* variant : {"ks", "dma", "lsh", "hax"}) {
     INFO(variant);
     CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, half, half, 128)) == line);
-    CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, half - 1, half - 1, 128)) == "");
+    CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, half - 1, half - 1, 128)) ==
+          "the selection's key lists on the device take fewer than 2^31 entries (a smaller "
+          "budget, Tile or shape)");
     CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, 64, half, 128)) == line);
     CHECK(Refusal(variant, "cuda", test::LibraryShape(1, 2, 2, 64, half - 1, 128)) == "");
   }
+}
+
+TEST_CASE("The selection's key lists on the device take fewer than 2^31 entries") {
+  // Refused by the check, before the candidate runs, where the launchers refuse them: at
+  // the first budget whose lists reach 2^31 entries (the launcher's line there), and the
+  // budget below it passes. ks and dma: B=4, Hq=32, Hkv=8, L=131072 at Br=64; lsh: 4 bits.
+  const std::string line =
+      "the selection's key lists on the device take fewer than 2^31 entries (a smaller "
+      "budget, Tile or shape)";
+  const Shape s = test::LibraryShape(4, 32, 8, 131072, 131072, 128);
+  const int64_t heads = s.B * s.Hkv;
+  // The smallest budget in [1, top] for which `over` holds (it grows with the budget).
+  const auto first_over = [](int64_t top, const std::function<bool(int64_t)>& over) {
+    int64_t lo = 1, hi = top;
+    REQUIRE(over(hi));
+    REQUIRE(!over(lo));
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (over(mid) ? hi : lo) = mid;
+    }
+    return hi;
+  };
+  const int64_t k = first_over(s.Lk, [&](int64_t b) {
+    return cuda_plan::ListBegin(heads, 0, 64, s.Lq, s.Lk, b) >= INT32_MAX;
+  });
+  for (const char* variant : {"ks", "dma"}) {
+    INFO(variant << " k=" << k);
+    const std::string budget = std::string(variant) == "ks" ? "k" : "w";
+    const std::string tile = "attntune_blocksparse_f16_d128_br64_bc64_w4_s2";
+    const Params at = {{budget, std::to_string(k)}, {"Tile", tile}};
+    const Params below = {{budget, std::to_string(k - 1)}, {"Tile", tile}};
+    CHECK(Refusal(variant, "cuda", s, at) == line);
+    CHECK(Refusal(variant, "cuda", s, below) == "");
+  }
+  cuda_plan::TopKDevice topk;
+  topk.heads = heads;
+  topk.n = s.Lk;
+  topk.k = k;
+  cuda_plan::SelectWorkspace ws;
+  cuda_plan::ListsDevice lists;
+  CHECK(cuda_plan::EnqueueKeyLists(topk, s.Lq, 64, cuda_plan::KeyOrder::kHeldFirst, &lists, ws,
+                                   "lists", nullptr) == "lists: key lists of 2^31 entries or more");
+  // lsh: the bucketed layout's keys (sign rule, 16 bins).
+  const int64_t k_lsh = first_over(s.Lk, [&](int64_t b) {
+    return cuda_plan::BucketLayoutSizes(heads, s.Group(), s.Lq, s.Lk, 16, b, 64, s.Lq, -1).keys >=
+           INT32_MAX;
+  });
+  INFO("lsh k=" << k_lsh);
+  const std::string bucketed = "attntune_bucketed_f16_d128_br64_bc64_w4_s2";
+  CHECK(Refusal("lsh", "cuda", s, {{"k", std::to_string(k_lsh)}, {"bits", "4"}, {"Tile", bucketed}}) ==
+        line);
+  CHECK(Refusal("lsh", "cuda", s,
+                {{"k", std::to_string(k_lsh - 1)}, {"bits", "4"}, {"Tile", bucketed}}) == "");
+  cuda_plan::BucketDevice bucket;
+  CHECK(cuda_plan::EnqueueBucketLayout(s, 16, nullptr, nullptr, k_lsh, nullptr, 64, 0, &bucket, ws,
+                                       nullptr) ==
+        "bucketed layout: key lists of 2^31 entries or more");
+  // dma_decode: the resident sets' lists, 32 steps a list, at L = 2^24 (no chosen keys,
+  // whose own bound would come first).
+  Shape decode = test::LibraryShape(1, 16, 8, int64_t{1} << 24, int64_t{1} << 24, 128);
+  const int64_t w_kv = first_over(decode.Lk, [&](int64_t b) {
+    return cuda_plan::ListBegin(8, 0, cuda_plan::kDecodeListSteps, decode.Lk, decode.Lk, b) >=
+           INT32_MAX;
+  });
+  INFO("dma_decode w_kv=" << w_kv);
+  CHECK(Refusal("dma_decode", "cuda_decode", decode,
+                {{"w_kv", std::to_string(w_kv)}, {"w_q", "0"}, {"r", "0"}}) == line);
+  CHECK(Refusal("dma_decode", "cuda_decode", decode,
+                {{"w_kv", std::to_string(w_kv - 1)}, {"w_q", "0"}, {"r", "0"}}) == "");
 }
 
 TEST_CASE("dma_decode's selection on the device: r <= 2048 (one block's shared memory)") {
