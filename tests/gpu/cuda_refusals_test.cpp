@@ -107,6 +107,7 @@ TEST_CASE("The selection's key lists on the device take fewer than 2^31 entries"
   const int64_t k = first_over(s.Lk, [&](int64_t b) {
     return cuda_plan::ListBegin(heads, 0, 64, s.Lq, s.Lk, b) >= INT32_MAX;
   });
+  CHECK(k == 38314);  // the bound docs/reliability.md quotes
   for (const char* variant : {"ks", "dma"}) {
     INFO(variant << " k=" << k);
     const std::string budget = std::string(variant) == "ks" ? "k" : "w";
@@ -130,6 +131,7 @@ TEST_CASE("The selection's key lists on the device take fewer than 2^31 entries"
            INT32_MAX;
   });
   INFO("lsh k=" << k_lsh);
+  CHECK(k_lsh == 8144);
   const std::string bucketed = "attntune_bucketed_f16_d128_br64_bc64_w4_s2";
   CHECK(Refusal("lsh", "cuda", s, {{"k", std::to_string(k_lsh)}, {"bits", "4"}, {"Tile", bucketed}}) ==
         line);
@@ -147,6 +149,7 @@ TEST_CASE("The selection's key lists on the device take fewer than 2^31 entries"
            INT32_MAX;
   });
   INFO("dma_decode w_kv=" << w_kv);
+  CHECK(w_kv == 482);
   CHECK(Refusal("dma_decode", "cuda_decode", decode,
                 {{"w_kv", std::to_string(w_kv)}, {"w_q", "0"}, {"r", "0"}}) == line);
   CHECK(Refusal("dma_decode", "cuda_decode", decode,

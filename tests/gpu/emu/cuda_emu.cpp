@@ -3,7 +3,6 @@
 #include "cuda_emu.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cfloat>
 #include <cmath>
@@ -13,6 +12,8 @@
 #include <map>
 #include <stdexcept>
 #include <vector>
+
+#include "kernels/cuda/plan.h"  // ToFloat: the 16-bit widening the CPU tests check
 
 uint3 threadIdx{0, 0, 0};
 uint3 blockIdx{0, 0, 0};
@@ -300,24 +301,8 @@ struct MmaLane {
 
 float Half(uint32_t reg, int hi, bool bf16) {
   const uint16_t bits = static_cast<uint16_t>(hi ? reg >> 16 : reg & 0xffffu);
-  if (bf16) {
-    const uint32_t u = static_cast<uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  // fp16 widened through a table (GCC's _Float16 conversion is a libgcc call).
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t b = 0; b < 65536; ++b) {
-      const uint16_t u = static_cast<uint16_t>(b);
-      _Float16 h;
-      std::memcpy(&h, &u, 2);
-      t[b] = static_cast<float>(h);
-    }
-    return t;
-  }();
-  return table[bits];
+  namespace cp = attntune::cuda_plan;
+  return bf16 ? cp::ToFloat(cp::Bf16Bits{bits}) : cp::ToFloat(cp::F16Bits{bits});
 }
 
 // The PTX ISA's m16n8k16 fragments: lane l (g = l / 4, t = l % 4) holds A[g][2t, 2t+1]
@@ -456,8 +441,8 @@ extern "C" void attntune_emu_fiber_main() {
   Fiber& f = rt.fibers[static_cast<size_t>(rt.current)];
   f.state = State::kDone;
   --rt.live;
-  // A warp operation that waits on this lane can never complete; a barrier whose other
-  // threads are all there now would (select.cu has none: it is an error above).
+  // A warp operation that waits on this lane can never complete; threads waiting at
+  // __syncthreads for it wait at a barrier in divergent code (UB on a device).
   const int w = f.linear / 32, l = f.linear % 32;
   Runtime::WarpState& ws = rt.warps[static_cast<size_t>(w)];
   ws.exited |= 1u << l;
@@ -513,7 +498,7 @@ bool RunBlock() {
   }
   rt.live = n;
   rt.at_barrier = 0;
-  const int warps = (n + 31) / 32;
+  const int warps = static_cast<int>(rt.warps.size());
   const auto run = [&rt](int t) {
     Fiber& f = rt.fibers[static_cast<size_t>(t)];
     if (f.state != State::kRunnable) return false;
