@@ -1065,7 +1065,11 @@ namespace attntune {
 namespace cuda_plan {
 namespace {
 
+// A failed call's text. The runtime also keeps a failed call's error for the next
+// cudaGetLastError, which the next launch's check (Launched) reads: it is read off here,
+// where it is reported, so that it fails no later launch.
 std::string ErrorOf(cudaError_t error, const char* what) {
+  (void)cudaGetLastError();
   return std::string(what) + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
 }
 
@@ -1110,18 +1114,11 @@ std::string RunTyped(attntune::Dtype type, const char* what, void (*f32)(T), voi
 template <class Call>
 std::string Cub(SelectWorkspace& ws, const std::string& name, const Call& call) {
   size_t bytes = 0;
-  // A failed call's error is also pending for the next cudaGetLastError (the next
-  // launch's check): read here, where it is reported.
   cudaError_t error = call(nullptr, bytes);
-  if (error != cudaSuccess) {
-    (void)cudaGetLastError();
-    return ErrorOf(error, name.c_str());
-  }
+  if (error != cudaSuccess) return ErrorOf(error, name.c_str());
   void* temp = ws.Get(name + ".cub", bytes > 0 ? bytes : 1);
   error = call(temp, bytes);
-  if (error == cudaSuccess) return "";
-  (void)cudaGetLastError();
-  return ErrorOf(error, name.c_str());
+  return error == cudaSuccess ? "" : ErrorOf(error, name.c_str());
 }
 
 std::string Seq(int32_t* a, int64_t count, int64_t step, int64_t modulo, void* stream) {
@@ -1226,7 +1223,6 @@ void* SelectWorkspace::Get(const std::string& name, size_t bytes) {
   const cudaError_t error =
       ordered_ ? cudaMallocAsync(&ptr, bytes, Stream(stream_)) : cudaMalloc(&ptr, bytes);
   if (error != cudaSuccess) {
-    (void)cudaGetLastError();  // reported here: not pending for the next launch's check
     const std::string what = std::string(ordered_ ? "cudaMallocAsync" : "cudaMalloc") +
                              " (selection buffer " + name + ")";
     throw std::runtime_error(ErrorOf(error, what.c_str()));
@@ -1236,10 +1232,7 @@ void* SelectWorkspace::Get(const std::string& name, size_t bytes) {
   if (poison_) {
     const cudaError_t set = ordered_ ? cudaMemsetAsync(ptr, 0xFF, bytes, Stream(stream_))
                                      : cudaMemset(ptr, 0xFF, bytes);
-    if (set != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw std::runtime_error(ErrorOf(set, "cudaMemset (poison)"));
-    }
+    if (set != cudaSuccess) throw std::runtime_error(ErrorOf(set, "cudaMemset (poison)"));
   }
   return ptr;
 }

@@ -723,7 +723,10 @@ const void* FindKernel(const WindowedTile& tile, Family family) {
   return nullptr;
 }
 
+// A failed call's text; the error is read off the runtime here, where it is reported,
+// so that the next launch's check does not find it pending (as select.cu's ErrorOf).
 std::string ErrorText(cudaError_t error, const char* call) {
+  (void)cudaGetLastError();
   return std::string(cudaGetErrorName(error)) + " (" + call + "): " + cudaGetErrorString(error);
 }
 
@@ -851,10 +854,7 @@ std::string RunWindowedOnDevice(const WindowedProblem& problem, const WindowedTi
   void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dout = nullptr, *dw = nullptr;
   std::string failure;
   auto check = [&](cudaError_t error, const char* call) {
-    if (error != cudaSuccess && failure.empty()) {
-      failure = ErrorText(error, call);
-      (void)cudaGetLastError();  // reported here: not pending for a later launch's check
-    }
+    if (error != cudaSuccess && failure.empty()) failure = ErrorText(error, call);
     return failure.empty();
   };
   if (check(cudaMalloc(&dq, nq * 2), "cudaMalloc") &&
